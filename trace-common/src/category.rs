@@ -1,0 +1,83 @@
+//! Category names and matching.
+//!
+//! An enabled-category list selects categories by exact name or by a glob:
+//! `*` matches any run of characters (so `kernel:*` selects every kernel
+//! category). An empty list enables every category, as in Fuchsia.
+
+/// The kernel provider's scheduling category: context switches and wake-ups.
+pub const KERNEL_SCHED: &str = "kernel:sched";
+/// The kernel provider's process category: fork, exec, exit, rename.
+pub const KERNEL_PROC: &str = "kernel:proc";
+
+/// Every category the kernel provider knows, with a one-line description.
+pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
+    (
+        KERNEL_SCHED,
+        "context switches and wake-ups per CPU, with thread states and weights",
+    ),
+    (
+        KERNEL_PROC,
+        "process and thread lifecycle: fork, exec, exit and renames, with names",
+    ),
+];
+
+/// Whether `pattern` (which may contain `*` wildcards) matches `category`.
+pub fn glob_matches(pattern: &str, category: &str) -> bool {
+    let p = pattern.as_bytes();
+    let c = category.as_bytes();
+    // Iterative wildcard matching with backtracking to the last `*`.
+    let (mut pi, mut ci) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ci < c.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ci));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == c[ci] {
+            pi += 1;
+            ci += 1;
+        } else if let Some((sp, sc)) = star {
+            pi = sp + 1;
+            ci = sc + 1;
+            star = Some((sp, sc + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Whether `category` is enabled by the list `enabled` (empty: all are).
+pub fn is_enabled<S: AsRef<str>>(enabled: &[S], category: &str) -> bool {
+    enabled.is_empty() || enabled.iter().any(|p| glob_matches(p.as_ref(), category))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("kernel:*", "kernel:sched"));
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("kernel:sched", "kernel:sched"));
+        assert!(!glob_matches("kernel:sched", "kernel:schedx"));
+        assert!(glob_matches("*:sched", "kernel:sched"));
+        assert!(glob_matches("k*l:*d", "kernel:sched"));
+        assert!(!glob_matches("k*l:*x", "kernel:sched"));
+        assert!(!glob_matches("kernel:*", "app:net"));
+        assert!(glob_matches("a*b*c", "aXbYbZc"));
+        assert!(!glob_matches("", "a"));
+        assert!(glob_matches("", ""));
+    }
+
+    #[test]
+    fn empty_list_enables_all() {
+        let none: [&str; 0] = [];
+        assert!(is_enabled(&none, "kernel:sched"));
+        assert!(is_enabled(&["kernel:proc", "kernel:s*"], "kernel:sched"));
+        assert!(!is_enabled(&["kernel:proc"], "kernel:sched"));
+    }
+}

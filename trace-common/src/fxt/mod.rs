@@ -1,0 +1,18 @@
+//! The Fuchsia Trace Format (FXT).
+//!
+//! [`wire`] holds the constants and bit fields of §1–§3 of the format
+//! reference. With the `alloc` feature, [`Record`] models every record type,
+//! [`write`] encodes records and [`read`] decodes a byte stream into records
+//! without ever panicking or reading out of bounds.
+
+pub mod wire;
+
+#[cfg(feature = "alloc")]
+mod model;
+#[cfg(feature = "alloc")]
+pub mod read;
+#[cfg(feature = "alloc")]
+pub mod write;
+
+#[cfg(feature = "alloc")]
+pub use model::*;

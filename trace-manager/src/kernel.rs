@@ -1,0 +1,1 @@
+//! The kernel trace provider (loader and ring-buffer drain).
