@@ -1,1 +1,261 @@
-//! Helpers for the end-to-end tests.
+//! Helpers for the end-to-end tests: finding the built binaries, reading the
+//! kernel's monotonic clock, and parsing a trace file into plain facts.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
+
+/// The directory holding the workspace's built binaries (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/<test> → target/debug
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps");
+    dir.to_path_buf()
+}
+
+/// The path of the `trace-cli` binary; panics with a hint when it is missing.
+pub fn trace_cli() -> PathBuf {
+    let p = bin_dir().join("trace-cli");
+    assert!(
+        p.exists(),
+        "{} is missing: run the tests with `cargo xtask test` (it builds every binary first)",
+        p.display()
+    );
+    p
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the kernel provider stamps events with.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Fails the test unless it runs as root: these tests load eBPF programs.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this end-to-end test records with real eBPF and must run as root"
+    );
+}
+
+/// A context switch, resolved.
+#[derive(Clone, Debug)]
+pub struct Switch {
+    /// Nanoseconds.
+    pub ts: u64,
+    /// CPU.
+    pub cpu: u16,
+    /// Outgoing thread.
+    pub out_tid: u64,
+    /// Outgoing thread state.
+    pub out_state: u8,
+    /// Incoming thread.
+    pub in_tid: u64,
+    /// Arguments by name.
+    pub args: HashMap<String, ArgValue<'static>>,
+}
+
+/// A thread wakeup, resolved.
+#[derive(Clone, Debug)]
+pub struct Wakeup {
+    /// Nanoseconds.
+    pub ts: u64,
+    /// CPU.
+    pub cpu: u16,
+    /// The woken thread.
+    pub tid: u64,
+    /// Arguments by name.
+    pub args: HashMap<String, ArgValue<'static>>,
+}
+
+/// An event record, resolved.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// Nanoseconds.
+    pub ts: u64,
+    /// Process koid.
+    pub pid: u64,
+    /// Thread koid.
+    pub tid: u64,
+    /// Category.
+    pub category: String,
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: EventKind,
+    /// Arguments by name, string values resolved to inline strings.
+    pub args: HashMap<String, ArgValue<'static>>,
+}
+
+/// Everything a test wants to know about a trace file.
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// Provider id → name, in the order declared.
+    pub providers: Vec<(u32, String)>,
+    /// Ticks per second of each initialization record.
+    pub ticks_per_second: Vec<u64>,
+    /// Provider events (id, event).
+    pub provider_events: Vec<(u32, u8)>,
+    /// Process koid → every name it was given, in order.
+    pub process_names: HashMap<u64, Vec<String>>,
+    /// Thread koid → (process koid, name), every naming in order.
+    pub thread_names: HashMap<u64, Vec<(u64, String)>>,
+    /// Context switches in file order.
+    pub switches: Vec<Switch>,
+    /// Wakeups in file order.
+    pub wakeups: Vec<Wakeup>,
+    /// Events in file order.
+    pub events: Vec<Event>,
+    /// Records decoded.
+    pub records: usize,
+    /// Reader errors (offset, message).
+    pub errors: Vec<(usize, String)>,
+    /// Whether the file starts with the magic number record.
+    pub starts_with_magic: bool,
+}
+
+impl Trace {
+    /// The last name given to thread `tid`, with its process.
+    pub fn thread(&self, tid: u64) -> Option<&(u64, String)> {
+        self.thread_names.get(&tid).and_then(|v| v.last())
+    }
+
+    /// Thread koids whose last name is `name`.
+    pub fn threads_named(&self, name: &str) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .thread_names
+            .iter()
+            .filter(|(_, names)| names.last().is_some_and(|(_, n)| n == name))
+            .map(|(tid, _)| *tid)
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn resolve_args(
+    state: &TraceState,
+    args: &[trace_common::fxt::Arg<'_>],
+) -> HashMap<String, ArgValue<'static>> {
+    args.iter()
+        .map(|a| {
+            let name = state.string(&a.name).unwrap_or("?").to_owned();
+            let value = match &a.value {
+                ArgValue::String(s) => ArgValue::String(trace_common::fxt::StringRef::Inline(
+                    state.string(s).unwrap_or("").to_owned().into(),
+                )),
+                other => other.clone().into_owned(),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+/// Parses a trace file.
+pub fn parse(path: &Path) -> Trace {
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    parse_bytes(&data)
+}
+
+/// Parses trace bytes.
+pub fn parse_bytes(data: &[u8]) -> Trace {
+    let mut t = Trace {
+        starts_with_magic: data.get(..8) == Some(&[0x10, 0x00, 0x04, 0x46, 0x78, 0x54, 0x16, 0x00]),
+        ..Default::default()
+    };
+    let mut state = TraceState::new();
+    for item in Reader::new(data) {
+        let (_, r) = match item {
+            Ok(x) => x,
+            Err(e) => {
+                t.errors.push((e.offset, e.to_string()));
+                continue;
+            }
+        };
+        t.records += 1;
+        state.apply(&r);
+        match &r {
+            Record::ProviderInfo { id, name } => t.providers.push((*id, name.to_string())),
+            Record::Initialization { ticks_per_second } => {
+                t.ticks_per_second.push(*ticks_per_second)
+            }
+            Record::ProviderEvent { id, event } => t.provider_events.push((*id, *event)),
+            Record::KernelObject {
+                koid,
+                obj_type: ty,
+                name,
+                args,
+            } => {
+                let name = state.string(name).unwrap_or("").to_owned();
+                if *ty == obj_type::PROCESS {
+                    t.process_names.entry(*koid).or_default().push(name);
+                } else if *ty == obj_type::THREAD {
+                    let pid = args
+                        .iter()
+                        .find(|a| state.string(&a.name) == Some("process"))
+                        .and_then(|a| match a.value {
+                            ArgValue::Koid(k) => Some(k),
+                            _ => None,
+                        })
+                        .unwrap_or(u64::MAX);
+                    t.thread_names.entry(*koid).or_default().push((pid, name));
+                }
+            }
+            Record::ContextSwitch {
+                ts,
+                cpu,
+                outgoing_state,
+                outgoing_tid,
+                incoming_tid,
+                args,
+            } => t.switches.push(Switch {
+                ts: state.ticks_to_ns(*ts),
+                cpu: *cpu,
+                out_tid: *outgoing_tid,
+                out_state: *outgoing_state,
+                in_tid: *incoming_tid,
+                args: resolve_args(&state, args),
+            }),
+            Record::ThreadWakeup { ts, cpu, tid, args } => t.wakeups.push(Wakeup {
+                ts: state.ticks_to_ns(*ts),
+                cpu: *cpu,
+                tid: *tid,
+                args: resolve_args(&state, args),
+            }),
+            Record::Event {
+                ts,
+                thread,
+                category,
+                name,
+                args,
+                kind,
+            } => {
+                let (pid, tid) = state.thread(*thread).unwrap_or((u64::MAX, u64::MAX));
+                t.events.push(Event {
+                    ts: state.ticks_to_ns(*ts),
+                    pid,
+                    tid,
+                    category: state.string(category).unwrap_or("?").to_owned(),
+                    name: state.string(name).unwrap_or("?").to_owned(),
+                    kind: *kind,
+                    args: resolve_args(&state, args),
+                });
+            }
+            _ => {}
+        }
+    }
+    t
+}

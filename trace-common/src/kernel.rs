@@ -1,1 +1,837 @@
-//! Fixed-layout events written by the eBPF kernel provider (filled in by the kernel provider work).
+//! Fixed-layout data shared by the eBPF kernel provider (`trace-ebpf`) and the
+//! manager that loads it: the only definition of every byte layout that
+//! crosses the kernel/userspace boundary.
+//!
+//! Two directions:
+//!
+//! - Userspace → eBPF: [`KernelLayout`], one value in the [`MAP_LAYOUT`] array
+//!   map, says where each tracepoint field lives in the raw tracepoint record.
+//!   The manager parses the offsets from
+//!   `/sys/kernel/tracing/events/<group>/<name>/format` at load time and fills
+//!   the map before attaching any program, so no kernel's offsets are compiled
+//!   in. A field this kernel lacks is marked absent ([`FieldLoc::ABSENT`]) and
+//!   the programs write all bits set ([`ABSENT_ID`], [`ABSENT_INT`]) or an
+//!   empty string for it.
+//! - eBPF → userspace: one `#[repr(C)]` event per ring-buffer entry in the
+//!   [`MAP_EVENTS`] ring buffer, each starting with an [`EventHeader`].
+//!   [`parse`] decodes one entry without trusting it.
+//!
+//! Every struct here is plain data (integers and byte arrays, no implicit
+//! padding), so any bit pattern is a valid value.
+
+use core::fmt;
+use core::mem::size_of;
+
+use crate::category::{KERNEL_PROC, KERNEL_SCHED};
+
+/// Length of a kernel task name (`TASK_COMM_LEN`), NUL terminator included.
+pub const COMM_LEN: usize = 16;
+
+/// Bytes kept of an exec'd file name (NUL terminator included); longer names
+/// are truncated.
+pub const FILENAME_LEN: usize = 256;
+
+/// Name of the BPF ring buffer map every program writes its events into.
+pub const MAP_EVENTS: &str = "EVENTS";
+
+/// Name of the one-entry array map holding the [`KernelLayout`].
+pub const MAP_LAYOUT: &str = "LAYOUT";
+
+/// Name of the per-CPU array map of `u64` counters, indexed by the
+/// `COUNTER_*` constants.
+pub const MAP_COUNTERS: &str = "COUNTERS";
+
+/// Counter index: events lost because the ring buffer was full.
+pub const COUNTER_RINGBUF_FULL: u32 = 0;
+
+/// Counter index: events lost because the layout map was not filled in.
+pub const COUNTER_NO_LAYOUT: u32 = 1;
+
+/// Number of entries in the [`MAP_COUNTERS`] map. Every counter counts lost
+/// events.
+pub const COUNTER_COUNT: u32 = 2;
+
+/// Value written for a signed integer field the running kernel's tracepoint
+/// lacks (all bits set, as for [`ABSENT_ID`]).
+pub const ABSENT_INT: i32 = -1;
+
+/// Value written for a thread or process id field the running kernel's
+/// tracepoint lacks (all bits set, as for [`ABSENT_INT`]).
+pub const ABSENT_ID: u32 = u32::MAX;
+
+/// Most bytes of a raw tracepoint record the programs copy (fields must end
+/// within them); userspace treats a field beyond as absent.
+pub const MAX_RECORD_BYTES: u16 = 256;
+
+/// The programs check the ring buffer's fill level against
+/// [`KernelLayout::wakeup_bytes`] once per this many events on a CPU (a
+/// power of two).
+pub const WAKEUP_CHECK_INTERVAL: u32 = 32;
+
+/// `clone_flags` bit: the new task is a thread of the caller's process.
+pub const CLONE_THREAD: u64 = 0x0001_0000;
+
+/// [`SchedWakeupEvent::flags`] bit: the event came from `sched_wakeup_new`
+/// (the first wake-up of a new task) rather than `sched_wakeup`.
+pub const WAKEUP_NEW: u32 = 1;
+
+/// [`ProcessExitEvent::group_dead`] value: other threads of the process live on.
+pub const GROUP_DEAD_NO: u8 = 0;
+/// [`ProcessExitEvent::group_dead`] value: the last thread of the process exited.
+pub const GROUP_DEAD_YES: u8 = 1;
+/// [`ProcessExitEvent::group_dead`] value: this kernel's tracepoint lacks the field.
+pub const GROUP_DEAD_UNKNOWN: u8 = 2;
+
+// ---------------------------------------------------------------------------
+// Programs and the tracepoints they attach to.
+
+/// One eBPF program and the classic tracepoint it attaches to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracepointSpec {
+    /// The kernel category that enables this program.
+    pub category: &'static str,
+    /// The program's name in the eBPF object (its function name).
+    pub program: &'static str,
+    /// The tracepoint group (the directory under `events/`), e.g. `sched`.
+    pub group: &'static str,
+    /// The tracepoint name, e.g. `sched_switch`.
+    pub event: &'static str,
+}
+
+/// Every program in the eBPF object, with its category and tracepoint.
+/// Userspace loads and attaches only those of the enabled categories.
+pub const TRACEPOINTS: &[TracepointSpec] = &[
+    TracepointSpec {
+        category: KERNEL_SCHED,
+        program: "sched_switch",
+        group: "sched",
+        event: "sched_switch",
+    },
+    TracepointSpec {
+        category: KERNEL_SCHED,
+        program: "sched_wakeup",
+        group: "sched",
+        event: "sched_wakeup",
+    },
+    TracepointSpec {
+        category: KERNEL_SCHED,
+        program: "sched_wakeup_new",
+        group: "sched",
+        event: "sched_wakeup_new",
+    },
+    TracepointSpec {
+        category: KERNEL_PROC,
+        program: "sched_process_fork",
+        group: "sched",
+        event: "sched_process_fork",
+    },
+    TracepointSpec {
+        category: KERNEL_PROC,
+        program: "task_newtask",
+        group: "task",
+        event: "task_newtask",
+    },
+    TracepointSpec {
+        category: KERNEL_PROC,
+        program: "sched_process_exec",
+        group: "sched",
+        event: "sched_process_exec",
+    },
+    TracepointSpec {
+        category: KERNEL_PROC,
+        program: "sched_process_exit",
+        group: "sched",
+        event: "sched_process_exit",
+    },
+    TracepointSpec {
+        category: KERNEL_PROC,
+        program: "task_rename",
+        group: "task",
+        event: "task_rename",
+    },
+];
+
+// ---------------------------------------------------------------------------
+// Userspace → eBPF: where the tracepoint fields are.
+
+/// Where one field lives in a raw tracepoint record, as the tracefs format
+/// file of the running kernel describes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldLoc {
+    /// Byte offset of the field from the start of the record.
+    pub offset: u16,
+    /// Size of the field in bytes: 1, 2, 4 or 8 for an integer, the array
+    /// length for an inline `char[N]`, 4 for a `__data_loc`/`__rel_loc`.
+    pub size: u16,
+    /// `FIELD_*` bits; without [`FieldLoc::PRESENT`] the field is absent.
+    pub flags: u16,
+}
+
+impl FieldLoc {
+    /// Flag: the field exists on this kernel.
+    pub const PRESENT: u16 = 1;
+    /// Flag: an integer field is signed (sign-extended when read).
+    pub const SIGNED: u16 = 2;
+    /// Flag: a string field is a `__data_loc`: a `u32` whose low 16 bits are
+    /// the string's offset from the record start and high 16 bits its length.
+    pub const DATA_LOC: u16 = 4;
+    /// Flag: a string field is a `__rel_loc`: like [`FieldLoc::DATA_LOC`] but
+    /// the offset counts from the end of the 4-byte location field.
+    pub const REL_LOC: u16 = 8;
+
+    /// A field the running kernel does not have.
+    pub const ABSENT: FieldLoc = FieldLoc {
+        offset: 0,
+        size: 0,
+        flags: 0,
+    };
+
+    /// Whether the field exists on this kernel.
+    pub const fn is_present(&self) -> bool {
+        self.flags & Self::PRESENT != 0
+    }
+}
+
+/// Field locations of `sched:sched_switch`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedSwitchLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `char prev_comm[16]`.
+    pub prev_comm: FieldLoc,
+    /// `pid_t prev_pid`.
+    pub prev_pid: FieldLoc,
+    /// `int prev_prio`.
+    pub prev_prio: FieldLoc,
+    /// `long prev_state`.
+    pub prev_state: FieldLoc,
+    /// `char next_comm[16]`.
+    pub next_comm: FieldLoc,
+    /// `pid_t next_pid`.
+    pub next_pid: FieldLoc,
+    /// `int next_prio`.
+    pub next_prio: FieldLoc,
+}
+
+/// Field locations of `sched:sched_wakeup` and `sched:sched_wakeup_new`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedWakeupLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `char comm[16]` of the woken task.
+    pub comm: FieldLoc,
+    /// `pid_t pid` of the woken task.
+    pub pid: FieldLoc,
+    /// `int prio` of the woken task.
+    pub prio: FieldLoc,
+    /// `int target_cpu`: the CPU the task will run on.
+    pub target_cpu: FieldLoc,
+}
+
+/// Field locations of `sched:sched_process_fork`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessForkLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `pid_t parent_pid`.
+    pub parent_pid: FieldLoc,
+    /// `pid_t child_pid`.
+    pub child_pid: FieldLoc,
+    /// `child_comm`: `__data_loc char[]` on recent kernels, `char[16]` before.
+    pub child_comm: FieldLoc,
+}
+
+/// Field locations of `task:task_newtask`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskNewtaskLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `pid_t pid` of the new task.
+    pub pid: FieldLoc,
+    /// `char comm[16]` of the new task.
+    pub comm: FieldLoc,
+    /// `u64 clone_flags` (`unsigned long` on older kernels).
+    pub clone_flags: FieldLoc,
+}
+
+/// Field locations of `sched:sched_process_exec`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessExecLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `__data_loc char[] filename`.
+    pub filename: FieldLoc,
+    /// `pid_t pid`: the thread id after exec (the process id).
+    pub pid: FieldLoc,
+    /// `pid_t old_pid`: the thread id that called exec.
+    pub old_pid: FieldLoc,
+}
+
+/// Field locations of `sched:sched_process_exit`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessExitLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `char comm[16]`.
+    pub comm: FieldLoc,
+    /// `pid_t pid`.
+    pub pid: FieldLoc,
+    /// `int prio`.
+    pub prio: FieldLoc,
+    /// `bool group_dead` (absent on older kernels).
+    pub group_dead: FieldLoc,
+}
+
+/// Field locations of `task:task_rename`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskRenameLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `pid_t pid` (absent on some kernels, where it is always the current task).
+    pub pid: FieldLoc,
+    /// `char oldcomm[16]`.
+    pub oldcomm: FieldLoc,
+    /// `char newcomm[16]`.
+    pub newcomm: FieldLoc,
+}
+
+/// Every tracepoint's field locations, and when to wake the reader: the one
+/// value of the [`MAP_LAYOUT`] map. A tracepoint whose category is disabled
+/// keeps all fields absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelLayout {
+    /// [`KernelLayout::VERSION`] once userspace has filled the layout in; the
+    /// programs drop events (counting [`COUNTER_NO_LAYOUT`]) while it is 0.
+    pub version: u16,
+    /// Zero.
+    pub reserved: u16,
+    /// Wake the reader once this many bytes wait in the ring buffer (checked
+    /// every [`WAKEUP_CHECK_INTERVAL`] events per CPU); below that the reader
+    /// is not woken and collects on its own timer. 0 wakes it on every event.
+    pub wakeup_bytes: u32,
+    /// `sched:sched_switch`.
+    pub sched_switch: SchedSwitchLayout,
+    /// `sched:sched_wakeup`.
+    pub sched_wakeup: SchedWakeupLayout,
+    /// `sched:sched_wakeup_new`.
+    pub sched_wakeup_new: SchedWakeupLayout,
+    /// `sched:sched_process_fork`.
+    pub process_fork: ProcessForkLayout,
+    /// `task:task_newtask`.
+    pub task_newtask: TaskNewtaskLayout,
+    /// `sched:sched_process_exec`.
+    pub process_exec: ProcessExecLayout,
+    /// `sched:sched_process_exit`.
+    pub process_exit: ProcessExitLayout,
+    /// `task:task_rename`.
+    pub task_rename: TaskRenameLayout,
+    /// Zero (keeps the size a multiple of 4 without implicit padding).
+    pub reserved_end: u16,
+}
+
+impl KernelLayout {
+    /// The layout version this crate defines; stored in
+    /// [`KernelLayout::version`].
+    pub const VERSION: u16 = 2;
+}
+
+// ---------------------------------------------------------------------------
+// eBPF → userspace: events.
+
+/// Kind of a kernel event: the first field of every [`EventHeader`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// [`SchedSwitchEvent`].
+    Switch = 1,
+    /// [`SchedWakeupEvent`].
+    Wakeup = 2,
+    /// [`ProcessForkEvent`].
+    Fork = 3,
+    /// [`TaskNewtaskEvent`].
+    NewTask = 4,
+    /// [`ProcessExecEvent`].
+    Exec = 5,
+    /// [`ProcessExitEvent`].
+    Exit = 6,
+    /// [`TaskRenameEvent`].
+    Rename = 7,
+}
+
+impl EventKind {
+    /// The kind with wire value `value`, if any.
+    pub const fn from_u32(value: u32) -> Option<EventKind> {
+        Some(match value {
+            1 => EventKind::Switch,
+            2 => EventKind::Wakeup,
+            3 => EventKind::Fork,
+            4 => EventKind::NewTask,
+            5 => EventKind::Exec,
+            6 => EventKind::Exit,
+            7 => EventKind::Rename,
+            _ => return None,
+        })
+    }
+
+    /// Size in bytes of this kind's event struct.
+    pub const fn event_size(self) -> usize {
+        match self {
+            EventKind::Switch => size_of::<SchedSwitchEvent>(),
+            EventKind::Wakeup => size_of::<SchedWakeupEvent>(),
+            EventKind::Fork => size_of::<ProcessForkEvent>(),
+            EventKind::NewTask => size_of::<TaskNewtaskEvent>(),
+            EventKind::Exec => size_of::<ProcessExecEvent>(),
+            EventKind::Exit => size_of::<ProcessExitEvent>(),
+            EventKind::Rename => size_of::<TaskRenameEvent>(),
+        }
+    }
+}
+
+/// The header every event starts with.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHeader {
+    /// [`EventKind`] as its `u32` value.
+    pub kind: u32,
+    /// CPU the event happened on (`bpf_get_smp_processor_id`).
+    pub cpu: u32,
+    /// Time of the event in nanoseconds of CLOCK_MONOTONIC (`bpf_ktime_get_ns`).
+    pub ts: u64,
+    /// Thread id of the current task (the kernel's `pid`).
+    pub tid: u32,
+    /// Process id of the current task (the kernel's `tgid`).
+    pub tgid: u32,
+}
+
+/// `sched:sched_switch`: the CPU switched from `prev` (the current task,
+/// whose process is [`EventHeader::tgid`]) to `next`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedSwitchEvent {
+    /// Common header; `tid`/`tgid` are the previous task's.
+    pub header: EventHeader,
+    /// Name of the task switched away from, NUL-padded.
+    pub prev_comm: [u8; COMM_LEN],
+    /// Name of the task switched to, NUL-padded.
+    pub next_comm: [u8; COMM_LEN],
+    /// Thread id of the task switched away from.
+    pub prev_pid: u32,
+    /// Kernel priority of the task switched away from.
+    pub prev_prio: i32,
+    /// Thread id of the task switched to.
+    pub next_pid: u32,
+    /// Kernel priority of the task switched to.
+    pub next_prio: i32,
+    /// State the previous task was left in (`TASK_*` bits; 0 = runnable,
+    /// so preempted). [`ABSENT_INT`] when the field is absent.
+    pub prev_state: i64,
+}
+
+/// `sched:sched_wakeup` or `sched:sched_wakeup_new`: the current task
+/// (the waker) made a task runnable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedWakeupEvent {
+    /// Common header; `tid`/`tgid` are the waker's.
+    pub header: EventHeader,
+    /// Name of the woken task, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+    /// Thread id of the woken task.
+    pub pid: u32,
+    /// Kernel priority of the woken task.
+    pub prio: i32,
+    /// CPU the woken task will run on.
+    pub target_cpu: i32,
+    /// [`WAKEUP_NEW`] for the first wake-up of a new task.
+    pub flags: u32,
+}
+
+/// `sched:sched_process_fork`: the current task created a task.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessForkEvent {
+    /// Common header; `tid`/`tgid` are the parent's.
+    pub header: EventHeader,
+    /// Thread id of the parent.
+    pub parent_pid: u32,
+    /// Thread id of the new task.
+    pub child_pid: u32,
+    /// Name of the new task, NUL-padded.
+    pub child_comm: [u8; COMM_LEN],
+}
+
+/// `task:task_newtask`: the current task created a task; says whether it is
+/// a thread of the caller's process or a new process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskNewtaskEvent {
+    /// Common header; `tid`/`tgid` are the parent's.
+    pub header: EventHeader,
+    /// Thread id of the new task.
+    pub pid: u32,
+    /// Process id of the new task: the parent's for a thread
+    /// ([`CLONE_THREAD`]), else the new task's own id; [`ABSENT_ID`] when
+    /// `clone_flags` is absent.
+    pub child_tgid: u32,
+    /// `clone_flags` the task was created with.
+    pub clone_flags: u64,
+    /// Name of the new task, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+}
+
+/// `sched:sched_process_exec`: the current task executed a new program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessExecEvent {
+    /// Common header; `tid` is the task after exec.
+    pub header: EventHeader,
+    /// Thread id after exec (the process id).
+    pub pid: u32,
+    /// Thread id that called exec (differs from `pid` when a non-leader
+    /// thread executed).
+    pub old_pid: u32,
+    /// New name of the task (`bpf_get_current_comm` after exec), NUL-padded.
+    pub comm: [u8; COMM_LEN],
+    /// Number of bytes of `filename` used, without the NUL terminator.
+    pub filename_len: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Path of the executed file, truncated to [`FILENAME_LEN`] - 1 bytes.
+    pub filename: [u8; FILENAME_LEN],
+}
+
+/// `sched:sched_process_exit`: the current task exited.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessExitEvent {
+    /// Common header; `tid`/`tgid` are the exiting task's.
+    pub header: EventHeader,
+    /// Name of the exiting task, NUL-padded.
+    pub comm: [u8; COMM_LEN],
+    /// Thread id of the exiting task.
+    pub pid: u32,
+    /// Kernel priority of the exiting task.
+    pub prio: i32,
+    /// [`GROUP_DEAD_YES`] when this was the process's last thread,
+    /// [`GROUP_DEAD_NO`] when not, [`GROUP_DEAD_UNKNOWN`] on kernels without
+    /// the field.
+    pub group_dead: u8,
+    /// Zero.
+    pub reserved: [u8; 7],
+}
+
+/// `task:task_rename`: a task of the current process changed its name.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskRenameEvent {
+    /// Common header; `tgid` is the renamed task's process.
+    pub header: EventHeader,
+    /// Thread id of the renamed task (the current task's on kernels without
+    /// the field).
+    pub pid: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Name before, NUL-padded.
+    pub oldcomm: [u8; COMM_LEN],
+    /// Name after, NUL-padded.
+    pub newcomm: [u8; COMM_LEN],
+}
+
+const _: () = {
+    assert!(size_of::<FieldLoc>() == 6);
+    assert!(size_of::<EventHeader>() == 24);
+    assert!(size_of::<SchedSwitchEvent>() == 80);
+    assert!(size_of::<SchedWakeupEvent>() == 56);
+    assert!(size_of::<ProcessForkEvent>() == 48);
+    assert!(size_of::<TaskNewtaskEvent>() == 56);
+    assert!(size_of::<ProcessExecEvent>() == 312);
+    assert!(size_of::<ProcessExitEvent>() == 56);
+    assert!(size_of::<TaskRenameEvent>() == 64);
+    // version, reserved, wakeup_bytes, 8 record sizes, 31 fields, reserved_end:
+    // no implicit padding anywhere.
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 8 * 2 + 31 * 6 + 2);
+    assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
+};
+
+/// One decoded ring-buffer entry.
+// No allocator in `no_std` to box the exec event (with its 256-byte path):
+// events are plain copies, passed by value.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelEvent {
+    /// A context switch.
+    Switch(SchedSwitchEvent),
+    /// A wake-up (or the first wake-up of a new task).
+    Wakeup(SchedWakeupEvent),
+    /// A fork or clone, from the scheduler's tracepoint.
+    Fork(ProcessForkEvent),
+    /// A new task, with its clone flags.
+    NewTask(TaskNewtaskEvent),
+    /// An exec.
+    Exec(ProcessExecEvent),
+    /// A task exit.
+    Exit(ProcessExitEvent),
+    /// A task rename.
+    Rename(TaskRenameEvent),
+}
+
+impl KernelEvent {
+    /// The event's common header.
+    pub fn header(&self) -> &EventHeader {
+        match self {
+            KernelEvent::Switch(e) => &e.header,
+            KernelEvent::Wakeup(e) => &e.header,
+            KernelEvent::Fork(e) => &e.header,
+            KernelEvent::NewTask(e) => &e.header,
+            KernelEvent::Exec(e) => &e.header,
+            KernelEvent::Exit(e) => &e.header,
+            KernelEvent::Rename(e) => &e.header,
+        }
+    }
+
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            KernelEvent::Switch(_) => EventKind::Switch,
+            KernelEvent::Wakeup(_) => EventKind::Wakeup,
+            KernelEvent::Fork(_) => EventKind::Fork,
+            KernelEvent::NewTask(_) => EventKind::NewTask,
+            KernelEvent::Exec(_) => EventKind::Exec,
+            KernelEvent::Exit(_) => EventKind::Exit,
+            KernelEvent::Rename(_) => EventKind::Rename,
+        }
+    }
+}
+
+impl ProcessExecEvent {
+    /// The executed file's path bytes (no terminator), bounded by the buffer
+    /// whatever `filename_len` says.
+    pub fn filename(&self) -> &[u8] {
+        let len = (self.filename_len as usize).min(FILENAME_LEN);
+        c_str_bytes(&self.filename[..len])
+    }
+}
+
+impl ProcessExitEvent {
+    /// Whether the process's last thread exited; `None` on kernels whose
+    /// tracepoint lacks the field.
+    pub fn group_dead(&self) -> Option<bool> {
+        match self.group_dead {
+            GROUP_DEAD_NO => Some(false),
+            GROUP_DEAD_YES => Some(true),
+            _ => None,
+        }
+    }
+}
+
+impl SchedWakeupEvent {
+    /// Whether this is the first wake-up of a new task (`sched_wakeup_new`).
+    pub fn is_new(&self) -> bool {
+        self.flags & WAKEUP_NEW != 0
+    }
+}
+
+/// The bytes of a NUL-padded name up to its first NUL (all of it if none).
+pub fn c_str_bytes(bytes: &[u8]) -> &[u8] {
+    match bytes.iter().position(|&b| b == 0) {
+        Some(end) => &bytes[..end],
+        None => bytes,
+    }
+}
+
+/// Why a ring-buffer entry could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Shorter than the header or than its kind's struct.
+    TooShort {
+        /// Bytes in the entry.
+        len: usize,
+        /// Bytes needed.
+        needed: usize,
+    },
+    /// The header's kind is not an [`EventKind`].
+    UnknownKind(u32),
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::TooShort { len, needed } => {
+                write!(f, "kernel event of {len} bytes, {needed} needed")
+            }
+            ParseError::UnknownKind(kind) => write!(f, "unknown kernel event kind {kind}"),
+        }
+    }
+}
+
+impl core::error::Error for ParseError {}
+
+/// Plain-data event structs: `#[repr(C)]`, only integers and byte arrays,
+/// no padding, so every bit pattern is a valid value.
+trait PlainData: Copy {}
+impl PlainData for EventHeader {}
+impl PlainData for SchedSwitchEvent {}
+impl PlainData for SchedWakeupEvent {}
+impl PlainData for ProcessForkEvent {}
+impl PlainData for TaskNewtaskEvent {}
+impl PlainData for ProcessExecEvent {}
+impl PlainData for ProcessExitEvent {}
+impl PlainData for TaskRenameEvent {}
+
+/// Copies a `T` out of the start of `bytes`, if long enough.
+fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
+    let needed = size_of::<T>();
+    if bytes.len() < needed {
+        return Err(ParseError::TooShort {
+            len: bytes.len(),
+            needed,
+        });
+    }
+    // SAFETY: `bytes` holds at least `size_of::<T>()` readable bytes (checked
+    // above), `read_unaligned` has no alignment requirement, and `T` is plain
+    // data (`PlainData`: integers and byte arrays without padding), so any
+    // bytes form a valid `T`.
+    Ok(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Decodes one ring-buffer entry.
+///
+/// Checks the length against the header and the kind's struct and copies the
+/// event out; never panics, whatever the bytes. Trailing bytes beyond the
+/// kind's struct are ignored.
+pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
+    let header: EventHeader = read_plain(bytes)?;
+    let kind = EventKind::from_u32(header.kind).ok_or(ParseError::UnknownKind(header.kind))?;
+    Ok(match kind {
+        EventKind::Switch => KernelEvent::Switch(read_plain(bytes)?),
+        EventKind::Wakeup => KernelEvent::Wakeup(read_plain(bytes)?),
+        EventKind::Fork => KernelEvent::Fork(read_plain(bytes)?),
+        EventKind::NewTask => KernelEvent::NewTask(read_plain(bytes)?),
+        EventKind::Exec => KernelEvent::Exec(read_plain(bytes)?),
+        EventKind::Exit => KernelEvent::Exit(read_plain(bytes)?),
+        EventKind::Rename => KernelEvent::Rename(read_plain(bytes)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(kind: EventKind) -> EventHeader {
+        EventHeader {
+            kind: kind as u32,
+            cpu: 3,
+            ts: 123_456_789,
+            tid: 42,
+            tgid: 41,
+        }
+    }
+
+    fn bytes_of<T: PlainData>(value: &T) -> [u8; 512] {
+        let mut out = [0u8; 512];
+        // SAFETY: `T` is plain data without padding, so all its
+        // `size_of::<T>()` bytes are initialised; `out` is large enough for
+        // every event struct (the largest is 312 bytes).
+        let src = unsafe {
+            core::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>())
+        };
+        out[..src.len()].copy_from_slice(src);
+        out
+    }
+
+    #[test]
+    fn round_trip_switch() {
+        let mut comm = [0u8; COMM_LEN];
+        comm[..4].copy_from_slice(b"bash");
+        let ev = SchedSwitchEvent {
+            header: header(EventKind::Switch),
+            prev_comm: comm,
+            next_comm: [0; COMM_LEN],
+            prev_pid: 42,
+            prev_prio: 120,
+            next_pid: 0,
+            next_prio: 120,
+            prev_state: 1,
+        };
+        let buf = bytes_of(&ev);
+        let n = size_of::<SchedSwitchEvent>();
+        assert_eq!(parse(&buf[..n]), Ok(KernelEvent::Switch(ev)));
+        // Trailing bytes are ignored.
+        assert_eq!(parse(&buf[..n + 8]), Ok(KernelEvent::Switch(ev)));
+        assert_eq!(
+            parse(&buf[..n - 1]),
+            Err(ParseError::TooShort {
+                len: n - 1,
+                needed: n
+            })
+        );
+        let KernelEvent::Switch(back) = parse(&buf[..n]).unwrap() else {
+            panic!("wrong kind");
+        };
+        assert_eq!(c_str_bytes(&back.prev_comm), b"bash");
+        assert_eq!(c_str_bytes(&back.next_comm), b"");
+    }
+
+    #[test]
+    fn exec_filename_is_bounded() {
+        let mut ev = ProcessExecEvent {
+            header: header(EventKind::Exec),
+            pid: 1,
+            old_pid: 1,
+            comm: [0; COMM_LEN],
+            filename_len: 9,
+            reserved: 0,
+            filename: [b'x'; FILENAME_LEN],
+        };
+        ev.filename[..9].copy_from_slice(b"/bin/true");
+        assert_eq!(ev.filename(), b"/bin/true");
+        ev.filename_len = u32::MAX;
+        assert_eq!(ev.filename().len(), FILENAME_LEN);
+    }
+
+    #[test]
+    fn rejects_garbage_without_panicking() {
+        assert!(matches!(parse(&[]), Err(ParseError::TooShort { .. })));
+        assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
+        let mut buf = [0xffu8; 400];
+        assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
+        for kind in 1..=7u32 {
+            buf[..4].copy_from_slice(&kind.to_le_bytes());
+            let k = EventKind::from_u32(kind).unwrap();
+            assert!(parse(&buf[..k.event_size()]).is_ok());
+            assert!(parse(&buf[..k.event_size() - 1]).is_err());
+            assert_eq!(parse(&buf).unwrap().kind(), k);
+        }
+        // Every prefix of every length parses or fails cleanly.
+        for len in 0..buf.len() {
+            let _ = parse(&buf[..len]);
+        }
+    }
+
+    #[test]
+    fn programs_have_known_categories() {
+        for tp in TRACEPOINTS {
+            assert!(
+                crate::category::KERNEL_CATEGORIES
+                    .iter()
+                    .any(|(name, _)| *name == tp.category)
+            );
+        }
+    }
+}

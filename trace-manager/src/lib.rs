@@ -1,5 +1,13 @@
 //! The trace manager.
 //!
 //! - [`kernel`]: the kernel trace provider — loads the eBPF programs for the
-//!   enabled kernel categories and drains their ring buffers.
+//!   enabled kernel categories and drains their ring buffer.
+//! - [`kernel_records`]: turns kernel events into FXT records.
+//! - [`procfs`]: the processes and threads that already exist.
+//! - [`output`]: the merged FXT stream and per-provider string tables.
+//! - [`recording`]: one recording session run in the calling process.
 pub mod kernel;
+pub mod kernel_records;
+pub mod output;
+pub mod procfs;
+pub mod recording;

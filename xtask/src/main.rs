@@ -1,1 +1,71 @@
-fn main() {}
+//! `cargo xtask`: project chores — toolchain setup, building the eBPF
+//! object, the test suite, and recording a trace.
+//!
+//! Each subcommand is one [`Command`] variant and one function in its own
+//! module.
+
+mod ebpf;
+mod record;
+mod run;
+mod setup;
+mod test;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Project chores.
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    bin_name = "cargo xtask",
+    about = "Project chores: setup, building the eBPF object, tests, recording"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The chores.
+#[derive(Subcommand)]
+enum Command {
+    /// Install what building the kernel provider's eBPF object needs (the
+    /// nightly's rust-src, bpf-linker, Debian packages); fast when done.
+    Setup,
+    /// Build only the eBPF object (trace-ebpf) and print its path; the
+    /// trace-manager build does this by itself.
+    BuildEbpf,
+    /// Run the whole test suite: formatting, lints, unit tests and the
+    /// end-to-end tests with real eBPF (as root). Extra arguments go to
+    /// `cargo test`.
+    Test {
+        /// Passed to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
+    /// Arguments go to `trace-cli record` (through sudo when not root).
+    Record {
+        /// Passed to `trace-cli record`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Setup => setup::setup(),
+        Command::Test { args } => {
+            setup::setup()?;
+            test::test(&args)
+        }
+        Command::Record { args } => {
+            setup::setup()?;
+            record::record(&args)
+        }
+        Command::BuildEbpf => {
+            let object = ebpf::build_ebpf()?;
+            println!("{}", object.display());
+            Ok(())
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! [`wire`] holds the constants and bit fields of §1–§3 of the format
 //! reference. With the `alloc` feature, [`Record`] models every record type,
-//! [`write`] encodes records and [`read`] decodes a byte stream into records
+//! [`mod@write`] encodes records and [`read`] decodes a byte stream into records
 //! without ever panicking or reading out of bounds.
 
 pub mod wire;

@@ -89,6 +89,25 @@ pub enum ArgValue<'a> {
     Blob(Cow<'a, [u8]>),
 }
 
+impl ArgValue<'_> {
+    /// A copy that borrows nothing.
+    pub fn into_owned(self) -> ArgValue<'static> {
+        match self {
+            ArgValue::Null => ArgValue::Null,
+            ArgValue::Int32(v) => ArgValue::Int32(v),
+            ArgValue::Uint32(v) => ArgValue::Uint32(v),
+            ArgValue::Int64(v) => ArgValue::Int64(v),
+            ArgValue::Uint64(v) => ArgValue::Uint64(v),
+            ArgValue::Double(v) => ArgValue::Double(v),
+            ArgValue::String(s) => ArgValue::String(s.into_owned()),
+            ArgValue::Pointer(v) => ArgValue::Pointer(v),
+            ArgValue::Koid(v) => ArgValue::Koid(v),
+            ArgValue::Bool(v) => ArgValue::Bool(v),
+            ArgValue::Blob(b) => ArgValue::Blob(Cow::Owned(b.into_owned())),
+        }
+    }
+}
+
 /// A named argument attached to a record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Arg<'a> {
@@ -464,19 +483,7 @@ impl Record<'_> {
                     .into_iter()
                     .map(|a| Arg {
                         name: a.name.into_owned(),
-                        value: match a.value {
-                            ArgValue::Null => ArgValue::Null,
-                            ArgValue::Int32(v) => ArgValue::Int32(v),
-                            ArgValue::Uint32(v) => ArgValue::Uint32(v),
-                            ArgValue::Int64(v) => ArgValue::Int64(v),
-                            ArgValue::Uint64(v) => ArgValue::Uint64(v),
-                            ArgValue::Double(v) => ArgValue::Double(v),
-                            ArgValue::String(s) => ArgValue::String(s.into_owned()),
-                            ArgValue::Pointer(v) => ArgValue::Pointer(v),
-                            ArgValue::Koid(v) => ArgValue::Koid(v),
-                            ArgValue::Bool(v) => ArgValue::Bool(v),
-                            ArgValue::Blob(b) => ArgValue::Blob(Owned(b.into_owned())),
-                        },
+                        value: a.value.into_owned(),
                     })
                     .collect::<Vec<_>>(),
             )

@@ -1,0 +1,351 @@
+//! `trace-cli convert`: FXT to Chrome trace-event JSON.
+//!
+//! Events land on their thread (`pid`/`tid`); process and thread names become
+//! metadata events. The JSON format has no scheduler view, so context switches
+//! become complete events on one track per CPU, under a pseudo-process
+//! "CPUs", each slice named after the thread that ran; wake-ups become
+//! instants on the woken thread.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::{Map, Value, json};
+use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
+
+/// The pid of the pseudo-process holding one track per CPU.
+const CPU_PSEUDO_PID: u64 = 0x7fff_fff0;
+
+/// Arguments of `trace-cli convert`.
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// The FXT file to convert.
+    file: PathBuf,
+    /// Where to write the JSON (`-` for standard output).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+pub fn run(args: ConvertArgs) -> Result<ExitCode> {
+    let data = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let out: Box<dyn Write> = if args.output.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?,
+        )
+    };
+    let mut out = BufWriter::new(out);
+    let stats = convert(&data, &mut out).context("writing the JSON output")?;
+    out.flush().context("writing the JSON output")?;
+    if args.output.as_os_str() != "-" {
+        eprintln!(
+            "trace-cli: {} JSON events -> {}",
+            stats.events,
+            args.output.display()
+        );
+    }
+    if stats.errors > 0 {
+        eprintln!(
+            "trace-cli: skipped {} malformed record(s) in {}",
+            stats.errors,
+            args.file.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a conversion did.
+pub struct ConvertStats {
+    /// JSON events written.
+    pub events: u64,
+    /// Malformed records skipped.
+    pub errors: u64,
+}
+
+#[derive(Default)]
+struct Converter {
+    first: bool,
+    events: u64,
+    /// Thread koid → process koid, from thread kernel objects.
+    thread_process: HashMap<u64, u64>,
+    /// Thread koid → name.
+    thread_names: HashMap<u64, String>,
+    /// Context switches per CPU: (ns, outgoing tid, incoming tid).
+    switches: BTreeMap<u16, Vec<(u64, u64, u64)>>,
+}
+
+impl Converter {
+    fn emit(&mut self, out: &mut dyn Write, event: Value) -> std::io::Result<()> {
+        if !self.first {
+            out.write_all(b",\n")?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut *out, &event)?;
+        self.events += 1;
+        Ok(())
+    }
+}
+
+/// Converts FXT `data` into Chrome JSON on `out`.
+pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats> {
+    let mut state = TraceState::new();
+    let mut c = Converter {
+        first: true,
+        ..Default::default()
+    };
+    let mut errors = 0;
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
+    for item in Reader::new(data) {
+        let record = match item {
+            Ok((_, r)) => r,
+            Err(_) => {
+                errors += 1;
+                continue;
+            }
+        };
+        state.apply(&record);
+        match &record {
+            Record::KernelObject {
+                koid,
+                obj_type: ty,
+                name,
+                args,
+            } => {
+                let name = state.string(name).unwrap_or("").to_string();
+                if *ty == obj_type::PROCESS {
+                    c.emit(
+                        out,
+                        json!({"ph":"M","name":"process_name","pid":koid,"tid":koid,"args":{"name":name}}),
+                    )?;
+                } else if *ty == obj_type::THREAD {
+                    let pid = args
+                        .iter()
+                        .find(|a| state.string(&a.name) == Some("process"))
+                        .and_then(|a| match a.value {
+                            ArgValue::Koid(p) => Some(p),
+                            _ => None,
+                        })
+                        .unwrap_or(0);
+                    c.thread_process.insert(*koid, pid);
+                    c.thread_names.insert(*koid, name.clone());
+                    c.emit(
+                        out,
+                        json!({"ph":"M","name":"thread_name","pid":pid,"tid":koid,"args":{"name":name}}),
+                    )?;
+                }
+            }
+            Record::Event {
+                ts,
+                thread,
+                category,
+                name,
+                args,
+                kind,
+            } => {
+                let (pid, tid) = resolve_thread(&state, *thread);
+                let mut ev = Map::new();
+                ev.insert("name".into(), state.string(name).unwrap_or("").into());
+                ev.insert("cat".into(), state.string(category).unwrap_or("").into());
+                ev.insert("pid".into(), pid.into());
+                ev.insert("tid".into(), tid.into());
+                ev.insert("ts".into(), micros(state.ticks_to_ns(*ts)));
+                let mut json_args = args_json(&state, args);
+                let ph = match kind {
+                    EventKind::Instant => {
+                        ev.insert("s".into(), "t".into());
+                        "i"
+                    }
+                    EventKind::Counter { id } => {
+                        if *id != 0 {
+                            ev.insert("id".into(), id.to_string().into());
+                        }
+                        "C"
+                    }
+                    EventKind::DurationBegin => "B",
+                    EventKind::DurationEnd => "E",
+                    EventKind::DurationComplete { end_ts } => {
+                        let start = state.ticks_to_ns(*ts);
+                        let end = state.ticks_to_ns(*end_ts);
+                        ev.insert("dur".into(), micros(end.saturating_sub(start)));
+                        "X"
+                    }
+                    EventKind::AsyncBegin { id } => async_id(&mut ev, *id, "b"),
+                    EventKind::AsyncInstant { id } => async_id(&mut ev, *id, "n"),
+                    EventKind::AsyncEnd { id } => async_id(&mut ev, *id, "e"),
+                    EventKind::FlowBegin { id } => flow_id(&mut ev, *id, "s"),
+                    EventKind::FlowStep { id } => flow_id(&mut ev, *id, "t"),
+                    EventKind::FlowEnd { id } => flow_id(&mut ev, *id, "f"),
+                };
+                ev.insert("ph".into(), ph.into());
+                if !json_args.is_empty() {
+                    ev.insert("args".into(), Value::Object(std::mem::take(&mut json_args)));
+                }
+                c.emit(out, Value::Object(ev))?;
+            }
+            Record::ContextSwitch {
+                ts,
+                cpu,
+                outgoing_tid,
+                incoming_tid,
+                ..
+            } => c.switches.entry(*cpu).or_default().push((
+                state.ticks_to_ns(*ts),
+                *outgoing_tid,
+                *incoming_tid,
+            )),
+            Record::LegacyContextSwitch {
+                ts,
+                cpu,
+                outgoing_thread,
+                incoming_thread,
+                ..
+            } => {
+                let out_tid = resolve_thread(&state, *outgoing_thread).1;
+                let in_tid = resolve_thread(&state, *incoming_thread).1;
+                c.switches.entry(u16::from(*cpu)).or_default().push((
+                    state.ticks_to_ns(*ts),
+                    out_tid,
+                    in_tid,
+                ))
+            }
+            Record::ThreadWakeup { ts, cpu, tid, args } => {
+                let pid = c.thread_process.get(tid).copied().unwrap_or(0);
+                let mut a = args_json(&state, args);
+                a.insert("cpu".into(), (*cpu).into());
+                c.emit(
+                    out,
+                    json!({"ph":"i","s":"t","name":"wakeup","cat":"kernel:sched","pid":pid,"tid":tid,
+                           "ts":micros(state.ticks_to_ns(*ts)),"args":a}),
+                )?;
+            }
+            Record::Log {
+                ts,
+                thread,
+                message,
+            } => {
+                let (pid, tid) = resolve_thread(&state, *thread);
+                c.emit(
+                    out,
+                    json!({"ph":"i","s":"t","name":"log","cat":"log","pid":pid,"tid":tid,
+                           "ts":micros(state.ticks_to_ns(*ts)),"args":{"message":message}}),
+                )?;
+            }
+            _ => {}
+        }
+    }
+    emit_cpu_tracks(&mut c, out)?;
+    out.write_all(b"\n]}\n")?;
+    Ok(ConvertStats {
+        events: c.events,
+        errors,
+    })
+}
+
+/// Turns each CPU's context switches into complete events named after the
+/// thread that ran, on one pseudo-thread per CPU.
+fn emit_cpu_tracks(c: &mut Converter, out: &mut dyn Write) -> std::io::Result<()> {
+    let switches = std::mem::take(&mut c.switches);
+    if switches.is_empty() {
+        return Ok(());
+    }
+    c.emit(
+        out,
+        json!({"ph":"M","name":"process_name","pid":CPU_PSEUDO_PID,"tid":0,"args":{"name":"CPUs"}}),
+    )?;
+    for (cpu, mut list) in switches {
+        list.sort_by_key(|s| s.0);
+        c.emit(
+            out,
+            json!({"ph":"M","name":"thread_name","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"name":format!("CPU {cpu}")}}),
+        )?;
+        c.emit(
+            out,
+            json!({"ph":"M","name":"thread_sort_index","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"sort_index":cpu}}),
+        )?;
+        let mut running: Option<(u64, u64)> = None; // (tid, since)
+        for (ts, _out_tid, in_tid) in list {
+            if let Some((tid, since)) = running.take() {
+                emit_cpu_slice(c, out, cpu, tid, since, ts)?;
+            }
+            if in_tid != 0 {
+                running = Some((in_tid, ts));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn emit_cpu_slice(
+    c: &mut Converter,
+    out: &mut dyn Write,
+    cpu: u16,
+    tid: u64,
+    start: u64,
+    end: u64,
+) -> std::io::Result<()> {
+    let name = match c.thread_names.get(&tid) {
+        Some(n) => format!("{n} {tid}"),
+        None => format!("{tid}"),
+    };
+    let pid = c.thread_process.get(&tid).copied().unwrap_or(0);
+    c.emit(
+        out,
+        json!({"ph":"X","name":name,"cat":"kernel:sched","pid":CPU_PSEUDO_PID,"tid":cpu,
+               "ts":micros(start),"dur":micros(end - start),"args":{"tid":tid,"pid":pid}}),
+    )
+}
+
+fn async_id(ev: &mut Map<String, Value>, id: u64, ph: &'static str) -> &'static str {
+    ev.insert("id".into(), format!("{id:#x}").into());
+    ph
+}
+
+fn flow_id(ev: &mut Map<String, Value>, id: u64, ph: &'static str) -> &'static str {
+    ev.insert("id".into(), format!("{id:#x}").into());
+    if ph != "s" {
+        ev.insert("bp".into(), "e".into());
+    }
+    ph
+}
+
+fn resolve_thread(state: &TraceState, r: ThreadRef) -> (u64, u64) {
+    state.thread(r).unwrap_or((0, 0))
+}
+
+/// Nanoseconds as the fractional microseconds Chrome JSON expects.
+fn micros(ns: u64) -> Value {
+    let v = ns as f64 / 1000.0;
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+fn args_json(state: &TraceState, args: &[Arg<'_>]) -> Map<String, Value> {
+    let mut m = Map::new();
+    for a in args {
+        let key = state.string(&a.name).unwrap_or("?").to_string();
+        let v = match &a.value {
+            ArgValue::Null => Value::Null,
+            ArgValue::Int32(v) => (*v).into(),
+            ArgValue::Uint32(v) => (*v).into(),
+            ArgValue::Int64(v) => (*v).into(),
+            ArgValue::Uint64(v) => (*v).into(),
+            ArgValue::Double(v) => {
+                serde_json::Number::from_f64(*v).map_or(Value::Null, Value::Number)
+            }
+            ArgValue::String(s) => state.string(s).unwrap_or("").into(),
+            ArgValue::Pointer(p) => format!("{p:#x}").into(),
+            ArgValue::Koid(k) => (*k).into(),
+            ArgValue::Bool(b) => (*b).into(),
+            ArgValue::Blob(b) => format!("<{} bytes>", b.len()).into(),
+        };
+        m.insert(key, v);
+    }
+    m
+}

@@ -1,0 +1,235 @@
+//! `trace-cli dump`: one human-readable line per record.
+
+use std::fmt::Write as _;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
+
+/// Arguments of `trace-cli dump`.
+#[derive(Args)]
+pub struct DumpArgs {
+    /// The FXT file to print.
+    file: PathBuf,
+}
+
+pub fn run(args: DumpArgs) -> Result<ExitCode> {
+    let data = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut state = TraceState::new();
+    let mut errors = 0u64;
+    for item in Reader::new(&data) {
+        match item {
+            Ok((offset, record)) => {
+                state.apply(&record);
+                let line = describe(&state, &record);
+                if writeln!(out, "{offset:#010x} {line}").is_err() {
+                    // A closed pipe (e.g. `| head`) ends the dump quietly.
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Err(e) => {
+                errors += 1;
+                let _ = writeln!(out, "{:#010x} ERROR {e}", e.offset);
+            }
+        }
+    }
+    out.flush().ok();
+    if errors > 0 {
+        eprintln!(
+            "trace-cli: {errors} malformed record(s) in {}",
+            args.file.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line describing `record`, with references resolved through `state`.
+pub fn describe(state: &TraceState, record: &Record<'_>) -> String {
+    let s = |r: &StringRef<'_>| -> String {
+        match state.string(r) {
+            Some(v) => format!("{v:?}"),
+            None => format!("<unknown string {r:?}>"),
+        }
+    };
+    let t = |r: ThreadRef| -> String {
+        match state.thread(r) {
+            Some((p, t)) => format!("{p}/{t}"),
+            None => format!("<unknown thread {r:?}>"),
+        }
+    };
+    let ts = |ticks: u64| -> String {
+        let ns = state.ticks_to_ns(ticks);
+        format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    };
+    let args = |args: &[Arg<'_>]| -> String {
+        let mut out = String::new();
+        for a in args {
+            let _ = write!(out, " {}=", state.string(&a.name).unwrap_or("?"));
+            let _ = match &a.value {
+                ArgValue::Null => write!(out, "null"),
+                ArgValue::Int32(v) => write!(out, "{v}"),
+                ArgValue::Uint32(v) => write!(out, "{v}u"),
+                ArgValue::Int64(v) => write!(out, "{v}"),
+                ArgValue::Uint64(v) => write!(out, "{v}u"),
+                ArgValue::Double(v) => write!(out, "{v}"),
+                ArgValue::String(r) => write!(out, "{}", s(r)),
+                ArgValue::Pointer(v) => write!(out, "{v:#x}"),
+                ArgValue::Koid(v) => write!(out, "koid:{v}"),
+                ArgValue::Bool(v) => write!(out, "{v}"),
+                ArgValue::Blob(b) => write!(out, "<blob {} bytes>", b.len()),
+            };
+        }
+        out
+    };
+    match record {
+        Record::Magic => "magic".into(),
+        Record::ProviderInfo { id, name } => format!("provider_info id={id} name={name:?}"),
+        Record::ProviderSection { id } => format!("provider_section id={id}"),
+        Record::ProviderEvent { id, event } => {
+            let what = if *event == 0 {
+                "buffer_overflow (records were dropped)".to_string()
+            } else {
+                format!("event {event}")
+            };
+            format!("provider_event id={id} {what}")
+        }
+        Record::TraceInfo { info_type, data } => {
+            format!("trace_info type={info_type} data={data:#x}")
+        }
+        Record::Initialization { ticks_per_second } => {
+            format!("initialization ticks_per_second={ticks_per_second}")
+        }
+        Record::String { index, value } => format!("string #{index} = {value:?}"),
+        Record::Thread {
+            index,
+            process,
+            thread,
+        } => format!("thread #{index} = {process}/{thread}"),
+        Record::Event {
+            ts: when,
+            thread,
+            category,
+            name,
+            args: a,
+            kind,
+        } => format!(
+            "{} event {kind:?} thread={} cat={} name={}{}",
+            ts(*when),
+            t(*thread),
+            s(category),
+            s(name),
+            args(a)
+        ),
+        Record::Blob {
+            name,
+            blob_type,
+            payload,
+        } => format!(
+            "blob name={} type={blob_type} {} bytes",
+            s(name),
+            payload.len()
+        ),
+        Record::UserspaceObject {
+            pointer,
+            process,
+            name,
+            args: a,
+        } => format!(
+            "userspace_object ptr={pointer:#x} process={} name={}{}",
+            t(*process),
+            s(name),
+            args(a)
+        ),
+        Record::KernelObject {
+            koid,
+            obj_type,
+            name,
+            args: a,
+        } => {
+            let kind = match *obj_type {
+                1 => "process".to_string(),
+                2 => "thread".to_string(),
+                o => format!("type{o}"),
+            };
+            format!(
+                "kernel_object {kind} koid={koid} name={}{}",
+                s(name),
+                args(a)
+            )
+        }
+        Record::ContextSwitch {
+            ts: when,
+            cpu,
+            outgoing_state,
+            outgoing_tid,
+            incoming_tid,
+            args: a,
+        } => format!(
+            "{} context_switch cpu={cpu} out={outgoing_tid} state={outgoing_state} in={incoming_tid}{}",
+            ts(*when),
+            args(a)
+        ),
+        Record::ThreadWakeup {
+            ts: when,
+            cpu,
+            tid,
+            args: a,
+        } => format!("{} wakeup cpu={cpu} tid={tid}{}", ts(*when), args(a)),
+        Record::LegacyContextSwitch {
+            ts: when,
+            cpu,
+            outgoing_state,
+            outgoing_thread,
+            incoming_thread,
+            outgoing_priority,
+            incoming_priority,
+        } => format!(
+            "{} legacy_context_switch cpu={cpu} out={} state={outgoing_state} prio={outgoing_priority} in={} prio={incoming_priority}",
+            ts(*when),
+            t(*outgoing_thread),
+            t(*incoming_thread)
+        ),
+        Record::Log {
+            ts: when,
+            thread,
+            message,
+        } => format!("{} log thread={} {message:?}", ts(*when), t(*thread)),
+        Record::LargeBlob(LargeBlob::Event {
+            category,
+            name,
+            ts: when,
+            thread,
+            args: a,
+            payload,
+        }) => format!(
+            "{} large_blob event cat={} name={} thread={} {} bytes{}",
+            ts(*when),
+            s(category),
+            s(name),
+            t(*thread),
+            payload.len(),
+            args(a)
+        ),
+        Record::LargeBlob(LargeBlob::Attachment {
+            category,
+            name,
+            payload,
+        }) => format!(
+            "large_blob attachment cat={} name={} {} bytes",
+            s(category),
+            s(name),
+            payload.len()
+        ),
+        Record::Unknown { record_type, bytes } => {
+            format!("unknown record type={record_type} {} bytes", bytes.len())
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! `trace-cli record`: record a trace with an embedded manager.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+use trace_common::category::KERNEL_CATEGORIES;
+use trace_manager::kernel::KernelError;
+use trace_manager::recording::{RecordConfig, RecordError, Recording, kernel_categories};
+
+/// Arguments of `trace-cli record`.
+#[derive(Args)]
+pub struct RecordArgs {
+    /// Where to write the trace.
+    #[arg(short, long, default_value = "trace.fxt")]
+    output: PathBuf,
+    /// Stop after this many seconds (fractions allowed).
+    #[arg(short, long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Categories to record, comma-separated; may repeat; globs like `kernel:*`
+    /// work. Default: all.
+    #[arg(
+        short,
+        long = "categories",
+        value_name = "CAT,CAT...",
+        value_delimiter = ','
+    )]
+    categories: Vec<String>,
+    /// Size of the kernel ring buffer in megabytes.
+    #[arg(
+        short = 'b',
+        long = "buffer-size",
+        value_name = "MEGABYTES",
+        default_value_t = 64
+    )]
+    buffer_megabytes: u32,
+    /// Run this command and stop when it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    if let Some(d) = args.duration
+        && !(d.is_finite() && d > 0.0)
+    {
+        bail!("the duration must be a positive number of seconds, not {d}");
+    }
+    if args.buffer_megabytes == 0 || args.buffer_megabytes > 4096 {
+        bail!("the buffer size must be between 1 and 4096 megabytes");
+    }
+    let categories: Vec<String> = args
+        .categories
+        .iter()
+        .map(|c| c.trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .collect();
+    for pattern in &categories {
+        if kernel_categories(std::slice::from_ref(pattern)).is_empty() {
+            let known: Vec<_> = KERNEL_CATEGORIES.iter().map(|(n, _)| *n).collect();
+            bail!(
+                "category {pattern:?} matches no known category (known: {})",
+                known.join(", ")
+            );
+        }
+    }
+    check_privileges()?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(record(args, categories))
+}
+
+async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
+    let file = File::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let config = RecordConfig {
+        categories,
+        buffer_bytes: args.buffer_megabytes as usize * 1024 * 1024,
+    };
+    let mut recording =
+        Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
+
+    let mut child = match args.command.split_first() {
+        Some((program, rest)) => Some(
+            Command::new(program)
+                .args(rest)
+                .spawn()
+                .with_context(|| format!("cannot run {program:?}"))?,
+        ),
+        None => None,
+    };
+    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let duration = args.duration.map(Duration::from_secs_f64);
+    if child.is_none() && duration.is_none() {
+        eprintln!("trace-cli: recording; press Ctrl-C to stop");
+    }
+
+    let stop = async {
+        let deadline = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let exited = async {
+            match child.as_mut() {
+                Some(c) => Some(c.wait().await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = deadline => StopReason::Duration,
+            status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
+            _ = sigint.recv() => StopReason::Signal,
+            _ = sigterm.recv() => StopReason::Signal,
+        }
+    };
+    let reason = recording.run_until(stop).await.map_err(explain)?;
+    let (stats, _) = recording.finish().map_err(explain)?;
+
+    if let Some(mut c) = child
+        && !matches!(reason, StopReason::CommandExited(_))
+    {
+        // The recording ended first: the command is not left behind.
+        let _ = c.start_kill();
+        let _ = c.wait().await;
+    }
+
+    eprintln!(
+        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events) in {:.1} s, \
+         {} records, {} bytes, {} dropped{} -> {}",
+        stats.kernel_events,
+        stats.counts.context_switches,
+        stats.counts.wakeups,
+        stats.counts.proc_events,
+        stats.duration.as_secs_f64(),
+        stats.records,
+        stats.bytes,
+        stats.dropped,
+        if stats.malformed > 0 {
+            format!(", {} malformed", stats.malformed)
+        } else {
+            String::new()
+        },
+        args.output.display()
+    );
+    if let StopReason::CommandExited(Some(status)) = reason
+        && !status.success()
+    {
+        eprintln!("trace-cli: the command exited with {status}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+enum StopReason {
+    Duration,
+    CommandExited(Option<std::process::ExitStatus>),
+    Signal,
+}
+
+/// Fails with one sentence when the process cannot load eBPF programs.
+fn check_privileges() -> Result<()> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let caps = effective_capabilities().unwrap_or(0);
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return Ok(());
+    }
+    bail!(
+        "recording needs root (or the CAP_BPF and CAP_PERFMON capabilities) to load the kernel \
+         trace provider; run it with sudo"
+    )
+}
+
+fn effective_capabilities() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+}
+
+/// Turns a recording error into one clear sentence for the user.
+fn explain(e: RecordError) -> anyhow::Error {
+    match e {
+        RecordError::Kernel(k @ KernelError::Permission { .. }) => anyhow::anyhow!(
+            "{k}; recording needs root (or CAP_BPF and CAP_PERFMON), run it with sudo"
+        ),
+        other => anyhow::Error::new(other),
+    }
+}

@@ -1,0 +1,642 @@
+//! The kernel trace provider's eBPF programs.
+//!
+//! Every program attaches to a classic tracepoint and writes one fixed-layout
+//! event (defined in `trace_common::kernel`) into the `EVENTS` ring buffer,
+//! reserving the entry and filling it in place.
+//!
+//! Tracepoint fields are read at the offsets userspace parsed from the running
+//! kernel's tracefs format files and stored in the `LAYOUT` map before
+//! attaching; nothing here knows one kernel's offsets. A program copies the
+//! raw record once (one `bpf_probe_read_kernel` of `record_size` bytes) into a
+//! per-CPU scratch buffer and takes the fields from there, since helper calls
+//! dominate the cost. A field this kernel lacks is absent in the layout and
+//! is written with all bits set (`ABSENT_ID`, `ABSENT_INT`) or as an empty
+//! string.
+//!
+//! Lost events (ring buffer full, layout not set) are counted per CPU in
+//! `COUNTERS`, never dropped silently. The reader is woken only once
+//! `wakeup_bytes` wait in the ring buffer; below that it collects on a timer,
+//! which spares a wake-up (an inter-processor interrupt) per event.
+//!
+//! Programs by category (userspace attaches only the enabled ones):
+//! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`;
+//! - `kernel:proc`: `sched_process_fork`, `task_newtask`,
+//!   `sched_process_exec`, `sched_process_exit`, `task_rename`.
+#![no_std]
+#![no_main]
+
+use core::ffi::c_void;
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use aya_ebpf::{
+    EbpfContext as _,
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_str_bytes, generated,
+    },
+    macros::{map, tracepoint},
+    maps::{Array, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
+    programs::TracePointContext,
+};
+use trace_common::kernel::{
+    ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_NO_LAYOUT,
+    COUNTER_RINGBUF_FULL, EventHeader, EventKind, FILENAME_LEN, FieldLoc, GROUP_DEAD_UNKNOWN,
+    KernelLayout, MAX_RECORD_BYTES, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout, TaskNewtaskEvent, TaskRenameEvent,
+    WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+};
+
+/// Events for userspace. The size is a placeholder: userspace sets the real
+/// one (`EbpfLoader::map_max_entries`) before loading.
+#[map(name = "EVENTS")]
+static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+
+/// Where the tracepoint fields are, filled in by userspace before attaching.
+#[map(name = "LAYOUT")]
+static LAYOUT: Array<KernelLayout> = Array::with_max_entries(1, 0);
+
+/// Lost-event counters, per CPU, indexed by `COUNTER_*`.
+#[map(name = "COUNTERS")]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
+
+/// Offsets into the scratch copy are masked with this (for the verifier;
+/// userspace keeps every field within `MAX_RECORD_BYTES`).
+const OFFSET_MASK: usize = MAX_RECORD_BYTES as usize - 1;
+
+/// Size of the scratch copy: the largest masked offset plus the widest read
+/// (16 bytes), rounded up.
+const SCRATCH_LEN: usize = MAX_RECORD_BYTES as usize + 2 * COMM_LEN;
+
+const _: () = assert!((MAX_RECORD_BYTES as usize).is_power_of_two());
+
+/// Per-CPU working memory of a program run.
+#[repr(C, align(8))]
+struct Scratch {
+    /// Events written on this CPU, to space out the ring fill-level checks.
+    events: u32,
+    /// Padding.
+    reserved: u32,
+    /// The raw tracepoint record, copied.
+    record: [u8; SCRATCH_LEN],
+}
+
+// Every name field of an event is 8-aligned (see `Record::comm`).
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(Scratch, record) % 8 == 0);
+    assert!(offset_of!(SchedSwitchEvent, prev_comm) % 8 == 0);
+    assert!(offset_of!(SchedSwitchEvent, next_comm) % 8 == 0);
+    assert!(offset_of!(SchedWakeupEvent, comm) % 8 == 0);
+    assert!(offset_of!(ProcessForkEvent, child_comm) % 8 == 0);
+    assert!(offset_of!(TaskNewtaskEvent, comm) % 8 == 0);
+    assert!(offset_of!(ProcessExitEvent, comm) % 8 == 0);
+    assert!(offset_of!(TaskRenameEvent, oldcomm) % 8 == 0);
+    assert!(offset_of!(TaskRenameEvent, newcomm) % 8 == 0);
+};
+
+/// One `Scratch` per CPU. Programs do not nest on a CPU, so a run owns it.
+#[map(name = "SCRATCH")]
+static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+/// Counts one lost event under `counter`.
+#[inline(always)]
+fn count_lost(counter: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(counter) {
+        // SAFETY: `slot` points at this CPU's `u64` in the per-CPU map value.
+        // Tracepoint programs do not nest on one CPU (the kernel skips a BPF
+        // program that would run while another runs on the same CPU), so a
+        // plain read-modify-write cannot race.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// The layout userspace filled in, or `None` (counted) while it has not.
+#[inline(always)]
+fn layout() -> Option<&'static KernelLayout> {
+    match LAYOUT.get(0) {
+        Some(layout) if layout.version == KernelLayout::VERSION => Some(layout),
+        _ => {
+            count_lost(COUNTER_NO_LAYOUT);
+            None
+        }
+    }
+}
+
+/// The current time on CLOCK_MONOTONIC, in nanoseconds.
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: the helper takes no arguments and only reads the clock.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// The common header for an event of `kind` at time `ts`.
+#[inline(always)]
+fn header(kind: EventKind, ts: u64) -> EventHeader {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    EventHeader {
+        kind: kind as u32,
+        // SAFETY: the helper takes no arguments and only reads the CPU id.
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts,
+        tid: pid_tgid as u32,
+        tgid: (pid_tgid >> 32) as u32,
+    }
+}
+
+/// The raw tracepoint record, copied into this CPU's scratch buffer.
+struct Record<'a> {
+    ctx: &'a TracePointContext,
+    scratch: *mut Scratch,
+}
+
+impl<'a> Record<'a> {
+    /// Copies the first `size` bytes of the record (at most
+    /// `MAX_RECORD_BYTES`); `None` if the copy fails.
+    #[inline(always)]
+    fn copy(ctx: &'a TracePointContext, size: u16) -> Option<Record<'a>> {
+        let scratch = SCRATCH.get_ptr_mut(0)?;
+        let size = if size > MAX_RECORD_BYTES {
+            MAX_RECORD_BYTES
+        } else {
+            size
+        };
+        // SAFETY: `scratch` points at this CPU's `Scratch` (the program owns
+        // it for this run), whose `record` holds more than MAX_RECORD_BYTES
+        // bytes; the helper checks the source address itself, and `size`
+        // bytes lie inside the record (userspace computed it from the
+        // format file).
+        let ret = unsafe {
+            generated::bpf_probe_read_kernel(
+                ptr::addr_of_mut!((*scratch).record).cast::<c_void>(),
+                u32::from(size),
+                ctx.as_ptr(),
+            )
+        };
+        (ret == 0).then_some(Record { ctx, scratch })
+    }
+
+    /// Pointer to byte `offset` of the copied record (offset masked so the
+    /// verifier sees every read stays inside the scratch buffer).
+    #[inline(always)]
+    fn at(&self, offset: u16) -> *const u8 {
+        // SAFETY: the masked offset is below MAX_RECORD_BYTES, and at least
+        // 2 * COMM_LEN bytes of `record` follow it; the pointer is derived
+        // without a reference, so nothing is asserted about the contents.
+        unsafe {
+            ptr::addr_of!((*self.scratch).record)
+                .cast::<u8>()
+                .add(offset as usize & OFFSET_MASK)
+        }
+    }
+
+    /// The integer field `field`, sign- or zero-extended; `ABSENT_INT` when
+    /// this kernel lacks it.
+    #[inline(always)]
+    fn int(&self, field: &FieldLoc) -> i64 {
+        if !field.is_present() {
+            return ABSENT_INT as i64;
+        }
+        let p = self.at(field.offset);
+        let signed = field.flags & FieldLoc::SIGNED != 0;
+        // SAFETY: `p` points into the scratch copy with at least 8 readable
+        // bytes after it. It is aligned for the read: the scratch record is
+        // 8-aligned and userspace accepts an integer field only at an offset
+        // that is a multiple of its size (as C lays out the record).
+        unsafe {
+            match field.size {
+                1 => {
+                    let v = p.read();
+                    if signed { v as i8 as i64 } else { v as i64 }
+                }
+                2 => {
+                    let v = p.cast::<u16>().read();
+                    if signed { v as i16 as i64 } else { v as i64 }
+                }
+                4 => {
+                    let v = p.cast::<u32>().read();
+                    if signed { v as i32 as i64 } else { v as i64 }
+                }
+                8 => p.cast::<i64>().read(),
+                _ => ABSENT_INT as i64,
+            }
+        }
+    }
+
+    /// A signed integer field at most 32 bits wide.
+    #[inline(always)]
+    fn i32(&self, field: &FieldLoc) -> i32 {
+        self.int(field) as i32
+    }
+
+    /// A thread or process id field (`pid_t`); `ABSENT_ID` when absent.
+    #[inline(always)]
+    fn id(&self, field: &FieldLoc) -> u32 {
+        self.int(field) as u32
+    }
+
+    /// Writes the name field `field` to `dst`, NUL-padded: an inline
+    /// `char[N]` is copied from the scratch copy, a `__data_loc` or
+    /// `__rel_loc` string is read from the record.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for writes of `COMM_LEN` bytes and 8-aligned (every
+    /// name field of the event structs is).
+    #[inline(always)]
+    unsafe fn comm(&self, field: &FieldLoc, dst: *mut [u8; COMM_LEN]) {
+        let words = dst.cast::<[u64; 2]>();
+        let inline = field.flags & (FieldLoc::DATA_LOC | FieldLoc::REL_LOC) == 0;
+        if field.is_present() && inline && field.size as usize >= COMM_LEN {
+            // The common case: a whole `char[16]` (the kernel NUL-terminates
+            // a task name within it), copied with the widest aligned loads
+            // the field's offset allows.
+            let src = self.at(field.offset);
+            // SAFETY: 16 readable bytes follow `src` in the scratch copy (an
+            // 8-aligned buffer), each load is aligned as its branch checks,
+            // and `dst` is writable and 8-aligned (the caller's contract).
+            unsafe {
+                if field.offset.is_multiple_of(8) {
+                    let src = src.cast::<u64>();
+                    write_words(words, src.read(), src.add(1).read());
+                } else if field.offset.is_multiple_of(4) {
+                    let src = src.cast::<u32>();
+                    write_words(
+                        words,
+                        u64::from(src.read()) | u64::from(src.add(1).read()) << 32,
+                        u64::from(src.add(2).read()) | u64::from(src.add(3).read()) << 32,
+                    );
+                } else {
+                    write_words(words, 0, 0);
+                    for i in 0..COMM_LEN {
+                        *dst.cast::<u8>().add(i) = *src.add(i);
+                    }
+                }
+            }
+            return;
+        }
+        // SAFETY: `dst` is writable and 8-aligned (the caller's contract).
+        unsafe { write_words(words, 0, 0) };
+        if !field.is_present() {
+            return;
+        }
+        if !inline {
+            // SAFETY: `dst` was just initialised, so a reference is sound.
+            let dst = unsafe { &mut *dst };
+            self.dynamic_str(field, dst);
+            return;
+        }
+        // A shorter array: copy what there is, keep the rest NUL.
+        let src = self.at(field.offset);
+        let len = field.size as usize;
+        for i in 0..COMM_LEN - 1 {
+            if i < len {
+                // SAFETY: `i` < 16: inside the scratch copy after `src`, and
+                // inside `dst`.
+                unsafe { *dst.cast::<u8>().add(i) = *src.add(i) };
+            }
+        }
+    }
+
+    /// Reads the `__data_loc` / `__rel_loc` string `field` from the record
+    /// into `dst` (NUL-terminated, truncated to fit); returns its length
+    /// without the terminator, 0 when unreadable.
+    #[inline(always)]
+    fn dynamic_str(&self, field: &FieldLoc, dst: &mut [u8]) -> usize {
+        if !field.is_present() {
+            return 0;
+        }
+        // SAFETY: 4 readable bytes follow the masked offset in the scratch
+        // copy, 4-aligned: userspace accepts a location word only at a
+        // multiple of 4 in the 8-aligned copy.
+        let loc = unsafe { self.at(field.offset).cast::<u32>().read() };
+        let rel = (loc & 0xffff) as usize;
+        let start = if field.flags & FieldLoc::REL_LOC != 0 {
+            field.offset as usize + 4 + rel
+        } else {
+            rel
+        };
+        let src = (self.ctx.as_ptr() as *const u8).wrapping_add(start);
+        // SAFETY: the source is inside the tracepoint record (the record's
+        // own location word says so); the helper checks the address, copies
+        // at most `dst.len()` bytes and NUL-terminates.
+        match unsafe { bpf_probe_read_kernel_str_bytes(src, dst) } {
+            Ok(bytes) => bytes.len(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Whether the reader should be woken now: every
+    /// `WAKEUP_CHECK_INTERVAL` events on this CPU, when at least
+    /// `wakeup_bytes` wait in the ring buffer.
+    #[inline(always)]
+    fn submit_flags(&self, layout: &KernelLayout) -> u64 {
+        // SAFETY: the program owns this CPU's scratch for this run.
+        let events = unsafe {
+            let count = ptr::addr_of_mut!((*self.scratch).events);
+            let n = count.read().wrapping_add(1);
+            count.write(n);
+            n
+        };
+        if layout.wakeup_bytes == 0 {
+            return 0;
+        }
+        if events & (WAKEUP_CHECK_INTERVAL - 1) == 0
+            && EVENTS.query(BPF_RB_AVAIL_DATA.into()) >= u64::from(layout.wakeup_bytes)
+        {
+            BPF_RB_FORCE_WAKEUP.into()
+        } else {
+            BPF_RB_NO_WAKEUP.into()
+        }
+    }
+
+    /// Submits `entry`, waking the reader if [`Record::submit_flags`] says so.
+    #[inline(always)]
+    fn submit<T>(&self, layout: &KernelLayout, entry: RingBufEntry<T>) {
+        entry.submit(self.submit_flags(layout));
+    }
+}
+
+/// Stores a 16-byte name as two words. Volatile stores keep LLVM from
+/// turning them into a `memset`/`memcpy` call (a BPF-to-BPF call here).
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of 16 bytes and 8-aligned.
+#[inline(always)]
+unsafe fn write_words(dst: *mut [u64; 2], first: u64, second: u64) {
+    let dst = dst.cast::<u64>();
+    // SAFETY: both words are inside `dst` and aligned (the caller's contract).
+    unsafe {
+        ptr::write_volatile(dst, first);
+        ptr::write_volatile(dst.add(1), second);
+    }
+}
+
+/// Reserves a `T` in the ring buffer, or counts the event as lost when it is
+/// full. (Straight-line code rather than a closure: an outlined closure can
+/// leave a stack pointer in r0, which the verifier rejects.)
+#[inline(always)]
+fn reserve<T: 'static>() -> Option<RingBufEntry<T>> {
+    let entry = EVENTS.reserve::<T>(0);
+    if entry.is_none() {
+        count_lost(COUNTER_RINGBUF_FULL);
+    }
+    entry
+}
+
+// ---------------------------------------------------------------------------
+// kernel:sched
+
+/// `sched:sched_switch`.
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.sched_switch;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedSwitchEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Switch, ts);
+        r.comm(&l.prev_comm, ptr::addr_of_mut!((*e).prev_comm));
+        r.comm(&l.next_comm, ptr::addr_of_mut!((*e).next_comm));
+        (*e).prev_pid = r.id(&l.prev_pid);
+        (*e).prev_prio = r.i32(&l.prev_prio);
+        (*e).next_pid = r.id(&l.next_pid);
+        (*e).next_prio = r.i32(&l.next_prio);
+        (*e).prev_state = r.int(&l.prev_state);
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// Shared body of the two wake-up tracepoints.
+#[inline(always)]
+fn wakeup(
+    ctx: &TracePointContext,
+    layout: &KernelLayout,
+    l: &SchedWakeupLayout,
+    flags: u32,
+    ts: u64,
+) {
+    let Some(r) = Record::copy(ctx, l.record_size) else {
+        return;
+    };
+    let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedWakeupEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Wakeup, ts);
+        r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
+        (*e).pid = r.id(&l.pid);
+        (*e).prio = r.i32(&l.prio);
+        (*e).target_cpu = r.i32(&l.target_cpu);
+        (*e).flags = flags;
+    }
+    r.submit(layout, entry);
+}
+
+/// `sched:sched_wakeup`.
+#[tracepoint]
+pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    wakeup(&ctx, layout, &layout.sched_wakeup, 0, ts);
+    0
+}
+
+/// `sched:sched_wakeup_new`.
+#[tracepoint]
+pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    wakeup(&ctx, layout, &layout.sched_wakeup_new, WAKEUP_NEW, ts);
+    0
+}
+
+// ---------------------------------------------------------------------------
+// kernel:proc
+
+/// `sched:sched_process_fork`.
+#[tracepoint]
+pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.process_fork;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<ProcessForkEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<ProcessForkEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Fork, ts);
+        (*e).parent_pid = r.id(&l.parent_pid);
+        (*e).child_pid = r.id(&l.child_pid);
+        r.comm(&l.child_comm, ptr::addr_of_mut!((*e).child_comm));
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `task:task_newtask`.
+#[tracepoint]
+pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.task_newtask;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<TaskNewtaskEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    let header = header(EventKind::NewTask, ts);
+    let pid = r.id(&l.pid);
+    let clone_flags = r.int(&l.clone_flags) as u64;
+    let child_tgid = if !l.clone_flags.is_present() {
+        ABSENT_ID
+    } else if clone_flags & CLONE_THREAD != 0 {
+        header.tgid
+    } else {
+        pid
+    };
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<TaskNewtaskEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header;
+        (*e).pid = pid;
+        (*e).child_tgid = child_tgid;
+        (*e).clone_flags = clone_flags;
+        r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `sched:sched_process_exec`.
+#[tracepoint]
+pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.process_exec;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<ProcessExecEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<ProcessExecEvent>() bytes; every field is written before
+    // the entry is submitted, and `filename` is zeroed before a reference
+    // to it is taken.
+    unsafe {
+        (*e).header = header(EventKind::Exec, ts);
+        (*e).pid = r.id(&l.pid);
+        (*e).old_pid = r.id(&l.old_pid);
+        (*e).comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
+        (*e).reserved = 0;
+        (*e).filename = [0; FILENAME_LEN];
+        (*e).filename_len = r.dynamic_str(&l.filename, &mut (*e).filename) as u32;
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `sched:sched_process_exit`.
+#[tracepoint]
+pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.process_exit;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<ProcessExitEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    let group_dead = if l.group_dead.is_present() {
+        (r.int(&l.group_dead) != 0) as u8
+    } else {
+        GROUP_DEAD_UNKNOWN
+    };
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<ProcessExitEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Exit, ts);
+        r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
+        (*e).pid = r.id(&l.pid);
+        (*e).prio = r.i32(&l.prio);
+        (*e).group_dead = group_dead;
+        (*e).reserved = [0; 7];
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `task:task_rename`.
+#[tracepoint]
+pub fn task_rename(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let l = &layout.task_rename;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<TaskRenameEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    let header = header(EventKind::Rename, ts);
+    // Kernels without the field rename only the current task.
+    let pid = if l.pid.is_present() {
+        r.id(&l.pid)
+    } else {
+        header.tid
+    };
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<TaskRenameEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header;
+        (*e).pid = pid;
+        (*e).reserved = 0;
+        r.comm(&l.oldcomm, ptr::addr_of_mut!((*e).oldcomm));
+        r.comm(&l.newcomm, ptr::addr_of_mut!((*e).newcomm));
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// The verifier rejects a program with a reachable panic (an endless loop),
+/// so a panic path fails loudly at load time rather than misbehaving.
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}

@@ -1,1 +1,0 @@
-//! The kernel trace provider (loader and ring-buffer drain).

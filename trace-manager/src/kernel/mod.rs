@@ -1,0 +1,739 @@
+//! The kernel trace provider: loads the eBPF programs of the enabled kernel
+//! categories and drains their ring buffer.
+//!
+//! The eBPF object (crate `trace-ebpf`) is built by this crate's build script
+//! and embedded in the binary. [`KernelProvider::start`]:
+//!
+//! 1. checks the process may load eBPF programs (root, or CAP_BPF and
+//!    CAP_PERFMON);
+//! 2. finds tracefs, mounting it at `/sys/kernel/tracing` if need be;
+//! 3. parses the format file of every tracepoint of the enabled categories
+//!    into a [`KernelLayout`] (field offsets of the running kernel);
+//! 4. loads the object with the ring buffer sized as configured
+//!    (`EbpfLoader::map_max_entries`), stores the
+//!    layout in the `LAYOUT` map, and only then loads and attaches the
+//!    programs of the enabled categories (a disabled category's programs are
+//!    never loaded, so it costs nothing).
+//!
+//! Events are then read with [`KernelProvider::readable`] (await data, no
+//! spinning) and [`KernelProvider::drain`] (decode every available entry).
+//! Events the programs could not write (ring buffer full) are counted in the
+//! kernel and reported by [`KernelProvider::dropped`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), trace_manager::kernel::KernelError> {
+//! use trace_manager::kernel::{KernelConfig, KernelProvider};
+//! let mut kernel = KernelProvider::start(&KernelConfig::default())?;
+//! for _ in 0..10 {
+//!     kernel.readable().await?;
+//!     kernel.drain(&mut |event| println!("{event:?}"));
+//! }
+//! kernel.detach();
+//! kernel.drain(&mut |event| println!("{event:?}"));
+//! println!("lost: {}", kernel.dropped()?);
+//! # Ok(()) }
+//! ```
+
+pub mod format;
+pub mod tracefs;
+
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
+use std::path::PathBuf;
+
+use aya::maps::{Array, MapData, MapError, PerCpuArray, RingBuf};
+use aya::programs::{ProgramError, TracePoint};
+use aya::{Ebpf, EbpfError, EbpfLoader};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use trace_common::category::KERNEL_CATEGORIES;
+use trace_common::kernel::{
+    COUNTER_COUNT, KernelEvent, KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_LAYOUT, TRACEPOINTS,
+    TracepointSpec, parse,
+};
+
+use self::format::{FormatError, fill_layout, parse_format};
+
+/// The eBPF object built from `trace-ebpf` by this crate's build script.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/trace-ebpf"));
+
+/// Default size of the kernel ring buffer.
+pub const DEFAULT_RING_BUFFER_BYTES: usize = 8 << 20;
+
+/// Longest time events wait in the ring buffer before
+/// [`KernelProvider::readable`] returns anyway.
+pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What the kernel provider records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelConfig {
+    /// Enabled kernel categories, by exact name (`kernel:sched`,
+    /// `kernel:proc`; see [`KERNEL_CATEGORIES`]). Programs of other
+    /// categories are not loaded.
+    pub categories: Vec<String>,
+    /// Size of the ring buffer shared by all programs, in bytes; rounded up
+    /// to a power of two times the page size.
+    pub ring_buffer_bytes: usize,
+}
+
+impl Default for KernelConfig {
+    /// Every known kernel category, [`DEFAULT_RING_BUFFER_BYTES`].
+    fn default() -> Self {
+        KernelConfig {
+            categories: KERNEL_CATEGORIES
+                .iter()
+                .map(|(name, _)| (*name).to_owned())
+                .collect(),
+            ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
+        }
+    }
+}
+
+/// Why the kernel provider could not start or read.
+///
+/// Every message is one sentence a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// The process may not load eBPF programs or mount tracefs.
+    #[error(
+        "permission denied: loading kernel tracing programs needs root \
+         (or the CAP_BPF and CAP_PERFMON capabilities): {detail}"
+    )]
+    Permission {
+        /// What was refused.
+        detail: String,
+    },
+    /// tracefs is neither mounted nor mountable.
+    #[error("tracefs is not available at {path}: {source}")]
+    Tracefs {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// Why it is not there.
+        #[source]
+        source: io::Error,
+    },
+    /// A tracepoint of an enabled category does not exist on this kernel.
+    #[error("tracepoint {group}:{event} is not available on this kernel ({path}: {source})")]
+    TracepointMissing {
+        /// Tracepoint group.
+        group: &'static str,
+        /// Tracepoint name.
+        event: &'static str,
+        /// The format file that could not be read.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: io::Error,
+    },
+    /// A tracepoint's format file could not be understood.
+    #[error("cannot understand the format of tracepoint {group}:{event}: {source}")]
+    Format {
+        /// Tracepoint group.
+        group: &'static str,
+        /// Tracepoint name.
+        event: &'static str,
+        /// What is wrong.
+        #[source]
+        source: FormatError,
+    },
+    /// A requested category is not a kernel category this provider knows.
+    #[error("unknown kernel category `{name}` (known: {known})")]
+    UnknownCategory {
+        /// The requested name.
+        name: String,
+        /// The known categories, comma-separated.
+        known: String,
+    },
+    /// The eBPF object could not be loaded (maps created).
+    #[error("cannot load the kernel tracing eBPF object: {source}")]
+    Load {
+        /// The loader's error.
+        #[source]
+        source: Box<EbpfError>,
+    },
+    /// The object lacks a program or map this crate expects (a build mix-up).
+    #[error("the kernel tracing eBPF object has no {what} `{name}`")]
+    MissingInObject {
+        /// `program` or `map`.
+        what: &'static str,
+        /// Its name.
+        name: &'static str,
+    },
+    /// The kernel rejected a program (the verifier log is logged at error
+    /// level).
+    #[error("the kernel rejected eBPF program `{program}`: {reason}")]
+    ProgramLoad {
+        /// Program name.
+        program: &'static str,
+        /// The kernel's answer, without the verifier log.
+        reason: String,
+        /// The loader's error, verifier log included.
+        #[source]
+        source: Box<ProgramError>,
+    },
+    /// A program could not be attached to its tracepoint.
+    #[error("cannot attach eBPF program `{program}` to tracepoint {tracepoint}: {source}")]
+    Attach {
+        /// Program name.
+        program: &'static str,
+        /// `group:event`.
+        tracepoint: String,
+        /// The loader's error.
+        #[source]
+        source: Box<ProgramError>,
+    },
+    /// A map operation failed.
+    #[error("eBPF map `{name}`: {source}")]
+    Map {
+        /// Map name.
+        name: &'static str,
+        /// The map error.
+        #[source]
+        source: Box<MapError>,
+    },
+    /// Waiting for the ring buffer failed.
+    #[error("waiting for kernel events: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// The ring buffer, before and after it is registered with tokio.
+enum Ring {
+    /// Not yet registered (no runtime needed until [`KernelProvider::readable`]).
+    Plain(RingBuf<MapData>),
+    /// Registered with the tokio reactor.
+    Async(AsyncFd<RingBuf<MapData>>),
+}
+
+/// The `Pod` wrapper through which the layout goes into its map (the layout
+/// type lives in `trace-common`, which does not depend on aya).
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct LayoutValue(KernelLayout);
+
+// SAFETY: `KernelLayout` is `#[repr(C)]` plain data made only of `u16`
+// fields (no padding, no pointers), so any bytes are a valid value and its
+// bytes may be copied to and from the kernel.
+unsafe impl aya::Pod for LayoutValue {}
+
+/// The loaded kernel provider. Dropping it detaches every program.
+pub struct KernelProvider {
+    ebpf: Ebpf,
+    ring: Option<Ring>,
+    /// Programs attached, by name.
+    attached: Vec<&'static str>,
+    categories: Vec<String>,
+    ring_buffer_bytes: usize,
+    /// Most entries one [`KernelProvider::drain`] takes, so a flood cannot
+    /// keep it looping forever.
+    drain_limit: usize,
+    /// The last drain stopped at `drain_limit` with entries left.
+    pending: bool,
+    /// When [`KernelProvider::readable`] returns at the latest.
+    next_tick: Option<tokio::time::Instant>,
+    /// Recursion misses of the programs when they were detached.
+    detached_misses: u64,
+    malformed: u64,
+}
+
+impl std::fmt::Debug for KernelProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelProvider")
+            .field("attached", &self.attached)
+            .field("categories", &self.categories)
+            .field("ring_buffer_bytes", &self.ring_buffer_bytes)
+            .field("malformed", &self.malformed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KernelProvider {
+    /// Loads the eBPF programs of the enabled categories and attaches them.
+    ///
+    /// Needs root (or CAP_BPF and CAP_PERFMON, and CAP_SYS_ADMIN when tracefs
+    /// must be mounted). No runtime is needed until
+    /// [`KernelProvider::readable`].
+    pub fn start(config: &KernelConfig) -> Result<Self, KernelError> {
+        let categories = check_categories(&config.categories)?;
+        let specs: Vec<&'static TracepointSpec> = TRACEPOINTS
+            .iter()
+            .filter(|t| categories.iter().any(|c| c == t.category))
+            .collect();
+        check_privileges()?;
+
+        let root = tracefs::tracefs_root().map_err(|source| {
+            if source.kind() == io::ErrorKind::PermissionDenied {
+                KernelError::Permission {
+                    detail: format!("cannot mount tracefs at {}: {source}", tracefs::TRACEFS),
+                }
+            } else {
+                KernelError::Tracefs {
+                    path: tracefs::TRACEFS.into(),
+                    source,
+                }
+            }
+        })?;
+
+        let ring_buffer_bytes = ring_size(config.ring_buffer_bytes);
+        let mut layout = KernelLayout {
+            version: KernelLayout::VERSION,
+            wakeup_bytes: wakeup_bytes(ring_buffer_bytes),
+            ..KernelLayout::default()
+        };
+        for spec in &specs {
+            let path = tracefs::format_path(&root, spec.group, spec.event);
+            let text = std::fs::read_to_string(&path).map_err(|source| {
+                if source.kind() == io::ErrorKind::PermissionDenied {
+                    KernelError::Permission {
+                        detail: format!("cannot read {}: {source}", path.display()),
+                    }
+                } else {
+                    KernelError::TracepointMissing {
+                        group: spec.group,
+                        event: spec.event,
+                        path: path.clone(),
+                        source,
+                    }
+                }
+            })?;
+            let format = parse_format(&text).map_err(|source| KernelError::Format {
+                group: spec.group,
+                event: spec.event,
+                source,
+            })?;
+            let known = fill_layout(&mut layout, spec, &format);
+            debug_assert!(known, "no layout for {}:{}", spec.group, spec.event);
+        }
+
+        raise_memlock_limit();
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries(MAP_EVENTS, ring_buffer_bytes as u32)
+            .load(EBPF_OBJECT)
+            .map_err(|e| {
+                if is_eperm(&e) {
+                    KernelError::Permission {
+                        detail: format!("creating eBPF maps: {e}"),
+                    }
+                } else {
+                    KernelError::Load {
+                        source: Box::new(e),
+                    }
+                }
+            })?;
+
+        {
+            let map = ebpf
+                .map_mut(MAP_LAYOUT)
+                .ok_or(KernelError::MissingInObject {
+                    what: "map",
+                    name: MAP_LAYOUT,
+                })?;
+            let map_err = |e: MapError| KernelError::Map {
+                name: MAP_LAYOUT,
+                source: Box::new(e),
+            };
+            let mut array: Array<&mut MapData, LayoutValue> =
+                Array::try_from(map).map_err(map_err)?;
+            array.set(0, LayoutValue(layout), 0).map_err(map_err)?;
+        }
+
+        let events = ebpf
+            .take_map(MAP_EVENTS)
+            .ok_or(KernelError::MissingInObject {
+                what: "map",
+                name: MAP_EVENTS,
+            })?;
+        let ring = RingBuf::try_from(events).map_err(|e| KernelError::Map {
+            name: MAP_EVENTS,
+            source: Box::new(e),
+        })?;
+
+        let mut provider = KernelProvider {
+            ebpf,
+            ring: Some(Ring::Plain(ring)),
+            attached: Vec::new(),
+            categories,
+            ring_buffer_bytes,
+            drain_limit: (ring_buffer_bytes / 32).max(1024),
+            pending: false,
+            next_tick: None,
+            detached_misses: 0,
+            malformed: 0,
+        };
+        for spec in specs {
+            provider.attach(spec)?;
+        }
+        log::info!(
+            "kernel provider started: categories {:?}, programs {:?}, ring buffer {} KiB",
+            provider.categories,
+            provider.attached,
+            provider.ring_buffer_bytes >> 10
+        );
+        Ok(provider)
+    }
+
+    /// Loads program `spec.program` and attaches it to its tracepoint.
+    fn attach(&mut self, spec: &'static TracepointSpec) -> Result<(), KernelError> {
+        let program = spec.program;
+        let tracepoint = format!("{}:{}", spec.group, spec.event);
+        let tp: &mut TracePoint = self
+            .ebpf
+            .program_mut(program)
+            .ok_or(KernelError::MissingInObject {
+                what: "program",
+                name: program,
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| KernelError::ProgramLoad {
+                program,
+                reason: e.to_string(),
+                source: Box::new(e),
+            })?;
+        tp.load().map_err(|e| {
+            if let ProgramError::LoadError { verifier_log, .. } = &e {
+                log::error!("verifier log of eBPF program `{program}`:\n{verifier_log}");
+            }
+            program_error(program, e)
+        })?;
+        tp.attach(spec.group, spec.event).map_err(|e| {
+            if is_eperm(&e) {
+                KernelError::Permission {
+                    detail: format!("attaching to tracepoint {tracepoint}: {e}"),
+                }
+            } else {
+                KernelError::Attach {
+                    program,
+                    tracepoint,
+                    source: Box::new(e),
+                }
+            }
+        })?;
+        self.attached.push(program);
+        Ok(())
+    }
+
+    /// The enabled categories.
+    pub fn categories(&self) -> &[String] {
+        &self.categories
+    }
+
+    /// Names of the attached programs.
+    pub fn attached_programs(&self) -> &[&'static str] {
+        &self.attached
+    }
+
+    /// The ring buffer's actual size in bytes.
+    pub fn ring_buffer_bytes(&self) -> usize {
+        self.ring_buffer_bytes
+    }
+
+    /// The ring buffer, whether registered with tokio or not.
+    fn ring_mut(&mut self) -> Option<&mut RingBuf<MapData>> {
+        match self.ring.as_mut()? {
+            Ring::Plain(r) => Some(r),
+            Ring::Async(a) => Some(a.get_mut()),
+        }
+    }
+
+    /// Waits until there may be entries to drain; call
+    /// [`KernelProvider::drain`] after each return.
+    ///
+    /// The programs wake the reader only once a quarter of the ring buffer is
+    /// used (a wake-up per event would cost an inter-processor interrupt
+    /// each), so this also returns every [`DRAIN_INTERVAL`]: events wait at
+    /// most that long. It never spins.
+    ///
+    /// Must run inside a tokio runtime with IO and time enabled (the first
+    /// call registers the ring buffer's descriptor with it). Cancel-safe.
+    pub async fn readable(&mut self) -> Result<(), KernelError> {
+        if self.pending {
+            return Ok(());
+        }
+        if let Some(Ring::Plain(_)) = self.ring {
+            let Some(Ring::Plain(ring)) = self.ring.take() else {
+                unreachable!("checked just above")
+            };
+            // SAFETY: the ring buffer owns its map's descriptor (an OwnedFd
+            // in its MapData), which stays open, and is the one `as_raw_fd`
+            // returns, for as long as the AsyncFd owns the ring buffer.
+            let registered = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) };
+            match registered {
+                Ok(fd) => self.ring = Some(Ring::Async(fd)),
+                Err(e) => {
+                    let (ring, err) = e.into_parts();
+                    self.ring = Some(Ring::Plain(ring));
+                    return Err(err.into());
+                }
+            }
+        }
+        let Some(Ring::Async(fd)) = self.ring.as_mut() else {
+            // Unreachable in practice: the ring is always present.
+            return std::future::pending().await;
+        };
+        let deadline = *self
+            .next_tick
+            .get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_INTERVAL);
+        tokio::select! {
+            ready = fd.readable_mut() => {
+                // Readiness is cleared before the caller drains, so a wake-up
+                // during the drain makes the next call return rather than
+                // being lost.
+                ready?.clear_ready();
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                self.next_tick = Some(tokio::time::Instant::now() + DRAIN_INTERVAL);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes every available entry and passes each event to `f`; returns
+    /// the number of events passed. Entries that fail to decode are skipped
+    /// and counted ([`KernelProvider::malformed`]).
+    ///
+    /// A drain takes at most about one ring buffer's worth of entries; when it
+    /// stops with more left, the next [`KernelProvider::readable`] returns at
+    /// once.
+    pub fn drain(&mut self, f: &mut dyn FnMut(KernelEvent)) -> usize {
+        let limit = self.drain_limit;
+        let Some(ring) = self.ring_mut() else {
+            return 0;
+        };
+        let (mut taken, mut delivered, mut malformed) = (0usize, 0usize, 0u64);
+        let mut pending = false;
+        while let Some(item) = ring.next() {
+            let parsed = parse(&item);
+            // Release the entry before handing the copy on.
+            drop(item);
+            taken += 1;
+            match parsed {
+                Ok(event) => {
+                    f(event);
+                    delivered += 1;
+                }
+                Err(e) => {
+                    if malformed == 0 {
+                        log::warn!("skipping malformed kernel event: {e}");
+                    }
+                    malformed += 1;
+                }
+            }
+            if taken >= limit {
+                pending = true;
+                break;
+            }
+        }
+        self.pending = pending;
+        self.malformed += malformed;
+        delivered
+    }
+
+    /// Ring-buffer entries skipped so far because they did not decode.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Events lost so far in the kernel, summed over every CPU: the
+    /// programs' own counts (ring buffer full, layout not set) plus the runs
+    /// the kernel skipped because another BPF program was running on that CPU
+    /// (the programs' `recursion_misses`).
+    pub fn dropped(&self) -> Result<u64, KernelError> {
+        Ok(self.lost_in_programs()? + self.recursion_misses())
+    }
+
+    /// Runs of the attached programs the kernel skipped because another BPF
+    /// program was running on the same CPU (each a lost event), including
+    /// those of programs detached since.
+    pub fn recursion_misses(&self) -> u64 {
+        self.detached_misses
+            + self
+                .attached
+                .iter()
+                .filter_map(|name| self.ebpf.program(name)?.fd().ok())
+                .map(|fd| recursion_misses_of(fd.as_fd()))
+                .sum::<u64>()
+    }
+
+    /// Events the programs counted as lost (`COUNTERS`), over every CPU.
+    fn lost_in_programs(&self) -> Result<u64, KernelError> {
+        let map = self
+            .ebpf
+            .map(MAP_COUNTERS)
+            .ok_or(KernelError::MissingInObject {
+                what: "map",
+                name: MAP_COUNTERS,
+            })?;
+        let map_err = |e: MapError| KernelError::Map {
+            name: MAP_COUNTERS,
+            source: Box::new(e),
+        };
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
+        let mut total = 0u64;
+        for index in 0..COUNTER_COUNT {
+            let values = counters.get(&index, 0).map_err(map_err)?;
+            total += values.iter().sum::<u64>();
+        }
+        Ok(total)
+    }
+
+    /// Detaches and unloads every program; events already in the ring buffer
+    /// can still be drained, and [`KernelProvider::dropped`] still answers.
+    pub fn detach(&mut self) {
+        self.detached_misses = self.recursion_misses();
+        for name in std::mem::take(&mut self.attached) {
+            let Some(program) = self.ebpf.program_mut(name) else {
+                continue;
+            };
+            let tp: Result<&mut TracePoint, _> = program.try_into();
+            if let Err(e) = tp.and_then(|tp| tp.unload()) {
+                log::warn!("detaching eBPF program `{name}`: {e}");
+            }
+        }
+    }
+
+    /// Detaches everything and frees the maps.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+/// The enabled categories, deduplicated, or an error naming an unknown one.
+fn check_categories(requested: &[String]) -> Result<Vec<String>, KernelError> {
+    let mut out: Vec<String> = Vec::new();
+    for name in requested {
+        if !KERNEL_CATEGORIES.iter().any(|(known, _)| known == name) {
+            return Err(KernelError::UnknownCategory {
+                name: name.clone(),
+                known: KERNEL_CATEGORIES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `bytes` rounded up to a power of two times the page size (as the kernel
+/// requires of a ring buffer), at least one page and at most 2 GiB.
+pub fn ring_size(bytes: usize) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = usize::try_from(page)
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096);
+    let pages = bytes.div_ceil(page).max(1).next_power_of_two();
+    pages.saturating_mul(page).min(1 << 31)
+}
+
+/// How full the ring buffer gets before the programs wake the reader: a
+/// quarter of it, leaving room for the events written while it wakes up.
+fn wakeup_bytes(ring_buffer_bytes: usize) -> u32 {
+    u32::try_from(ring_buffer_bytes / 4).unwrap_or(u32::MAX)
+}
+
+/// Fails with [`KernelError::Permission`] unless the effective capabilities
+/// allow loading tracing programs (CAP_SYS_ADMIN, or CAP_BPF with
+/// CAP_PERFMON).
+fn check_privileges() -> Result<(), KernelError> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let Some(caps) = effective_capabilities() else {
+        // Cannot tell; let the kernel decide.
+        return Ok(());
+    };
+    let has = |cap: u32| caps & (1u64 << cap) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        Err(KernelError::Permission {
+            detail: format!(
+                "this process (uid {}) lacks them",
+                nix::unistd::geteuid().as_raw()
+            ),
+        })
+    }
+}
+
+/// The effective capability set of this process, from /proc.
+fn effective_capabilities() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
+}
+
+/// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF memory to it
+/// (before 5.11); harmless elsewhere.
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads the valid rlimit struct passed by reference.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
+        log::debug!(
+            "cannot raise RLIMIT_MEMLOCK: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// The `recursion_misses` the kernel reports for the program behind `fd`
+/// (0 when it does not say, as before Linux 5.12).
+fn recursion_misses_of(fd: BorrowedFd<'_>) -> u64 {
+    let path = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|info| parse_recursion_misses(&info))
+        .unwrap_or(0)
+}
+
+/// The `recursion_misses:` value of a BPF program's fdinfo text.
+fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("recursion_misses:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether an error (or one of its sources) is the kernel saying EPERM.
+fn is_eperm(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<io::Error>()
+            && io.raw_os_error() == Some(libc::EPERM)
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// A program load failure as a [`KernelError`].
+fn program_error(program: &'static str, e: ProgramError) -> KernelError {
+    if is_eperm(&e) {
+        return KernelError::Permission {
+            detail: format!("loading eBPF program `{program}`: {e}"),
+        };
+    }
+    let reason = match &e {
+        ProgramError::LoadError { io_error, .. } => {
+            format!("{io_error} (the verifier log is in the error log)")
+        }
+        other => other.to_string(),
+    };
+    KernelError::ProgramLoad {
+        program,
+        reason,
+        source: Box::new(e),
+    }
+}

@@ -1,0 +1,328 @@
+//! Tests of the kernel provider. Those named `root_*` load the real eBPF
+//! programs: they need root and fail (never skip) without it.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use trace_common::category::{KERNEL_PROC, KERNEL_SCHED};
+use trace_common::kernel::{CLONE_THREAD, KernelEvent, c_str_bytes};
+
+use super::*;
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the valid timespec passed by pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime: {}", io::Error::last_os_error());
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test loads eBPF programs and must run as root (sudo -E cargo test)"
+    );
+}
+
+fn config(categories: &[&str]) -> KernelConfig {
+    KernelConfig {
+        categories: categories.iter().map(|c| (*c).to_owned()).collect(),
+        ring_buffer_bytes: 4 << 20,
+    }
+}
+
+/// Collects events until `done` says so or `timeout` passes.
+fn collect(
+    kernel: &mut KernelProvider,
+    timeout: Duration,
+    mut done: impl FnMut(&[KernelEvent]) -> bool,
+) -> Vec<KernelEvent> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let deadline = Instant::now() + timeout;
+    let mut events = Vec::new();
+    rt.block_on(async {
+        loop {
+            kernel.drain(&mut |e| events.push(e));
+            if done(&events) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Wake up now and then even without data, to re-check `done`.
+            let wait = left.min(Duration::from_millis(200));
+            if let Ok(r) = tokio::time::timeout(wait, kernel.readable()).await {
+                r.expect("readable");
+            }
+        }
+    });
+    events
+}
+
+#[test]
+fn ring_size_is_a_power_of_two_pages() {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    assert_eq!(ring_size(0), page);
+    assert_eq!(ring_size(1), page);
+    assert_eq!(ring_size(page), page);
+    assert_eq!(ring_size(page + 1), 2 * page);
+    assert_eq!(ring_size(3 * page), 4 * page);
+    assert_eq!(ring_size(8 << 20), 8 << 20);
+    assert_eq!(ring_size(usize::MAX / 2), 1 << 31);
+}
+
+#[test]
+fn unknown_category_is_rejected() {
+    let err = KernelProvider::start(&config(&["kernel:sched", "kernel:nope"])).unwrap_err();
+    assert!(
+        matches!(&err, KernelError::UnknownCategory { name, .. } if name == "kernel:nope"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("kernel:proc"), "{err}");
+}
+
+#[test]
+fn provider_and_errors_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
+    assert_send::<KernelProvider>();
+    assert_error::<KernelError>();
+}
+
+#[test]
+fn categories_are_deduplicated() {
+    let c = check_categories(&[KERNEL_SCHED.into(), KERNEL_SCHED.into()]).unwrap();
+    assert_eq!(c, vec![KERNEL_SCHED.to_owned()]);
+}
+
+#[test]
+fn eperm_is_found_in_error_chains() {
+    let e = ProgramError::SyscallError(aya::sys::SyscallError {
+        call: "bpf_prog_load",
+        io_error: io::Error::from_raw_os_error(libc::EPERM),
+    });
+    assert!(is_eperm(&e));
+    assert!(matches!(
+        program_error("x", e),
+        KernelError::Permission { .. }
+    ));
+    let e = ProgramError::SyscallError(aya::sys::SyscallError {
+        call: "bpf_prog_load",
+        io_error: io::Error::from_raw_os_error(libc::EINVAL),
+    });
+    assert!(!is_eperm(&e));
+}
+
+#[test]
+fn recursion_misses_are_read_from_fdinfo() {
+    let info = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nrun_cnt:\t12\n\
+                recursion_misses:\t3\nverified_insns:\t741\n";
+    assert_eq!(parse_recursion_misses(info), Some(3));
+    assert_eq!(parse_recursion_misses("prog_type:\t5\n"), None);
+}
+
+#[test]
+fn root_records_a_child_process_and_a_thread_rename() {
+    require_root();
+    let t0 = monotonic_ns();
+    let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED, KERNEL_PROC])).unwrap();
+    let mut attached = kernel.attached_programs().to_vec();
+    attached.sort_unstable();
+    assert_eq!(
+        attached,
+        [
+            "sched_process_exec",
+            "sched_process_exit",
+            "sched_process_fork",
+            "sched_switch",
+            "sched_wakeup",
+            "sched_wakeup_new",
+            "task_newtask",
+            "task_rename"
+        ]
+    );
+
+    let me = std::process::id();
+    let status = Command::new("/bin/true").spawn().unwrap();
+    let child = status.id();
+    let mut status = status;
+    assert!(status.wait().unwrap().success());
+    // A thread that names itself: a new task of this process, then a rename.
+    let thread_name = "kp-rename-test";
+    std::thread::Builder::new()
+        .name(thread_name.into())
+        .spawn(|| std::thread::sleep(Duration::from_millis(5)))
+        .unwrap()
+        .join()
+        .unwrap();
+
+    let events = collect(&mut kernel, Duration::from_secs(10), |events| {
+        events.iter().any(|e| matches!(e, KernelEvent::Exit(x) if x.pid == child))
+            && events.iter().any(|e| {
+                matches!(e, KernelEvent::Rename(r) if c_str_bytes(&r.newcomm) == thread_name.as_bytes())
+            })
+    });
+    kernel.detach();
+    kernel.drain(&mut |_| {});
+    let t1 = monotonic_ns();
+
+    for e in &events {
+        let ts = e.header().ts;
+        assert!(t0 <= ts && ts <= t1, "{e:?} outside [{t0}, {t1}]");
+    }
+    let fork = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::Fork(f) if f.child_pid == child => Some(f),
+            _ => None,
+        })
+        .expect("fork of the child");
+    assert_eq!(fork.header.tgid, me);
+    assert_eq!(fork.parent_pid, fork.header.tid);
+    assert!(!c_str_bytes(&fork.child_comm).is_empty());
+
+    let new_task = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::NewTask(n) if n.pid == child => Some(n),
+            _ => None,
+        })
+        .expect("new task for the child");
+    assert_eq!(new_task.clone_flags & CLONE_THREAD, 0);
+    assert_eq!(new_task.child_tgid, child);
+    assert_eq!(new_task.header.tgid, me);
+
+    let exec = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::Exec(x) if x.pid == child => Some(x),
+            _ => None,
+        })
+        .expect("exec of the child");
+    assert_eq!(exec.filename(), b"/bin/true");
+    assert_eq!(c_str_bytes(&exec.comm), b"true");
+    assert_eq!(exec.old_pid, child);
+    assert_eq!(exec.header.tgid, child);
+
+    let exit = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::Exit(x) if x.pid == child => Some(x),
+            _ => None,
+        })
+        .expect("exit of the child");
+    assert_eq!(exit.header.tid, child);
+    assert_eq!(exit.header.tgid, child);
+    assert_eq!(c_str_bytes(&exit.comm), b"true");
+    assert_eq!(exit.group_dead(), Some(true));
+    assert!(fork.header.ts <= exec.header.ts && exec.header.ts <= exit.header.ts);
+
+    let rename = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::Rename(r) if c_str_bytes(&r.newcomm) == thread_name.as_bytes() => Some(r),
+            _ => None,
+        })
+        .expect("rename of the named thread");
+    assert_eq!(rename.header.tgid, me);
+    assert_eq!(rename.pid, rename.header.tid);
+    let thread = events
+        .iter()
+        .find_map(|e| match e {
+            KernelEvent::NewTask(n) if n.pid == rename.pid => Some(n),
+            _ => None,
+        })
+        .expect("new task for the named thread");
+    assert_ne!(thread.clone_flags & CLONE_THREAD, 0);
+    assert_eq!(thread.child_tgid, me);
+
+    let switches: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            KernelEvent::Switch(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert!(switches.len() >= 2, "only {} switches", switches.len());
+    assert!(
+        switches.iter().any(|s| s.next_pid == child),
+        "the child never ran"
+    );
+    for s in &switches {
+        assert_eq!(s.prev_pid, s.header.tid, "{s:?}");
+        assert!((0..140).contains(&s.prev_prio) && (0..140).contains(&s.next_prio));
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, KernelEvent::Wakeup(w) if w.pid == child && w.is_new())),
+        "no wakeup_new of the child"
+    );
+    assert_eq!(kernel.malformed(), 0);
+    // A 4 MiB ring buffer drained as this test does never fills; the kernel
+    // may still skip a rare run while another BPF program runs on the CPU.
+    assert_eq!(kernel.lost_in_programs().unwrap(), 0);
+    assert!(
+        kernel.dropped().unwrap() < 10,
+        "{}",
+        kernel.dropped().unwrap()
+    );
+}
+
+#[test]
+fn root_disabled_category_costs_nothing() {
+    require_root();
+    let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED])).unwrap();
+    let mut attached = kernel.attached_programs().to_vec();
+    attached.sort_unstable();
+    assert_eq!(
+        attached,
+        ["sched_switch", "sched_wakeup", "sched_wakeup_new"]
+    );
+    let child = Command::new("/bin/true").spawn().unwrap().wait().unwrap();
+    assert!(child.success());
+    let events = collect(&mut kernel, Duration::from_millis(300), |_| false);
+    assert!(events.iter().any(|e| matches!(e, KernelEvent::Switch(_))));
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, KernelEvent::Switch(_) | KernelEvent::Wakeup(_))),
+        "a kernel:proc event arrived with only kernel:sched enabled"
+    );
+}
+
+#[test]
+fn root_full_ring_buffer_counts_drops() {
+    require_root();
+    // One page holds about 50 events; a few processes make far more.
+    let mut kernel = KernelProvider::start(&KernelConfig {
+        categories: vec![KERNEL_SCHED.into(), KERNEL_PROC.into()],
+        ring_buffer_bytes: 1,
+    })
+    .unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    assert_eq!(kernel.ring_buffer_bytes(), page);
+    for _ in 0..20 {
+        assert!(Command::new("/bin/true").status().unwrap().success());
+    }
+    let mut n = 0;
+    kernel.drain(&mut |_| n += 1);
+    assert!(
+        n > 0 && n <= page / 48,
+        "{n} events from a {page}-byte ring"
+    );
+    assert!(
+        kernel.dropped().unwrap() > 0,
+        "a full ring buffer lost nothing?"
+    );
+}

@@ -1,0 +1,648 @@
+//! Turns the kernel provider's events into FXT records.
+//!
+//! - Context switches become scheduling records (type 8, context switch) with
+//!   `incoming_weight` / `outgoing_weight` Int32 arguments holding the kernel
+//!   priority of each thread (0–139, as ftrace reports `prio`), and
+//!   [`IDLE_WEIGHT`] for a CPU's idle task, which is how ui.perfetto.dev tells
+//!   idle apart.
+//! - Wake-ups become thread-wakeup records with `weight` and `waker`.
+//! - Fork, exec, exit and renames become instants in `kernel:proc` on the
+//!   thread that did them, and kernel object records that (re)name the
+//!   processes and threads involved.
+//!
+//! Every thread that appears in a record is named by a kernel object record
+//! (with its `"process"` koid argument) as soon as its thread group is known:
+//! from the /proc snapshot taken at start, from the event itself, or from
+//! /proc when a thread shows up that nothing has told about.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use trace_common::fxt::wire::IDLE_WEIGHT;
+use trace_common::fxt::{
+    Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, ThreadState, obj_type,
+};
+
+use crate::output::{FxtStream, OutputError, StringTable};
+use crate::procfs;
+
+/// What is known about one thread.
+#[derive(Clone, Debug)]
+struct ThreadEntry {
+    /// Thread group id; `None` until known.
+    tgid: Option<u32>,
+    /// The name last written to the output (empty: never written).
+    written_name: String,
+}
+
+/// Counts of what the translator wrote, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelRecordCounts {
+    /// Context switch records.
+    pub context_switches: u64,
+    /// Thread wakeup records.
+    pub wakeups: u64,
+    /// fork/clone, exec, exit and rename instants.
+    pub proc_events: u64,
+    /// Process and thread name records.
+    pub names: u64,
+}
+
+/// Translates kernel events into records of one provider in the output.
+pub struct KernelTranslator {
+    strings: StringTable,
+    threads: HashMap<u32, ThreadEntry>,
+    /// Process koids whose name was written, with that name.
+    processes: HashMap<u32, String>,
+    counts: KernelRecordCounts,
+}
+
+/// The Linux previous-task state of `sched_switch` as an FXT thread state.
+///
+/// `prev_state` holds the TASK_REPORT bits (S=1, D=2, T=4, t=8, X=16, Z=32,
+/// P=64, I=128) and a preemption marker above them; 0 means the task was
+/// preempted while runnable.
+pub fn thread_state(prev_state: i64) -> ThreadState {
+    const REPORT_MASK: i64 = 0xff;
+    let s = prev_state & REPORT_MASK;
+    // Preemption is reported as TASK_REPORT_MAX, above the mask: no state bit.
+    if s == 0 {
+        return ThreadState::Running;
+    }
+    if s & 0x10 != 0 {
+        ThreadState::Dead
+    } else if s & 0x20 != 0 {
+        ThreadState::Dying
+    } else if s & (0x04 | 0x08) != 0 {
+        ThreadState::Suspended
+    } else {
+        // S, D, P (parked) and I (idle kernel thread) are all "blocked".
+        ThreadState::Blocked
+    }
+}
+
+/// The weight argument for a thread: its priority, or [`IDLE_WEIGHT`] for
+/// the idle task (tid 0).
+pub fn weight(tid: u32, prio: i32) -> i32 {
+    if tid == 0 { IDLE_WEIGHT } else { prio }
+}
+
+/// A kernel `comm` field as text: up to the first NUL, invalid UTF-8 replaced.
+pub fn comm_str(comm: &[u8]) -> std::borrow::Cow<'_, str> {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end])
+}
+
+impl Default for KernelTranslator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KernelTranslator {
+    /// A translator with empty tables.
+    pub fn new() -> Self {
+        KernelTranslator {
+            strings: StringTable::new(),
+            threads: HashMap::new(),
+            processes: HashMap::new(),
+            counts: KernelRecordCounts::default(),
+        }
+    }
+
+    /// What was written so far.
+    pub fn counts(&self) -> KernelRecordCounts {
+        self.counts
+    }
+
+    /// Names every process and thread of a /proc snapshot.
+    pub fn write_snapshot<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        snapshot: &[procfs::ProcessInfo],
+    ) -> Result<(), OutputError> {
+        for p in snapshot {
+            self.name_process(out, p.pid, &p.name)?;
+            for t in &p.threads {
+                self.name_thread(out, t.tid, p.pid, &t.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a process name record if `name` is new for `pid`.
+    fn name_process<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        pid: u32,
+        name: &str,
+    ) -> Result<(), OutputError> {
+        if pid == 0 || self.processes.get(&pid).is_some_and(|n| n == name) {
+            return Ok(());
+        }
+        let name_ref = self.strings.intern(out, name)?;
+        out.write(&Record::KernelObject {
+            koid: u64::from(pid),
+            obj_type: obj_type::PROCESS,
+            name: name_ref,
+            args: (&[][..]).into(),
+        })?;
+        self.counts.names += 1;
+        self.processes.insert(pid, name.to_owned());
+        Ok(())
+    }
+
+    /// Writes a thread name record (with its `"process"` argument) if the
+    /// name or the thread group is new.
+    fn name_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+        name: &str,
+    ) -> Result<(), OutputError> {
+        if tid == 0 {
+            return Ok(());
+        }
+        let entry = self.threads.entry(tid).or_insert(ThreadEntry {
+            tgid: None,
+            written_name: String::new(),
+        });
+        if entry.tgid == Some(tgid) && entry.written_name == name {
+            return Ok(());
+        }
+        entry.tgid = Some(tgid);
+        entry.written_name = name.to_owned();
+        let name_ref = self.strings.intern(out, name)?;
+        let process = self.strings.intern(out, "process")?;
+        out.write(&Record::KernelObject {
+            koid: u64::from(tid),
+            obj_type: obj_type::THREAD,
+            name: name_ref,
+            args: (&[Arg {
+                name: process,
+                value: ArgValue::Koid(u64::from(tgid)),
+            }][..])
+                .into(),
+        })?;
+        self.counts.names += 1;
+        if !self.processes.contains_key(&tgid) {
+            let pname = if tid == tgid {
+                name.to_owned()
+            } else {
+                procfs::process_name(tgid).unwrap_or_else(|| name.to_owned())
+            };
+            self.name_process(out, tgid, &pname)?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure a thread seen with `comm` is named, finding its thread group
+    /// in /proc if no event has told it yet.
+    fn see_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        comm: &str,
+    ) -> Result<(), OutputError> {
+        if tid == 0 {
+            return Ok(());
+        }
+        let tgid = match self.threads.get(&tid) {
+            Some(e) if e.written_name == comm => return Ok(()),
+            Some(ThreadEntry { tgid: Some(g), .. }) => Some(*g),
+            Some(ThreadEntry { tgid: None, .. }) => None,
+            None => {
+                let found = procfs::thread(tid).map(|(g, _)| g);
+                if found.is_none() {
+                    // Remember that /proc had nothing, so it is not asked again.
+                    self.threads.insert(
+                        tid,
+                        ThreadEntry {
+                            tgid: None,
+                            written_name: String::new(),
+                        },
+                    );
+                }
+                found
+            }
+        };
+        match tgid {
+            Some(g) => self.name_thread(out, tid, g, comm),
+            None => Ok(()),
+        }
+    }
+
+    /// A context switch on `cpu` from `prev` (the current task, in thread
+    /// group `prev_tgid`) to `next`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn context_switch<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u16,
+        prev_tid: u32,
+        prev_tgid: u32,
+        prev_prio: i32,
+        prev_state: i64,
+        prev_comm: &str,
+        next_tid: u32,
+        next_prio: i32,
+        next_comm: &str,
+    ) -> Result<(), OutputError> {
+        self.name_thread(out, prev_tid, prev_tgid, prev_comm)?;
+        self.see_thread(out, next_tid, next_comm)?;
+        let incoming = self.strings.intern(out, "incoming_weight")?;
+        let outgoing = self.strings.intern(out, "outgoing_weight")?;
+        let args = [
+            Arg {
+                name: incoming,
+                value: ArgValue::Int32(weight(next_tid, next_prio)),
+            },
+            Arg {
+                name: outgoing,
+                value: ArgValue::Int32(weight(prev_tid, prev_prio)),
+            },
+        ];
+        out.write(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: thread_state(prev_state) as u8,
+            outgoing_tid: u64::from(prev_tid),
+            incoming_tid: u64::from(next_tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.context_switches += 1;
+        Ok(())
+    }
+
+    /// `tid` (named `comm`, priority `prio`) was woken by `waker_tid`, to run
+    /// on `target_cpu`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn wakeup<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        target_cpu: u16,
+        tid: u32,
+        prio: i32,
+        comm: &str,
+        waker_tid: u32,
+    ) -> Result<(), OutputError> {
+        self.see_thread(out, tid, comm)?;
+        let w = self.strings.intern(out, "weight")?;
+        let waker = self.strings.intern(out, "waker")?;
+        let args = [
+            Arg {
+                name: w,
+                value: ArgValue::Int32(weight(tid, prio)),
+            },
+            Arg {
+                name: waker,
+                value: ArgValue::Koid(u64::from(waker_tid)),
+            },
+        ];
+        out.write(&Record::ThreadWakeup {
+            ts,
+            cpu: target_cpu,
+            tid: u64::from(tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.wakeups += 1;
+        Ok(())
+    }
+
+    /// An instant in `kernel:proc` on thread `tid` of `tgid`.
+    fn proc_instant<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tgid: u32,
+        tid: u32,
+        name: &str,
+        args: &[(&str, ArgValue<'_>)],
+    ) -> Result<(), OutputError> {
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_PROC)?;
+        let name = self.strings.intern(out, name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
+        for (k, v) in args {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        out.write(&Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind: EventKind::Instant,
+        })?;
+        self.counts.proc_events += 1;
+        Ok(())
+    }
+
+    /// Thread `parent_tid` of `parent_tgid` created `child_tid`, which belongs
+    /// to `child_tgid` (the parent's group for a new thread, its own for a new
+    /// process).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_task<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        parent_tid: u32,
+        parent_tgid: u32,
+        child_tid: u32,
+        child_tgid: u32,
+        child_comm: &str,
+        clone_flags: u64,
+    ) -> Result<(), OutputError> {
+        let is_thread = child_tgid == parent_tgid && child_tid != child_tgid;
+        if !is_thread {
+            self.name_process(out, child_tgid, child_comm)?;
+        }
+        self.name_thread(out, child_tid, child_tgid, child_comm)?;
+        let (name, key) = if is_thread {
+            ("thread_create", "tid")
+        } else {
+            ("fork", "child_pid")
+        };
+        self.proc_instant(
+            out,
+            ts,
+            parent_tgid,
+            parent_tid,
+            name,
+            &[
+                (key, ArgValue::Koid(u64::from(child_tid))),
+                ("clone_flags", ArgValue::Uint64(clone_flags)),
+            ],
+        )
+    }
+
+    /// Thread `tid` of `tgid` executed `filename` and is now called `comm`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exec<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        old_tid: u32,
+        filename: &str,
+        comm: &str,
+    ) -> Result<(), OutputError> {
+        self.name_process(out, tgid, comm)?;
+        self.name_thread(out, tid, tgid, comm)?;
+        let mut args = vec![("filename", ArgValue::String(StringRef::inline(filename)))];
+        if old_tid != tid {
+            args.push(("old_tid", ArgValue::Koid(u64::from(old_tid))));
+        }
+        self.proc_instant(out, ts, tgid, tid, "exec", &args)
+    }
+
+    /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exit<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        comm: &str,
+        group_dead: Option<bool>,
+    ) -> Result<(), OutputError> {
+        self.name_thread(out, tid, tgid, comm)?;
+        let mut args = Vec::new();
+        if let Some(g) = group_dead {
+            args.push(("process_exit", ArgValue::Bool(g)));
+        }
+        self.proc_instant(out, ts, tgid, tid, "exit", &args)
+    }
+
+    /// Thread `tid` of `tgid` renamed itself from `old` to `new`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        old: &str,
+        new: &str,
+    ) -> Result<(), OutputError> {
+        if tid == tgid {
+            self.name_process(out, tgid, new)?;
+        }
+        self.name_thread(out, tid, tgid, new)?;
+        self.proc_instant(
+            out,
+            ts,
+            tgid,
+            tid,
+            "rename",
+            &[
+                ("old_name", ArgValue::String(StringRef::inline(old))),
+                ("new_name", ArgValue::String(StringRef::inline(new))),
+            ],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_common::fxt::read::{Reader, TraceState};
+
+    fn records(bytes: &[u8]) -> (TraceState, Vec<Record<'static>>) {
+        let mut st = TraceState::new();
+        let mut v = Vec::new();
+        for r in Reader::new(bytes) {
+            let (_, r) = r.expect("valid record");
+            st.apply(&r);
+            v.push(r.into_owned());
+        }
+        (st, v)
+    }
+
+    #[test]
+    fn state_mapping() {
+        assert_eq!(thread_state(0), ThreadState::Running);
+        assert_eq!(thread_state(0x100), ThreadState::Running);
+        assert_eq!(thread_state(1), ThreadState::Blocked);
+        assert_eq!(thread_state(2), ThreadState::Blocked);
+        assert_eq!(thread_state(4), ThreadState::Suspended);
+        assert_eq!(thread_state(8), ThreadState::Suspended);
+        assert_eq!(thread_state(0x10), ThreadState::Dead);
+        assert_eq!(thread_state(0x20), ThreadState::Dying);
+        assert_eq!(thread_state(0x80), ThreadState::Blocked);
+    }
+
+    #[test]
+    fn idle_gets_idle_weight() {
+        assert_eq!(weight(0, 120), i32::MIN);
+        assert_eq!(weight(5, 120), 120);
+    }
+
+    #[test]
+    fn comm_stops_at_nul() {
+        assert_eq!(comm_str(b"abc\0def\0\0\0\0\0\0\0\0\0"), "abc");
+        assert_eq!(comm_str(b"0123456789abcdef"), "0123456789abcdef");
+    }
+
+    #[test]
+    fn switch_names_threads_and_writes_weights() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::new();
+        // prev 4242 of group 4240 ("worker"); next is the idle task.
+        t.context_switch(
+            &mut out,
+            1000,
+            1,
+            4242,
+            4240,
+            120,
+            1,
+            "worker",
+            0,
+            120,
+            "swapper/1",
+        )
+        .unwrap();
+        // The same thread again: no second name record.
+        t.context_switch(
+            &mut out,
+            2000,
+            1,
+            4242,
+            4240,
+            120,
+            0,
+            "worker",
+            0,
+            120,
+            "swapper/1",
+        )
+        .unwrap();
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let names: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::KernelObject {
+                    koid,
+                    obj_type,
+                    name,
+                    args,
+                } => Some((
+                    *koid,
+                    *obj_type,
+                    st.string(name).map(str::to_owned),
+                    args.len(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert!(names.contains(&(4242, obj_type::THREAD, Some("worker".into()), 1)));
+        assert!(
+            names
+                .iter()
+                .any(|n| n.0 == 4240 && n.1 == obj_type::PROCESS)
+        );
+        assert_eq!(names.iter().filter(|n| n.0 == 4242).count(), 1);
+        let switches: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::ContextSwitch {
+                    ts,
+                    cpu,
+                    outgoing_state,
+                    outgoing_tid,
+                    incoming_tid,
+                    args,
+                } => Some((
+                    *ts,
+                    *cpu,
+                    *outgoing_state,
+                    *outgoing_tid,
+                    *incoming_tid,
+                    args.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(switches.len(), 2);
+        assert_eq!(switches[0].0, 1000);
+        assert_eq!(switches[0].2, ThreadState::Blocked as u8);
+        assert_eq!(switches[1].2, ThreadState::Running as u8);
+        assert_eq!((switches[0].3, switches[0].4), (4242, 0));
+        let args = &switches[0].5;
+        assert_eq!(st.string(&args[0].name), Some("incoming_weight"));
+        assert_eq!(args[0].value, ArgValue::Int32(i32::MIN));
+        assert_eq!(st.string(&args[1].name), Some("outgoing_weight"));
+        assert_eq!(args[1].value, ArgValue::Int32(120));
+    }
+
+    #[test]
+    fn fork_exec_exit_are_instants_on_the_right_threads() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::new();
+        t.new_task(&mut out, 10, 100, 100, 200, 200, "sh", 0x11)
+            .unwrap();
+        t.new_task(&mut out, 11, 200, 200, 201, 200, "sh", 0x10000)
+            .unwrap();
+        t.exec(&mut out, 20, 200, 200, 200, "/bin/true", "true")
+            .unwrap();
+        t.rename(&mut out, 25, 201, 200, "sh", "helper").unwrap();
+        t.exit(&mut out, 30, 200, 200, "true", Some(true)).unwrap();
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let instants: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event {
+                    ts, thread, name, ..
+                } => Some((
+                    *ts,
+                    st.thread(*thread).unwrap(),
+                    st.string(name).unwrap().to_owned(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            instants,
+            vec![
+                (10, (100, 100), "fork".to_owned()),
+                (11, (200, 200), "thread_create".to_owned()),
+                (20, (200, 200), "exec".to_owned()),
+                (25, (200, 201), "rename".to_owned()),
+                (30, (200, 200), "exit".to_owned()),
+            ]
+        );
+        // The process was renamed by exec, and thread 201 by its rename.
+        let last_name = |koid: u64, ty: u8| {
+            recs.iter()
+                .rev()
+                .find_map(|r| match r {
+                    Record::KernelObject {
+                        koid: k,
+                        obj_type: o,
+                        name,
+                        ..
+                    } if *k == koid && *o == ty => st.string(name).map(str::to_owned),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        assert_eq!(last_name(200, obj_type::PROCESS), "true");
+        assert_eq!(last_name(201, obj_type::THREAD), "helper");
+    }
+}

@@ -1,0 +1,177 @@
+//! The merged FXT output stream.
+//!
+//! [`FxtStream`] writes the magic number record first and then whole records,
+//! never anything between them. [`StringTable`] interns the strings of one
+//! provider: the first use writes a string record, later uses refer to it by
+//! index; when the table is full, strings are written inline.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use thiserror::Error;
+use trace_common::fxt::wire::MAX_STRING_INDEX;
+use trace_common::fxt::write::{EncodeError, encode};
+use trace_common::fxt::{Record, StringRef};
+
+/// Why writing the output failed.
+#[derive(Debug, Error)]
+pub enum OutputError {
+    /// The output file or pipe refused the bytes.
+    #[error("writing the trace output failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// A record could not be encoded (a bug in the caller, not in the data).
+    #[error("encoding a record failed: {0}")]
+    Encode(#[from] EncodeError),
+}
+
+/// A stream of FXT records into `W`, starting with the magic number record.
+pub struct FxtStream<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    bytes: u64,
+    records: u64,
+}
+
+impl<W: Write> FxtStream<W> {
+    /// Starts a stream on `out` by writing the magic number record.
+    pub fn new(out: W) -> Result<Self, OutputError> {
+        let mut s = FxtStream {
+            out,
+            buf: Vec::with_capacity(256),
+            bytes: 0,
+            records: 0,
+        };
+        s.write(&Record::Magic)?;
+        Ok(s)
+    }
+
+    /// Appends one record.
+    pub fn write(&mut self, record: &Record<'_>) -> Result<(), OutputError> {
+        self.buf.clear();
+        let n = encode(record, &mut self.buf)?;
+        self.out.write_all(&self.buf)?;
+        self.bytes += n as u64;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Appends bytes that already hold whole, validated records.
+    pub fn write_raw(&mut self, bytes: &[u8], records: u64) -> Result<(), OutputError> {
+        self.out.write_all(bytes)?;
+        self.bytes += bytes.len() as u64;
+        self.records += records;
+        Ok(())
+    }
+
+    /// Bytes written so far, the magic number record included.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Records written so far, the magic number record included.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> Result<W, OutputError> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The string table of one provider in the output.
+#[derive(Default)]
+pub struct StringTable {
+    indexes: HashMap<String, u16>,
+    next: u16,
+}
+
+impl StringTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        StringTable {
+            indexes: HashMap::new(),
+            next: 1,
+        }
+    }
+
+    /// A reference to `s`, writing its string record to `stream` the first time.
+    ///
+    /// Once all 32 767 indexes are used, new strings are returned inline.
+    pub fn intern<'s, W: Write>(
+        &mut self,
+        stream: &mut FxtStream<W>,
+        s: &'s str,
+    ) -> Result<StringRef<'s>, OutputError> {
+        if s.is_empty() {
+            return Ok(StringRef::Empty);
+        }
+        if let Some(&i) = self.indexes.get(s) {
+            return Ok(StringRef::Index(i));
+        }
+        if self.next > MAX_STRING_INDEX || s.len() > usize::from(MAX_STRING_INDEX) {
+            return Ok(StringRef::inline(s));
+        }
+        let index = self.next;
+        stream.write(&Record::String {
+            index,
+            value: s.into(),
+        })?;
+        self.next += 1;
+        self.indexes.insert(s.to_owned(), index);
+        Ok(StringRef::Index(index))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_common::fxt::read::Reader;
+
+    #[test]
+    fn stream_starts_with_magic_and_interns_once() {
+        let mut s = FxtStream::new(Vec::new()).unwrap();
+        let mut t = StringTable::new();
+        let a = t.intern(&mut s, "sched").unwrap();
+        let b = t.intern(&mut s, "sched").unwrap();
+        let e = t.intern(&mut s, "").unwrap();
+        assert_eq!(a, StringRef::Index(1));
+        assert_eq!(b, StringRef::Index(1));
+        assert_eq!(e, StringRef::Empty);
+        assert_eq!(s.records(), 2);
+        let bytes = s.finish().unwrap();
+        assert_eq!(
+            &bytes[..8],
+            &[0x10, 0x00, 0x04, 0x46, 0x78, 0x54, 0x16, 0x00]
+        );
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(
+            recs[1],
+            Record::String {
+                index: 1,
+                value: "sched".into()
+            }
+        );
+    }
+
+    #[test]
+    fn full_table_falls_back_to_inline() {
+        let mut s = FxtStream::new(std::io::sink()).unwrap();
+        let mut t = StringTable::new();
+        t.next = MAX_STRING_INDEX;
+        assert_eq!(
+            t.intern(&mut s, "last").unwrap(),
+            StringRef::Index(MAX_STRING_INDEX)
+        );
+        assert_eq!(
+            t.intern(&mut s, "overflow").unwrap(),
+            StringRef::inline("overflow")
+        );
+        assert_eq!(
+            t.intern(&mut s, "last").unwrap(),
+            StringRef::Index(MAX_STRING_INDEX)
+        );
+    }
+}

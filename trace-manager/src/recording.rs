@@ -1,0 +1,270 @@
+//! A recording session run inside the calling process (the embedded manager).
+//!
+//! [`Recording::start`] loads the kernel provider for the enabled kernel
+//! categories, writes the head of the FXT stream (magic number, provider
+//! info, initialization) and names every process and thread that already
+//! exists. [`Recording::run_until`] drains the ring buffers into the stream
+//! until a future completes; [`Recording::finish`] drains what is left,
+//! reports drops as a provider event and flushes.
+
+use std::future::Future;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use trace_common::category::{self, KERNEL_CATEGORIES};
+use trace_common::fxt::{Record, provider_event};
+use trace_common::kernel::{ABSENT_ID, KernelEvent};
+
+use crate::kernel::{KernelConfig, KernelError, KernelProvider};
+use crate::kernel_records::{KernelRecordCounts, KernelTranslator, comm_str};
+use crate::output::{FxtStream, OutputError};
+use crate::procfs;
+
+/// The provider id of the kernel provider in the output.
+pub const KERNEL_PROVIDER_ID: u32 = 1;
+/// The provider name of the kernel provider in the output.
+pub const KERNEL_PROVIDER_NAME: &str = "kernel";
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    /// Category names or globs (`kernel:*`); empty selects every category.
+    pub categories: Vec<String>,
+    /// Size of the kernel provider's ring buffer in bytes.
+    pub buffer_bytes: usize,
+}
+
+/// Why a recording failed.
+#[derive(Debug, Error)]
+pub enum RecordError {
+    /// The category list selects no category this recorder knows.
+    #[error("no known category matches {patterns:?}; known categories: {known}")]
+    NoCategory {
+        /// The patterns given.
+        patterns: Vec<String>,
+        /// The known categories, comma-separated.
+        known: String,
+    },
+    /// The kernel provider could not be started or read.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// The output could not be written.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+/// The outcome of a recording.
+#[derive(Clone, Debug, Default)]
+pub struct RecordStats {
+    /// Kernel events received from the ring buffers.
+    pub kernel_events: u64,
+    /// Records written, the magic number record included.
+    pub records: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Kernel events lost because the ring buffer was full.
+    pub dropped: u64,
+    /// Ring-buffer entries that could not be decoded.
+    pub malformed: u64,
+    /// Records written per kind.
+    pub counts: KernelRecordCounts,
+    /// How long events were collected.
+    pub duration: Duration,
+    /// The kernel categories that were enabled.
+    pub categories: Vec<String>,
+}
+
+/// A running recording writing FXT into `W`.
+pub struct Recording<W: Write> {
+    kernel: KernelProvider,
+    out: FxtStream<W>,
+    translator: KernelTranslator,
+    stats: RecordStats,
+    started: Instant,
+}
+
+/// The kernel categories `patterns` select.
+pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
+    KERNEL_CATEGORIES
+        .iter()
+        .filter(|(name, _)| category::is_enabled(patterns, name))
+        .map(|(name, _)| (*name).to_owned())
+        .collect()
+}
+
+impl<W: Write> Recording<W> {
+    /// Loads the kernel provider and writes the head of the trace to `out`.
+    pub fn start(config: &RecordConfig, out: W) -> Result<Self, RecordError> {
+        let categories = kernel_categories(&config.categories);
+        if categories.is_empty() {
+            return Err(RecordError::NoCategory {
+                patterns: config.categories.clone(),
+                known: KERNEL_CATEGORIES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let kernel = KernelProvider::start(&KernelConfig {
+            categories: categories.clone(),
+            ring_buffer_bytes: config.buffer_bytes,
+        })?;
+        let mut out = FxtStream::new(out)?;
+        out.write(&Record::ProviderInfo {
+            id: KERNEL_PROVIDER_ID,
+            name: KERNEL_PROVIDER_NAME.into(),
+        })?;
+        out.write(&Record::Initialization {
+            ticks_per_second: 1_000_000_000,
+        })?;
+        let mut translator = KernelTranslator::new();
+        // The programs are attached already: whatever is created from now on
+        // is reported by events, whatever existed before is in the snapshot.
+        translator.write_snapshot(&mut out, &procfs::snapshot())?;
+        Ok(Recording {
+            kernel,
+            out,
+            translator,
+            stats: RecordStats {
+                categories,
+                ..Default::default()
+            },
+            started: Instant::now(),
+        })
+    }
+
+    /// Collects events until `stop` completes, and returns its output.
+    pub async fn run_until<F: Future>(&mut self, stop: F) -> Result<F::Output, RecordError> {
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                biased;
+                v = &mut stop => return Ok(v),
+                r = self.kernel.readable() => {
+                    r?;
+                    self.drain()?;
+                }
+            }
+        }
+    }
+
+    /// Drains every event available now into the output.
+    fn drain(&mut self) -> Result<(), RecordError> {
+        let mut result = Ok(());
+        let translator = &mut self.translator;
+        let out = &mut self.out;
+        let mut n = 0u64;
+        let malformed_before = self.kernel.malformed();
+        self.kernel.drain(&mut |event| {
+            n += 1;
+            if result.is_ok() {
+                result = translate(translator, out, &event);
+            }
+        });
+        self.stats.kernel_events += n;
+        self.stats.malformed += self.kernel.malformed() - malformed_before;
+        result.map_err(RecordError::from)
+    }
+
+    /// Stops the kernel provider, writes what is left and flushes.
+    pub fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
+        self.stats.duration = self.started.elapsed();
+        self.kernel.detach();
+        // Events already in the ring buffer are still collected.
+        self.drain()?;
+        self.stats.dropped = self.kernel.dropped()?;
+        if self.stats.dropped > 0 {
+            self.out.write(&Record::ProviderEvent {
+                id: KERNEL_PROVIDER_ID,
+                event: provider_event::BUFFER_OVERFLOW,
+            })?;
+        }
+        self.stats.counts = self.translator.counts();
+        self.stats.records = self.out.records();
+        self.stats.bytes = self.out.bytes();
+        let stats = self.stats.clone();
+        let w = self.out.finish()?;
+        Ok((stats, w))
+    }
+}
+
+/// Writes the records for one kernel event.
+fn translate<W: Write>(
+    t: &mut KernelTranslator,
+    out: &mut FxtStream<W>,
+    event: &KernelEvent,
+) -> Result<(), OutputError> {
+    match event {
+        KernelEvent::Switch(e) => t.context_switch(
+            out,
+            e.header.ts,
+            e.header.cpu as u16,
+            e.prev_pid,
+            e.header.tgid,
+            e.prev_prio,
+            e.prev_state,
+            &comm_str(&e.prev_comm),
+            e.next_pid,
+            e.next_prio,
+            &comm_str(&e.next_comm),
+        ),
+        KernelEvent::Wakeup(e) => t.wakeup(
+            out,
+            e.header.ts,
+            e.target_cpu as u16,
+            e.pid,
+            e.prio,
+            &comm_str(&e.comm),
+            e.header.tid,
+        ),
+        KernelEvent::NewTask(e) => {
+            let child_tgid = if e.child_tgid != ABSENT_ID {
+                e.child_tgid
+            } else {
+                // Without clone flags the thread group is unknown here; /proc
+                // knows it while the task lives.
+                procfs::thread(e.pid).map_or(e.pid, |(g, _)| g)
+            };
+            t.new_task(
+                out,
+                e.header.ts,
+                e.header.tid,
+                e.header.tgid,
+                e.pid,
+                child_tgid,
+                &comm_str(&e.comm),
+                e.clone_flags,
+            )
+        }
+        KernelEvent::Exec(e) => t.exec(
+            out,
+            e.header.ts,
+            e.pid,
+            e.header.tgid,
+            e.old_pid,
+            &comm_str(e.filename()),
+            &comm_str(&e.comm),
+        ),
+        KernelEvent::Exit(e) => t.exit(
+            out,
+            e.header.ts,
+            e.pid,
+            e.header.tgid,
+            &comm_str(&e.comm),
+            e.group_dead(),
+        ),
+        KernelEvent::Rename(e) => t.rename(
+            out,
+            e.header.ts,
+            e.pid,
+            e.header.tgid,
+            &comm_str(&e.oldcomm),
+            &comm_str(&e.newcomm),
+        ),
+        // Fork is reported through the new-task event, which knows whether
+        // the child is a thread or a process.
+        KernelEvent::Fork(_) => Ok(()),
+    }
+}

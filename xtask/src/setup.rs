@@ -1,0 +1,213 @@
+//! `cargo xtask setup`: installs what building the eBPF object needs.
+//!
+//! Idempotent and fast once done: each step first checks whether its tool is
+//! already there.
+//!
+//! 1. Debian packages (a C toolchain to link `bpf-linker`), with
+//!    `apt-get update` first, only when one is missing.
+//! 2. `rust-src` for the nightly toolchain (for `-Z build-std=core`).
+//! 3. `bpf-linker` 0.13, built against the nightly's own LLVM: a folder with
+//!    `libLLVM.so` symlinks to the nightly's `libLLVM.so.<version>` serves as
+//!    `LLVM_PREFIX`. It lives under `$CARGO_HOME` rather than `target/`,
+//!    because the installed `bpf-linker` loads LLVM through it at run time
+//!    (its RUNPATH) and must survive `cargo clean`.
+//!
+//! The nightly toolchain itself is not installed here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::ebpf::{cargo_home, nightly};
+
+/// The bpf-linker release the eBPF build is known to work with.
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+/// Debian packages needed to build and link `bpf-linker`.
+const DEBIAN_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
+
+/// Runs every setup step.
+pub fn setup() -> Result<()> {
+    check_nightly()?;
+    ensure_debian_packages()?;
+    ensure_rust_src()?;
+    ensure_bpf_linker()?;
+    eprintln!("xtask setup: done (nightly rust-src, bpf-linker {BPF_LINKER_VERSION})");
+    Ok(())
+}
+
+/// Fails with instructions when the nightly toolchain is absent.
+fn check_nightly() -> Result<()> {
+    let ok = nightly("rustc")?
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        bail!(
+            "the nightly Rust toolchain is needed to build the eBPF object; install it with \
+             `rustup toolchain install nightly --profile minimal` and run `cargo xtask setup` again"
+        );
+    }
+    Ok(())
+}
+
+/// Installs the missing [`DEBIAN_PACKAGES`] (refreshing the package lists first).
+fn ensure_debian_packages() -> Result<()> {
+    if !Path::new("/usr/bin/dpkg-query").exists() {
+        eprintln!("xtask setup: not a Debian system; make sure a C toolchain is installed");
+        return Ok(());
+    }
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !debian_package_installed(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "Debian packages {} are missing; run `sudo apt-get update && sudo apt-get install \
+             -y {}` (or `cargo xtask setup` as root)",
+            missing.join(" "),
+            missing.join(" ")
+        );
+    }
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Whether dpkg says `package` is installed.
+fn debian_package_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| {
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout).contains("install ok installed")
+        })
+}
+
+/// Adds `rust-src` to the nightly toolchain unless it is there.
+fn ensure_rust_src() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["component", "list", "--toolchain", "nightly", "--installed"])
+        .output()
+        .context("cannot run rustup")?;
+    let installed = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == "rust-src" || l.trim().starts_with("rust-src-"));
+    if out.status.success() && installed {
+        return Ok(());
+    }
+    run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))
+}
+
+/// Installs bpf-linker [`BPF_LINKER_VERSION`] unless `bpf-linker --version`
+/// already reports it.
+fn ensure_bpf_linker() -> Result<()> {
+    let bin = cargo_home()?.join("bin");
+    let linker = bin.join("bpf-linker");
+    if bpf_linker_version(&linker).is_some_and(|v| v.contains("0.13")) {
+        return Ok(());
+    }
+    let (prefix, major) = llvm_prefix()?;
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
+        .args(["--no-default-features", "--features"])
+        .arg(format!("llvm-{major}"))
+        .env("LLVM_PREFIX", &prefix);
+    run(&mut cmd)?;
+    match bpf_linker_version(&linker) {
+        Some(v) if v.contains("0.13") => Ok(()),
+        other => bail!(
+            "bpf-linker was installed but `{} --version` says {other:?}",
+            linker.display()
+        ),
+    }
+}
+
+/// The output of `linker --version`, if it runs.
+fn bpf_linker_version(linker: &Path) -> Option<String> {
+    let out = Command::new(linker).arg("--version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Makes `$CARGO_HOME/bpf-linker-llvm/lib` with `libLLVM.so` and
+/// `libLLVM.so.<version>` symlinks to the nightly's LLVM; returns the prefix
+/// and LLVM's major version.
+fn llvm_prefix() -> Result<(PathBuf, u32)> {
+    let out = nightly("rustc")?
+        .args(["--print", "sysroot"])
+        .output()
+        .context("cannot run the nightly rustc")?;
+    if !out.status.success() {
+        bail!("`rustc +nightly --print sysroot` failed");
+    }
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let lib_dir = sysroot.join("lib");
+    let llvm = std::fs::read_dir(&lib_dir)
+        .with_context(|| format!("cannot list {}", lib_dir.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libLLVM.so."))
+        })
+        .with_context(|| format!("no libLLVM.so.* in {}", lib_dir.display()))?;
+    let name = llvm
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("matched as UTF-8 above")
+        .to_owned();
+    let major: u32 = name["libLLVM.so.".len()..]
+        .split('.')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("cannot read the LLVM version in {name}"))?;
+
+    let prefix = cargo_home()?.join("bpf-linker-llvm");
+    let prefix_lib = prefix.join("lib");
+    std::fs::create_dir_all(&prefix_lib)
+        .with_context(|| format!("cannot create {}", prefix_lib.display()))?;
+    for link in [prefix_lib.join("libLLVM.so"), prefix_lib.join(&name)] {
+        if std::fs::read_link(&link).is_ok_and(|t| t == llvm) {
+            continue;
+        }
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&llvm, &link)
+            .with_context(|| format!("cannot link {} to {}", link.display(), llvm.display()))?;
+    }
+    Ok((prefix, major))
+}
+
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs `cmd`, failing unless it succeeds.
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}

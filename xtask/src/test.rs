@@ -1,0 +1,32 @@
+//! `cargo xtask test`: the whole test suite.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::run::{cargo, is_root, run};
+
+/// Checks formatting and lints, builds every binary, then runs every test,
+/// the end-to-end tests with real eBPF included (they need root).
+pub fn test(extra: &[String]) -> Result<()> {
+    if !is_root() {
+        bail!(
+            "the end-to-end tests load eBPF programs and must run as root: \
+             run `sudo -E cargo xtask test` (or as root)"
+        );
+    }
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // The end-to-end tests run the built binaries (trace-cli, workloads).
+    run(cargo().args(["build", "--workspace", "--bins"]))?;
+    let mut cmd: Command = cargo();
+    cmd.args(["test", "--workspace"]).args(extra);
+    run(&mut cmd)
+}
