@@ -203,14 +203,7 @@ pub fn parse_bytes(data: &[u8]) -> Trace {
                 if *ty == obj_type::PROCESS {
                     t.process_names.entry(*koid).or_default().push(name);
                 } else if *ty == obj_type::THREAD {
-                    let pid = args
-                        .iter()
-                        .find(|a| state.string(&a.name) == Some("process"))
-                        .and_then(|a| match a.value {
-                            ArgValue::Koid(k) => Some(k),
-                            _ => None,
-                        })
-                        .unwrap_or(u64::MAX);
+                    let pid = state.process_of_thread(args).unwrap_or(u64::MAX);
                     t.thread_names.entry(*koid).or_default().push((pid, name));
                 }
             }

@@ -284,6 +284,7 @@ fn sigint_writes_a_complete_file() {
     assert!(!trace.switches.is_empty());
     // Only the selected category was recorded.
     assert!(trace.events.iter().all(|e| e.category != "kernel:proc"));
+    check_dump_and_convert(&file);
 }
 
 #[test]

@@ -126,14 +126,7 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
                         json!({"ph":"M","name":"process_name","pid":koid,"tid":koid,"args":{"name":name}}),
                     )?;
                 } else if *ty == obj_type::THREAD {
-                    let pid = args
-                        .iter()
-                        .find(|a| state.string(&a.name) == Some("process"))
-                        .and_then(|a| match a.value {
-                            ArgValue::Koid(p) => Some(p),
-                            _ => None,
-                        })
-                        .unwrap_or(0);
+                    let pid = state.process_of_thread(args).unwrap_or(0);
                     c.thread_process.insert(*koid, pid);
                     c.thread_names.insert(*koid, name.clone());
                     c.emit(

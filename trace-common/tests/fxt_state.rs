@@ -168,3 +168,23 @@ fn state_from_a_stream() {
     }
     assert_eq!(names, [Some("s".to_owned())]);
 }
+
+#[test]
+fn arguments_are_found_by_resolved_name() {
+    use trace_common::fxt::{Arg, ArgValue};
+    let mut s = TraceState::new();
+    s.apply(&string(4, "process"));
+    let args = [
+        Arg::new("other", ArgValue::Int32(1)),
+        Arg {
+            name: StringRef::Index(4),
+            value: ArgValue::Koid(77),
+        },
+    ];
+    assert_eq!(s.arg(&args, "other"), Some(&ArgValue::Int32(1)));
+    assert_eq!(s.arg(&args, "missing"), None);
+    assert_eq!(s.process_of_thread(&args), Some(77));
+    // A "process" argument of the wrong type names no process.
+    let wrong = [Arg::new("process", ArgValue::Uint64(77))];
+    assert_eq!(s.process_of_thread(&wrong), None);
+}

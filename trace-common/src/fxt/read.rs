@@ -700,6 +700,23 @@ impl TraceState {
         }
     }
 
+    /// The value of the first argument among `args` whose name resolves to
+    /// `name`.
+    pub fn arg<'r, 'a>(&self, args: &'r [Arg<'a>], name: &str) -> Option<&'r ArgValue<'a>> {
+        args.iter()
+            .find(|a| self.string(&a.name) == Some(name))
+            .map(|a| &a.value)
+    }
+
+    /// The owning process of a thread kernel object record: its `"process"`
+    /// koid argument.
+    pub fn process_of_thread(&self, args: &[Arg<'_>]) -> Option<u64> {
+        match self.arg(args, "process") {
+            Some(ArgValue::Koid(k)) => Some(*k),
+            _ => None,
+        }
+    }
+
     /// The current provider's ticks per second.
     pub fn ticks_per_second(&self) -> u64 {
         self.current().ticks_per_second
