@@ -3,7 +3,8 @@
 //! so that the scheduler switches directly from one to the other.
 //!
 //! Usage: `pingpong ROUNDS [CPU]`. Prints `pid=<pid> ping=<tid> pong=<tid>`
-//! on standard output before it starts.
+//! on standard output before it starts, and `elapsed_ns=<n>` (the time the
+//! rounds took) on standard error at the end.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -43,6 +44,7 @@ fn main() {
     let (mut to_pong_read, mut to_pong_write) = pipe();
     let (mut to_ping_read, mut to_ping_write) = pipe();
     let (tid_tx, tid_rx) = mpsc::channel();
+    let started = std::time::Instant::now();
 
     let tx = tid_tx.clone();
     let ping = std::thread::Builder::new()
@@ -84,4 +86,5 @@ fn main() {
     std::io::stdout().flush().unwrap();
     ping.join().unwrap();
     pong.join().unwrap();
+    eprintln!("elapsed_ns={}", started.elapsed().as_nanos());
 }
