@@ -20,6 +20,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::ebpf::{cargo_home, nightly};
+use crate::run::{is_root, run};
 
 /// The bpf-linker release the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -186,28 +187,4 @@ fn llvm_prefix() -> Result<(PathBuf, u32)> {
             .with_context(|| format!("cannot link {} to {}", link.display(), llvm.display()))?;
     }
     Ok((prefix, major))
-}
-
-/// Whether this process runs as root.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Runs `cmd`, failing unless it succeeds.
-fn run(cmd: &mut Command) -> Result<()> {
-    eprintln!("xtask: {cmd:?}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed: {status}");
-    }
-    Ok(())
 }
