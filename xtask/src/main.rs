@@ -4,6 +4,7 @@
 //! Each subcommand is one [`Command`] variant and one function in its own
 //! module.
 
+mod bench;
 mod ebpf;
 mod record;
 mod run;
@@ -42,6 +43,16 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure what recording costs a workload, against `perf record`
+    /// (needs root and perf).
+    Bench {
+        /// Interleaved rounds (untraced, trace-cli, perf) to take medians of.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Pipe round trips per run of `perf bench sched pipe`.
+        #[arg(long, default_value_t = 50_000)]
+        loops: u64,
+    },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
     /// Arguments go to `trace-cli record` (through sudo when not root).
     Record {
@@ -57,6 +68,10 @@ fn main() -> Result<()> {
         Command::Test { args } => {
             setup::setup()?;
             test::test(&args)
+        }
+        Command::Bench { rounds, loops } => {
+            setup::setup()?;
+            bench::bench(rounds, loops)
         }
         Command::Record { args } => {
             setup::setup()?;

@@ -1,0 +1,235 @@
+//! `cargo xtask bench`: what recording costs the traced workload.
+//!
+//! The workload (`perf bench sched pipe`: two processes bouncing a message
+//! over pipes) runs pinned to CPU 0; the tracer runs pinned to CPU 1. Each
+//! round runs, interleaved, the workload untraced, under `trace-cli record -c
+//! kernel:sched`, and under `perf record -a -e sched:sched_switch -e
+//! sched:sched_wakeup`, so that the machine's noise spreads over all three.
+//! The report gives the medians, the extra nanoseconds per captured event,
+//! the slowdown, events captured and dropped, and bytes per event in the
+//! output file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::ebpf::workspace_root;
+use crate::run::{cargo, is_root, run};
+
+/// One measured run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    /// Seconds the workload reported for itself.
+    seconds: f64,
+    /// Events captured by the tracer.
+    events: u64,
+    /// Events the tracer reported lost.
+    dropped: u64,
+    /// Size of the output file.
+    bytes: u64,
+}
+
+/// Runs the benchmark: `rounds` interleaved rounds of `loops` pipe round trips.
+pub fn bench(rounds: usize, loops: u64) -> Result<()> {
+    if !is_root() {
+        bail!("the benchmark loads eBPF programs: run it as root");
+    }
+    if which("perf").is_none() {
+        bail!("`perf` is needed for the workload and the baseline: apt-get install linux-perf");
+    }
+    run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
+    let cli = workspace_root().join("target/release/trace-cli");
+    let dir = std::env::temp_dir().join(format!("trace-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+
+    let mut untraced = Vec::new();
+    let mut traced = Vec::new();
+    let mut perf = Vec::new();
+    for round in 0..rounds {
+        eprintln!("bench: round {}/{rounds}", round + 1);
+        untraced.push(run_untraced(loops)?);
+        traced.push(run_trace_cli(&cli, &dir, loops)?);
+        perf.push(run_perf(&dir, loops)?);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    let base = median(untraced.iter().map(|s| s.seconds));
+    println!(
+        "workload: perf bench sched pipe -l {loops} on CPU 0, tracer on CPU 1, {rounds} rounds, medians"
+    );
+    println!("untraced         {:>8.3} s", base);
+    for (name, samples) in [("trace-cli", &traced), ("perf record", &perf)] {
+        let secs = median(samples.iter().map(|s| s.seconds));
+        let events = median(samples.iter().map(|s| s.events as f64));
+        let dropped = median(samples.iter().map(|s| s.dropped as f64));
+        let bytes = median(samples.iter().map(|s| s.bytes as f64));
+        let extra_ns = (secs - base) * 1e9 / events.max(1.0);
+        println!(
+            "{name:<16} {secs:>8.3} s  +{:>5.1}%  {extra_ns:>6.0} ns/event  {events:>9.0} events  \
+             {dropped:>6.0} dropped  {:>5.1} bytes/event",
+            (secs / base - 1.0) * 100.0,
+            bytes / events.max(1.0)
+        );
+    }
+    Ok(())
+}
+
+fn workload(loops: u64) -> Command {
+    let mut c = Command::new("taskset");
+    c.args(["-c", "0", "perf", "bench", "sched", "pipe", "-l"])
+        .arg(loops.to_string());
+    c
+}
+
+fn workload_args(loops: u64) -> Vec<String> {
+    let c = workload(loops);
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The "Total time: X [sec]" line of `perf bench`.
+fn total_time(output: &str) -> Result<f64> {
+    output
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("Total time:")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .with_context(|| format!("no total time in the workload's output: {output}"))
+}
+
+fn run_untraced(loops: u64) -> Result<Sample> {
+    let out = workload(loops).output().context("running the workload")?;
+    Ok(Sample {
+        seconds: total_time(&String::from_utf8_lossy(&out.stdout))?,
+        ..Default::default()
+    })
+}
+
+fn run_trace_cli(cli: &Path, dir: &Path, loops: u64) -> Result<Sample> {
+    let file = dir.join("bench.fxt");
+    let out = Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(cli)
+        .args(["record", "-c", "kernel:sched", "-o"])
+        .arg(&file)
+        .arg("--")
+        .args(workload_args(loops))
+        .output()
+        .context("running trace-cli record")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("trace-cli record failed: {stderr}");
+    }
+    Ok(Sample {
+        seconds: total_time(&String::from_utf8_lossy(&out.stdout))?,
+        events: number_before(&stderr, "kernel events")?,
+        dropped: number_before(&stderr, "dropped")?,
+        bytes: std::fs::metadata(&file)?.len(),
+    })
+}
+
+fn run_perf(dir: &Path, loops: u64) -> Result<Sample> {
+    let data = dir.join("perf.data");
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            "perf",
+            "record",
+            "-q",
+            "-a",
+            "-e",
+            "sched:sched_switch",
+            "-e",
+        ])
+        .arg("sched:sched_wakeup")
+        .arg("-o")
+        .arg(&data)
+        .arg("--")
+        .args(workload_args(loops))
+        .output()
+        .context("running perf record")?;
+    if !out.status.success() {
+        bail!(
+            "perf record failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let seconds = total_time(&String::from_utf8_lossy(&out.stdout))?;
+    // Count the samples perf wrote, and the ones it lost.
+    let stats = Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(&data)
+        .output()
+        .context("running perf report --stats")?;
+    let text = String::from_utf8_lossy(&stats.stdout);
+    Ok(Sample {
+        seconds,
+        events: perf_stat(&text, "SAMPLE events:"),
+        dropped: perf_stat(&text, "LOST_SAMPLES events:") + perf_stat(&text, "LOST events:"),
+        bytes: std::fs::metadata(&data)?.len(),
+    })
+}
+
+/// The first count `perf report --stats` gives for `key` (the aggregate).
+fn perf_stat(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim_start().strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The number just before `label` in `text` ("… 123 kernel events …").
+fn number_before(text: &str, label: &str) -> Result<u64> {
+    let at = text
+        .find(label)
+        .with_context(|| format!("no {label:?} in {text:?}"))?;
+    text[..at]
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("no number before {label:?} in {text:?}"))
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_perf_bench_and_summaries() {
+        let out = "# Running 'sched/pipe' benchmark:\n# Executed 50000 pipe operations\n\n     Total time: 0.415 [sec]\n\n       8.3 usecs/op\n";
+        assert_eq!(total_time(out).unwrap(), 0.415);
+        assert!(total_time("nothing").is_err());
+        let summary = "trace-cli: 637299 kernel events (400298 switches) in 2.0 s, 637552 records, 30596808 bytes, 12 dropped -> x";
+        assert_eq!(number_before(summary, "kernel events").unwrap(), 637299);
+        assert_eq!(number_before(summary, "dropped").unwrap(), 12);
+        let stats = "Aggregated stats:\n          SAMPLE events:      16141  (98.2%)\nsched:sched_switch stats:\n          SAMPLE events:      10030\n";
+        assert_eq!(perf_stat(stats, "SAMPLE events:"), 16141);
+        assert_eq!(perf_stat(stats, "LOST events:"), 0);
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
+    }
+}
