@@ -5,6 +5,8 @@
 //! - [`kernel`]: the fixed-layout events the eBPF kernel provider writes into
 //!   its ring buffers, and the tracepoint field layouts it is configured with.
 //! - [`category`]: category names and glob matching.
+//! - [`provider`]: the shared trace buffer, FIFO packets and control
+//!   messages between userspace providers and the manager.
 //!
 //! The crate is `#![no_std]`; the record model, writer and reader need the
 //! `alloc` feature (on by default through `std`). The eBPF programs use the
@@ -20,3 +22,5 @@ extern crate std;
 pub mod category;
 pub mod fxt;
 pub mod kernel;
+#[cfg(feature = "alloc")]
+pub mod provider;
