@@ -1,0 +1,890 @@
+//! The trace engine: writes FXT records straight into the shared buffer.
+//!
+//! One engine per process. Writers take [`CHUNK_BYTES`] chunks of the current
+//! rolling buffer under a lock (once per chunk) and fill them with no atomic
+//! read-modify-write, no syscall and no allocation: a record costs a
+//! timestamp, a few relaxed loads and plain stores, and a release store of
+//! its header word, which is written last so a reader of the buffer never
+//! sees half a record.
+//!
+//! Every writer marks itself busy in its own [`ThreadSlot`] while it writes.
+//! Whoever changes what writers may touch (a switch of rolling buffers, stop,
+//! terminate) publishes a new write epoch, runs `membarrier` (an asymmetric
+//! fence: writers need only a compiler fence), and waits until no writer that
+//! could still use the old epoch is busy. After that the old buffer is
+//! quiescent and can be saved, reused or unmapped.
+//!
+//! String and thread records go to the durable buffer once per trace and are
+//! then referenced by index; when the tables or the durable buffer are full,
+//! strings and threads are written inline instead.
+
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, compiler_fence,
+};
+use std::sync::{Mutex, MutexGuard};
+
+use trace_common::fxt::wire::{self, MAX_STRING_INDEX, MAX_THREAD_INDEX};
+use trace_common::fxt::write::encode;
+use trace_common::fxt::{Arg, ArgValue as FxtArgValue, Record, StringRef, obj_type};
+use trace_common::provider::buffer::{CHUNK_BYTES, HEADER_BYTES, Layout, offset};
+use trace_common::provider::{BufferDisposition, BufferingMode};
+
+use crate::args::Value;
+use crate::callsite::{self, Callsite, StaticName};
+use crate::clock;
+
+/// Writes consecutive words from a pointer into reserved buffer space.
+pub struct Words {
+    p: *mut u64,
+}
+
+impl Words {
+    /// Appends one word.
+    #[inline(always)]
+    pub fn push(&mut self, w: u64) {
+        // SAFETY: the engine reserved room for every word the record's size
+        // counts before handing out this writer.
+        unsafe {
+            self.p.write(w);
+            self.p = self.p.add(1);
+        }
+    }
+
+    /// Appends bytes, zero-padded to whole words.
+    #[inline]
+    pub fn push_bytes(&mut self, b: &[u8]) {
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.push(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.push(u64::from_le_bytes(w));
+        }
+    }
+}
+
+/// A string reference as it goes into a record: an index, or inline bytes.
+#[derive(Clone, Copy)]
+pub struct Name {
+    pub(crate) reference: u16,
+    inline: &'static str,
+}
+
+impl Name {
+    const EMPTY: Name = Name {
+        reference: 0,
+        inline: "",
+    };
+
+    /// Words of inline bytes after the fixed part.
+    #[inline(always)]
+    pub fn inline_words(&self) -> usize {
+        if self.reference & wire::STRING_REF_INLINE != 0 {
+            wire::words(self.inline.len())
+        } else {
+            0
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn write_inline(&self, w: &mut Words) {
+        if self.reference & wire::STRING_REF_INLINE != 0 {
+            w.push_bytes(self.inline.as_bytes());
+        }
+    }
+
+    fn of(s: &'static str, index: Option<u16>) -> Name {
+        match index {
+            Some(i) => Name {
+                reference: i,
+                inline: "",
+            },
+            None => {
+                let s = clip_name(s);
+                Name {
+                    reference: wire::inline_string_ref(s.len()),
+                    inline: s,
+                }
+            }
+        }
+    }
+}
+
+fn clip_name(s: &'static str) -> &'static str {
+    let mut end = s.len().min(wire::PRACTICAL_MAX_STRING_LEN);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// One writing thread's state, shared with whoever quiesces writers.
+#[repr(align(64))]
+pub(crate) struct ThreadSlot {
+    busy: AtomicU32,
+    owned: AtomicBool,
+    next: AtomicPtr<ThreadSlot>,
+    chunk_epoch: AtomicU64,
+    chunk_pos: AtomicUsize,
+    chunk_end: AtomicUsize,
+    /// `generation << 8 | thread index` (index 0: inline).
+    thread_ref: AtomicU64,
+    pid: AtomicU64,
+    tid: AtomicU64,
+}
+
+static SLOTS: AtomicPtr<ThreadSlot> = AtomicPtr::new(ptr::null_mut());
+
+thread_local! {
+    static SLOT: std::cell::Cell<*const ThreadSlot> = const { std::cell::Cell::new(ptr::null()) };
+    static RELEASE: SlotRelease = const { SlotRelease };
+}
+
+struct SlotRelease;
+
+impl Drop for SlotRelease {
+    fn drop(&mut self) {
+        let p = SLOT
+            .try_with(|s| s.replace(ptr::null()))
+            .unwrap_or(ptr::null());
+        if !p.is_null() {
+            // SAFETY: slots are leaked and never freed.
+            let slot = unsafe { &*p };
+            slot.chunk_epoch.store(0, Ordering::Relaxed);
+            slot.thread_ref.store(0, Ordering::Relaxed);
+            slot.owned.store(false, Ordering::Release);
+        }
+    }
+}
+
+#[inline(always)]
+fn slot() -> &'static ThreadSlot {
+    let p = SLOT.with(|s| s.get());
+    if p.is_null() {
+        return claim_slot();
+    }
+    // SAFETY: slots are leaked and never freed.
+    unsafe { &*p }
+}
+
+#[cold]
+fn claim_slot() -> &'static ThreadSlot {
+    let pid = u64::from(std::process::id());
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u64;
+    let mut p = SLOTS.load(Ordering::Acquire);
+    let slot: &'static ThreadSlot = loop {
+        if p.is_null() {
+            let s: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot {
+                busy: AtomicU32::new(0),
+                owned: AtomicBool::new(true),
+                next: AtomicPtr::new(ptr::null_mut()),
+                chunk_epoch: AtomicU64::new(0),
+                chunk_pos: AtomicUsize::new(0),
+                chunk_end: AtomicUsize::new(0),
+                thread_ref: AtomicU64::new(0),
+                pid: AtomicU64::new(0),
+                tid: AtomicU64::new(0),
+            }));
+            let mut head = SLOTS.load(Ordering::Acquire);
+            loop {
+                s.next.store(head, Ordering::Relaxed);
+                match SLOTS.compare_exchange(
+                    head,
+                    s as *const _ as *mut _,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(h) => head = h,
+                }
+            }
+            break s;
+        }
+        // SAFETY: slots are leaked and never freed.
+        let s = unsafe { &*p };
+        if s.owned
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break s;
+        }
+        p = s.next.load(Ordering::Acquire);
+    };
+    slot.pid.store(pid, Ordering::Relaxed);
+    slot.tid.store(tid, Ordering::Relaxed);
+    slot.chunk_epoch.store(0, Ordering::Relaxed);
+    slot.thread_ref.store(0, Ordering::Relaxed);
+    SLOT.with(|s| s.set(slot));
+    RELEASE.with(|_| {});
+    slot
+}
+
+fn for_each_slot(mut f: impl FnMut(&ThreadSlot)) {
+    let mut p = SLOTS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: slots are leaked and never freed.
+        let s = unsafe { &*p };
+        f(s);
+        p = s.next.load(Ordering::Acquire);
+    }
+}
+
+/// 0 while no records may be written; otherwise the epoch chunks must carry.
+static WRITE_EPOCH: AtomicU64 = AtomicU64::new(0);
+/// Bumped whenever durable records are discarded; guards cached indexes.
+static GENERATION: AtomicU32 = AtomicU32::new(1);
+/// Start of the shared mapping.
+static BASE: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());
+static DURABLE_NEXT: AtomicU64 = AtomicU64::new(0);
+static DURABLE_SIZE: AtomicU64 = AtomicU64::new(0);
+static THREAD_NEXT: AtomicU32 = AtomicU32::new(1);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Sends SAVE_BUFFER (wrapped count, durable end) in streaming mode.
+pub type SaveRequest = Box<dyn Fn(u32, u64) + Send>;
+
+struct State {
+    layout: Option<Layout>,
+    len: usize,
+    categories: Vec<String>,
+    extra_categories: Vec<String>,
+    started: bool,
+    next_epoch: u64,
+    wrapped: u32,
+    offset: u64,
+    full: bool,
+    save_pending: bool,
+    on_save: Option<SaveRequest>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    layout: None,
+    len: 0,
+    categories: Vec::new(),
+    extra_categories: Vec::new(),
+    started: false,
+    next_epoch: 1,
+    wrapped: 0,
+    offset: 0,
+    full: false,
+    save_pending: false,
+    on_save: None,
+});
+
+static STRINGS: Mutex<Option<HashMap<&'static str, u16>>> = Mutex::new(None);
+static ENABLED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `category` is enabled by the running trace.
+pub(crate) fn category_enabled(category: &str) -> bool {
+    if WRITE_EPOCH.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    let enabled = ENABLED.lock().unwrap_or_else(|e| e.into_inner());
+    trace_common::category::is_enabled(&enabled, category)
+}
+
+fn refresh_callsites(categories: Vec<String>) {
+    let _g = callsite::REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    *ENABLED.lock().unwrap_or_else(|e| e.into_inner()) = categories;
+    callsite::refresh_all();
+}
+
+fn header_field(off: usize) -> Option<&'static AtomicU64> {
+    let base = BASE.load(Ordering::Acquire);
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: the mapping is at least HEADER_BYTES long and 8-aligned while
+    // BASE is set; the header's u64 fields are 8-aligned.
+    Some(unsafe { &*(base.add(off) as *const AtomicU64) })
+}
+
+fn set_header(off: usize, v: u64) {
+    if let Some(f) = header_field(off) {
+        f.store(v, Ordering::Release);
+    }
+}
+
+fn set_wrapped(v: u32) {
+    let base = BASE.load(Ordering::Acquire);
+    if !base.is_null() {
+        // SAFETY: as in header_field; the u32 field is 4-aligned.
+        unsafe { &*(base.add(offset::WRAPPED_COUNT) as *const AtomicU32) }
+            .store(v, Ordering::Release);
+    }
+}
+
+/// Runs an asymmetric full fence across this process's threads.
+fn membarrier() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    const CMD_GLOBAL: libc::c_long = 1;
+    const CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+    static EXPEDITED: AtomicBool = AtomicBool::new(false);
+    REGISTERED.call_once(|| {
+        // SAFETY: membarrier takes plain integers.
+        let r =
+            unsafe { libc::syscall(libc::SYS_membarrier, CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) };
+        EXPEDITED.store(r == 0, Ordering::Relaxed);
+    });
+    let cmd = if EXPEDITED.load(Ordering::Relaxed) {
+        CMD_PRIVATE_EXPEDITED
+    } else {
+        CMD_GLOBAL
+    };
+    // SAFETY: membarrier takes plain integers.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) };
+    if r != 0 {
+        // Without membarrier a full fence here still orders our side; the
+        // writers' window is a few instructions long.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Publishes `epoch` and waits until no writer is inside a record.
+fn quiesce(epoch: u64) {
+    WRITE_EPOCH.store(epoch, Ordering::SeqCst);
+    membarrier();
+    for_each_slot(|s| {
+        let mut spins = 0u32;
+        while s.busy.load(Ordering::Acquire) != 0 {
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    });
+}
+
+/// Errors from the engine's control operations.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The buffer's size does not fit the layout rules.
+    #[error("unusable trace buffer: {0}")]
+    Layout(#[from] trace_common::provider::buffer::LayoutError),
+    /// Mapping the buffer failed.
+    #[error("mapping the trace buffer failed: {0}")]
+    Map(#[source] std::io::Error),
+}
+
+/// Attaches the engine to a buffer of `len` bytes mapped at `base`.
+///
+/// # Safety
+/// `base` must point to `len` writable bytes, 8-aligned, shared with the
+/// manager, that stay mapped until [`terminate`] returns.
+pub unsafe fn initialize(
+    base: *mut u8,
+    len: usize,
+    mode: BufferingMode,
+    categories: Vec<String>,
+    on_save: Option<SaveRequest>,
+) -> Result<(), EngineError> {
+    let layout = Layout::new(mode, len as u64)?;
+    let mut st = state();
+    if st.layout.is_some() {
+        // At most one trace at a time: a repeated Initialize is ignored.
+        return Ok(());
+    }
+    BASE.store(base, Ordering::Release);
+    st.layout = Some(layout);
+    st.len = len;
+    st.categories = categories;
+    st.extra_categories.clear();
+    st.on_save = on_save;
+    clear(&mut st, &layout, BufferDisposition::ClearEntire);
+    Ok(())
+}
+
+fn clear(st: &mut State, layout: &Layout, disposition: BufferDisposition) {
+    st.wrapped = 0;
+    st.offset = 0;
+    st.full = false;
+    st.save_pending = false;
+    DROPPED.store(0, Ordering::Relaxed);
+    if disposition == BufferDisposition::ClearEntire {
+        let base = BASE.load(Ordering::Acquire);
+        let h = layout.initial_header().to_bytes();
+        // SAFETY: the mapping holds at least HEADER_BYTES; no writer runs.
+        unsafe { ptr::copy_nonoverlapping(h.as_ptr(), base, HEADER_BYTES) };
+        DURABLE_SIZE.store(layout.durable, Ordering::Relaxed);
+        DURABLE_NEXT.store(0, Ordering::Relaxed);
+        THREAD_NEXT.store(1, Ordering::Relaxed);
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+        *STRINGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
+        let mut init = Vec::with_capacity(16);
+        if encode(
+            &Record::Initialization {
+                ticks_per_second: clock::ticks_per_second(),
+            },
+            &mut init,
+        )
+        .is_ok()
+        {
+            durable_write(&init);
+        }
+    }
+    set_wrapped(0);
+    set_header(offset::ROLLING_DATA_END, 0);
+    set_header(offset::ROLLING_DATA_END + 8, 0);
+    set_header(offset::NUM_RECORDS_DROPPED, 0);
+}
+
+/// Begins writing. Ignored while started.
+pub fn start(disposition: BufferDisposition, additional: Vec<String>) {
+    let mut st = state();
+    let Some(layout) = st.layout else { return };
+    if st.started {
+        return;
+    }
+    clear(&mut st, &layout, disposition);
+    st.extra_categories = additional;
+    st.started = true;
+    let epoch = st.next_epoch;
+    st.next_epoch += 1;
+    WRITE_EPOCH.store(epoch, Ordering::SeqCst);
+    let mut cats = st.categories.clone();
+    if !cats.is_empty() {
+        cats.extend(st.extra_categories.iter().cloned());
+    }
+    drop(st);
+    refresh_callsites(cats);
+}
+
+/// What the header says after [`stop`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StopStats {
+    /// Records dropped because the buffer was full.
+    pub dropped: u64,
+    /// Switches between rolling buffers.
+    pub wrapped: u32,
+}
+
+/// Stops writing; once this returns every record is complete in the buffer
+/// and the header holds the final ends. Ignored while stopped.
+pub fn stop() -> StopStats {
+    let mut st = state();
+    if !st.started {
+        return StopStats::default();
+    }
+    st.started = false;
+    quiesce(0);
+    finish_header(&st);
+    drop(st);
+    refresh_callsites(Vec::new());
+    StopStats {
+        dropped: DROPPED.load(Ordering::Relaxed),
+        wrapped: state().wrapped,
+    }
+}
+
+fn finish_header(st: &State) {
+    let Some(layout) = st.layout else { return };
+    let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable) & !7;
+    set_header(offset::DURABLE_DATA_END, durable);
+    let cur = (st.wrapped & 1) as usize;
+    set_header(
+        offset::ROLLING_DATA_END + 8 * cur,
+        st.offset.min(layout.rolling[cur]),
+    );
+    set_wrapped(st.wrapped);
+    set_header(offset::NUM_RECORDS_DROPPED, DROPPED.load(Ordering::Relaxed));
+}
+
+/// Stops if needed and lets go of the buffer; the caller may unmap it after.
+pub fn terminate() {
+    stop();
+    let mut st = state();
+    quiesce(0);
+    BASE.store(ptr::null_mut(), Ordering::Release);
+    st.layout = None;
+    st.on_save = None;
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The manager saved rolling buffer `wrapped & 1` (streaming).
+pub fn buffer_saved(wrapped: u32) {
+    let mut st = state();
+    if st.save_pending && wrapped.wrapping_add(1) == st.wrapped {
+        st.save_pending = false;
+    }
+}
+
+/// Records dropped so far.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Appends a whole record to the durable buffer. Returns false when full.
+fn durable_write(record: &[u8]) -> bool {
+    let len = record.len() as u64;
+    let size = DURABLE_SIZE.load(Ordering::Relaxed);
+    let off = DURABLE_NEXT.fetch_add(len, Ordering::AcqRel);
+    if off + len > size {
+        return false;
+    }
+    let base = BASE.load(Ordering::Acquire);
+    if base.is_null() {
+        return false;
+    }
+    // SAFETY: [off, off+len) lies in the durable buffer, reserved by the
+    // fetch_add above for this writer alone.
+    unsafe {
+        let dst = base.add(HEADER_BYTES + off as usize);
+        ptr::copy_nonoverlapping(record.as_ptr().add(8), dst.add(8), record.len() - 8);
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&record[..8]);
+        (*(dst as *const AtomicU64)).store(u64::from_le_bytes(h), Ordering::Release);
+    }
+    if let Some(f) = header_field(offset::DURABLE_DATA_END) {
+        f.fetch_max(off + len, Ordering::AcqRel);
+    }
+    true
+}
+
+/// The table index of `s`, writing its string record the first time.
+#[cold]
+fn intern(s: &'static str) -> Option<u16> {
+    if s.is_empty() || s.len() > wire::PRACTICAL_MAX_STRING_LEN {
+        return None;
+    }
+    let mut guard = STRINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let table = guard.as_mut()?;
+    if let Some(&i) = table.get(s) {
+        return Some(i);
+    }
+    let index = u16::try_from(table.len() + 1)
+        .ok()
+        .filter(|&i| i <= MAX_STRING_INDEX)?;
+    let mut rec = Vec::with_capacity(16 + s.len());
+    encode(
+        &Record::String {
+            index,
+            value: s.into(),
+        },
+        &mut rec,
+    )
+    .ok()?;
+    if !durable_write(&rec) {
+        return None;
+    }
+    table.insert(s, index);
+    Some(index)
+}
+
+#[inline(always)]
+fn cached_name(cache: &AtomicU64, s: &'static str, generation: u32) -> Name {
+    let c = cache.load(Ordering::Relaxed);
+    if (c >> 32) as u32 == generation {
+        return Name::of(s, Some(c as u16).filter(|&i| i != 0));
+    }
+    name_slow(cache, s, generation)
+}
+
+#[cold]
+fn name_slow(cache: &AtomicU64, s: &'static str, generation: u32) -> Name {
+    let i = intern(s);
+    cache.store(
+        (u64::from(generation) << 32) | u64::from(i.unwrap_or(0)),
+        Ordering::Relaxed,
+    );
+    Name::of(s, i)
+}
+
+#[cold]
+fn thread_slow(slot: &ThreadSlot, generation: u32) -> u8 {
+    let pid = slot.pid.load(Ordering::Relaxed);
+    let tid = slot.tid.load(Ordering::Relaxed);
+    let mut index = 0u8;
+    let i = THREAD_NEXT.fetch_add(1, Ordering::Relaxed);
+    if i <= u32::from(MAX_THREAD_INDEX) {
+        let mut rec = Vec::with_capacity(24);
+        if encode(
+            &Record::Thread {
+                index: i as u8,
+                process: pid,
+                thread: tid,
+            },
+            &mut rec,
+        )
+        .is_ok()
+            && durable_write(&rec)
+        {
+            index = i as u8;
+        }
+    }
+    write_thread_names(pid, tid);
+    slot.thread_ref.store(
+        (u64::from(generation) << 8) | u64::from(index),
+        Ordering::Relaxed,
+    );
+    index
+}
+
+/// Names this thread (and, once per trace, this process) with kernel object
+/// records, so a trace without kernel categories still has names.
+fn write_thread_names(pid: u64, tid: u64) {
+    static PROCESS_NAMED: AtomicU32 = AtomicU32::new(0);
+    let generation = GENERATION.load(Ordering::Relaxed);
+    let comm = |path: String| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim_end().to_owned())
+            .unwrap_or_default()
+    };
+    let mut rec = Vec::with_capacity(64);
+    if PROCESS_NAMED.swap(generation, Ordering::Relaxed) != generation {
+        let name = comm(format!("/proc/{pid}/comm"));
+        if encode(
+            &Record::KernelObject {
+                koid: pid,
+                obj_type: obj_type::PROCESS,
+                name: StringRef::inline(&name),
+                args: Vec::new().into(),
+            },
+            &mut rec,
+        )
+        .is_ok()
+        {
+            durable_write(&rec);
+        }
+        rec.clear();
+    }
+    let name = comm(format!("/proc/{pid}/task/{tid}/comm"));
+    let args = [Arg {
+        name: StringRef::inline("process"),
+        value: FxtArgValue::Koid(pid),
+    }];
+    if encode(
+        &Record::KernelObject {
+            koid: tid,
+            obj_type: obj_type::THREAD,
+            name: StringRef::inline(&name),
+            args: args[..].into(),
+        },
+        &mut rec,
+    )
+    .is_ok()
+    {
+        durable_write(&rec);
+    }
+}
+
+/// Takes a fresh chunk for a `bytes`-byte record. Called with `busy` set;
+/// returns with `busy` set and the chunk valid for the current epoch, or
+/// `None` (with `busy` clear) when the record must be dropped.
+#[cold]
+#[inline(never)]
+fn refill(slot: &ThreadSlot, bytes: usize) -> Option<u64> {
+    for _ in 0..4 {
+        slot.busy.store(0, Ordering::Release);
+        let epoch = {
+            let mut st = state();
+            let epoch = WRITE_EPOCH.load(Ordering::Acquire);
+            let layout = st.layout?;
+            if epoch == 0 || !st.started {
+                return None;
+            }
+            let need = bytes.div_ceil(CHUNK_BYTES) * CHUNK_BYTES;
+            let mut cur = (st.wrapped & 1) as usize;
+            if st.full || st.offset + need as u64 > layout.rolling[cur] {
+                match layout.mode {
+                    BufferingMode::Oneshot => {
+                        if !st.full {
+                            st.full = true;
+                            finish_header(&st);
+                        }
+                        DROPPED.fetch_add(1, Ordering::Relaxed);
+                        return None;
+                    }
+                    BufferingMode::Circular | BufferingMode::Streaming => {
+                        if st.save_pending || need as u64 > layout.rolling[cur ^ 1] {
+                            DROPPED.fetch_add(1, Ordering::Relaxed);
+                            return None;
+                        }
+                        let e = st.next_epoch;
+                        st.next_epoch += 1;
+                        quiesce(e);
+                        finish_header(&st);
+                        let before = st.wrapped;
+                        st.wrapped += 1;
+                        st.offset = 0;
+                        cur = (st.wrapped & 1) as usize;
+                        set_header(offset::ROLLING_DATA_END + 8 * cur, 0);
+                        set_wrapped(st.wrapped);
+                        if layout.mode == BufferingMode::Streaming {
+                            st.save_pending = true;
+                            let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable);
+                            if let Some(f) = &st.on_save {
+                                f(before, durable);
+                            }
+                        }
+                    }
+                }
+            }
+            let start = layout.rolling_offset(cur) as usize + st.offset as usize;
+            st.offset += need as u64;
+            set_header(offset::ROLLING_DATA_END + 8 * cur, st.offset);
+            slot.chunk_pos.store(start, Ordering::Relaxed);
+            slot.chunk_end.store(start + need, Ordering::Relaxed);
+            slot.chunk_epoch.store(epoch_now(), Ordering::Relaxed);
+            epoch_now()
+        };
+        slot.busy.store(1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        if WRITE_EPOCH.load(Ordering::Relaxed) == epoch {
+            let base = BASE.load(Ordering::Relaxed);
+            let pos = slot.chunk_pos.load(Ordering::Relaxed);
+            let end = slot.chunk_end.load(Ordering::Relaxed);
+            // SAFETY: [pos, end) is this thread's chunk in the current epoch;
+            // older data in it (circular mode) must not survive.
+            unsafe { ptr::write_bytes(base.add(pos), 0, end - pos) };
+            return Some(epoch);
+        }
+    }
+    slot.busy.store(0, Ordering::Release);
+    DROPPED.fetch_add(1, Ordering::Relaxed);
+    None
+}
+
+fn epoch_now() -> u64 {
+    WRITE_EPOCH.load(Ordering::Acquire)
+}
+
+/// The most arguments one event carries.
+pub const MAX_ARGS: usize = wire::MAX_ARGS;
+
+/// Writes one event record of `site`: the hot path of every macro.
+///
+/// `trailer` holds the words after the arguments (end time, id, scope).
+/// Arguments past [`MAX_ARGS`] are left out.
+#[inline(always)]
+pub fn write_event(
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: &[(&'static StaticName, Value<'_>)],
+    trailer: &[u64],
+) {
+    let slot = slot();
+    slot.busy.store(1, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    let epoch = WRITE_EPOCH.load(Ordering::Relaxed);
+    if epoch == 0 {
+        slot.busy.store(0, Ordering::Release);
+        return;
+    }
+    let generation = GENERATION.load(Ordering::Relaxed);
+    let s = site.strings.load(Ordering::Relaxed);
+    let (cat, name) = if (s >> 32) as u32 == generation {
+        (
+            Name::of(site.category, Some((s >> 16) as u16).filter(|&i| i != 0)),
+            Name::of(site.name, Some(s as u16).filter(|&i| i != 0)),
+        )
+    } else {
+        site_names_slow(site, generation)
+    };
+    let t = slot.thread_ref.load(Ordering::Relaxed);
+    let thread = if (t >> 8) as u32 == generation {
+        t as u8
+    } else {
+        thread_slow(slot, generation)
+    };
+    let args = &args[..args.len().min(MAX_ARGS)];
+    let mut names = [Name::EMPTY; MAX_ARGS];
+    let mut arg_words = 0;
+    for (i, (n, v)) in args.iter().enumerate() {
+        names[i] = cached_name(&n.cache, n.name, generation);
+        arg_words += v.words(&names[i]);
+    }
+    let words = 2
+        + if thread == 0 { 2 } else { 0 }
+        + cat.inline_words()
+        + name.inline_words()
+        + arg_words
+        + trailer.len();
+    if words > wire::MAX_RECORD_WORDS {
+        slot.busy.store(0, Ordering::Release);
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let bytes = words * 8;
+    let mut pos = slot.chunk_pos.load(Ordering::Relaxed);
+    if slot.chunk_epoch.load(Ordering::Relaxed) != epoch
+        || pos + bytes > slot.chunk_end.load(Ordering::Relaxed)
+    {
+        if refill(slot, bytes).is_none() {
+            return;
+        }
+        pos = slot.chunk_pos.load(Ordering::Relaxed);
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: [pos, pos + bytes) lies in this thread's chunk of the current
+    // epoch, which no one else writes and no one reads before `busy` clears.
+    let rec = unsafe { base.add(pos) } as *mut u64;
+    // SAFETY: as above; the record's body starts one word in.
+    let mut w = Words {
+        p: unsafe { rec.add(1) },
+    };
+    w.push(ts);
+    if thread == 0 {
+        w.push(slot.pid.load(Ordering::Relaxed));
+        w.push(slot.tid.load(Ordering::Relaxed));
+    }
+    cat.write_inline(&mut w);
+    name.write_inline(&mut w);
+    for (i, (_, v)) in args.iter().enumerate() {
+        v.write(&names[i], &mut w);
+    }
+    for &t in trailer {
+        w.push(t);
+    }
+    let header = wire::event_header(
+        words,
+        event_type,
+        args.len(),
+        thread,
+        cat.reference,
+        name.reference,
+    );
+    // SAFETY: `rec` is the first word of the reserved space, 8-aligned.
+    unsafe { (*(rec as *const AtomicU64)).store(header, Ordering::Release) };
+    slot.chunk_pos.store(pos + bytes, Ordering::Relaxed);
+    slot.busy.store(0, Ordering::Release);
+}
+
+#[cold]
+fn site_names_slow(site: &'static Callsite, generation: u32) -> (Name, Name) {
+    let c = intern(site.category);
+    let n = intern(site.name);
+    site.strings.store(
+        (u64::from(generation) << 32)
+            | (u64::from(c.unwrap_or(0)) << 16)
+            | u64::from(n.unwrap_or(0)),
+        Ordering::Relaxed,
+    );
+    (Name::of(site.category, c), Name::of(site.name, n))
+}
+
+/// Whether a trace is being written now.
+pub fn is_started() -> bool {
+    WRITE_EPOCH.load(Ordering::Relaxed) != 0
+}
+
+/// Size of the attached buffer, 0 when none.
+pub fn buffer_len() -> usize {
+    state().len
+}

@@ -1,0 +1,186 @@
+//! The instrumentation macros.
+//!
+//! Every macro takes a category and a name (string literals or `&'static
+//! str` constants) and up to 15 arguments written `"name" => value`, where
+//! the value is anything [`crate::Value`] converts from: integers, floats,
+//! `bool`, `&str`, `&String`, pointers, [`crate::Koid`], `()`.
+
+/// Expands to the arguments array of an event.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __trace_args {
+    ($($k:literal => $v:expr),*) => {
+        [$(
+            ({
+                static __NAME: $crate::__private::StaticName = $crate::__private::StaticName::new($k);
+                &__NAME
+            }, $crate::__private::Value::from($v)),
+        )*]
+    };
+}
+
+/// Writes one event when its category is enabled.
+#[doc(hidden)]
+#[cfg(not(feature = "off"))]
+#[macro_export]
+macro_rules! __trace_event {
+    ($cat:expr, $name:expr, $ty:expr, $trailer:expr $(, $k:literal => $v:expr)*) => {{
+        static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
+        if __SITE.enabled() {
+            $crate::__private::write_event(
+                &__SITE,
+                $ty,
+                $crate::__private::now(),
+                &$crate::__trace_args!($($k => $v),*),
+                $trailer,
+            );
+        }
+    }};
+}
+
+#[doc(hidden)]
+#[cfg(feature = "off")]
+#[macro_export]
+macro_rules! __trace_event {
+    ($($t:tt)*) => {{}};
+}
+
+/// Whether a trace runs that enables `category`:
+/// `if category_enabled!("net") { ... }`.
+#[cfg(not(feature = "off"))]
+#[macro_export]
+macro_rules! category_enabled {
+    ($cat:expr) => {{
+        static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, "");
+        __SITE.enabled()
+    }};
+}
+
+/// Whether a trace runs that enables `category` (always false: tracing is
+/// compiled out).
+#[cfg(feature = "off")]
+#[macro_export]
+macro_rules! category_enabled {
+    ($cat:expr) => {
+        false
+    };
+}
+
+/// Traces the rest of the enclosing block as one complete duration event:
+/// `duration!("net", "send", "bytes" => n);`.
+#[cfg(not(feature = "off"))]
+#[macro_export]
+macro_rules! duration {
+    ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
+        let __trace_duration = if __SITE.enabled() {
+            Some($crate::__private::DurationScope::new(
+                &__SITE,
+                $crate::__trace_args!($($k => $v),*),
+            ))
+        } else {
+            None
+        };
+    };
+}
+
+/// Traces the rest of the enclosing block (compiled out).
+#[cfg(feature = "off")]
+#[macro_export]
+macro_rules! duration {
+    ($($t:tt)*) => {};
+}
+
+/// Begins a duration on this thread; pair with [`duration_end!`].
+#[macro_export]
+macro_rules! duration_begin {
+    ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::DURATION_BEGIN, &[] $(, $k => $v)*)
+    };
+}
+
+/// Ends the innermost duration begun with [`duration_begin!`].
+#[macro_export]
+macro_rules! duration_end {
+    ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::DURATION_END, &[] $(, $k => $v)*)
+    };
+}
+
+/// A point in time: `instant!("cat", "name", args...)` on this thread, or
+/// `instant!(process, ...)` / `instant!(global, ...)` for wider scopes.
+#[macro_export]
+macro_rules! instant {
+    (thread, $cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::INSTANT, &[] $(, $k => $v)*)
+    };
+    (process, $cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::INSTANT,
+            $crate::__private::scope_words($crate::Scope::Process) $(, $k => $v)*)
+    };
+    (global, $cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::INSTANT,
+            $crate::__private::scope_words($crate::Scope::Global) $(, $k => $v)*)
+    };
+    ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::INSTANT, &[] $(, $k => $v)*)
+    };
+}
+
+/// A counter sample; every numeric argument is one series:
+/// `counter!("mem", "heap", 0, "bytes" => n)` (the third value is the
+/// counter id).
+#[macro_export]
+macro_rules! counter {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::COUNTER, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// Begins an asynchronous operation with correlation id `id`.
+#[macro_export]
+macro_rules! async_begin {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::ASYNC_BEGIN, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// A point in an asynchronous operation.
+#[macro_export]
+macro_rules! async_instant {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::ASYNC_INSTANT, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// Ends an asynchronous operation (same category, name and id as its begin).
+#[macro_export]
+macro_rules! async_end {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::ASYNC_END, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// Begins a flow (an arrow) from the enclosing duration.
+#[macro_export]
+macro_rules! flow_begin {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::FLOW_BEGIN, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// A step of a flow in the enclosing duration.
+#[macro_export]
+macro_rules! flow_step {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::FLOW_STEP, &[($id) as u64] $(, $k => $v)*)
+    };
+}
+
+/// Ends a flow in the enclosing duration.
+#[macro_export]
+macro_rules! flow_end {
+    ($cat:expr, $name:expr, $id:expr $(, $k:literal => $v:expr)* $(,)?) => {
+        $crate::__trace_event!($cat, $name, $crate::__private::event_type::FLOW_END, &[($id) as u64] $(, $k => $v)*)
+    };
+}

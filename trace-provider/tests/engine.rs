@@ -1,0 +1,388 @@
+//! The engine writing into a real buffer, read back the way the manager
+//! reads it: header, durable records, rolling buffers walked by chunks.
+
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::write::encode;
+use trace_common::fxt::{ArgValue, EventKind, Record};
+use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
+use trace_common::provider::{BufferDisposition, BufferingMode};
+use trace_provider::engine;
+
+/// The engine is one per process: tests take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Buffer {
+    words: Vec<u64>,
+    mode: BufferingMode,
+}
+
+impl Buffer {
+    fn new(mode: BufferingMode, bytes: usize) -> Self {
+        Buffer {
+            words: vec![0; bytes / 8],
+            mode,
+        }
+    }
+
+    fn attach(&mut self, categories: &[&str], on_save: Option<engine::SaveRequest>) {
+        let len = self.words.len() * 8;
+        // SAFETY: the buffer outlives the trace: every test terminates the
+        // engine before dropping it.
+        unsafe {
+            engine::initialize(
+                self.words.as_mut_ptr().cast(),
+                len,
+                self.mode,
+                categories.iter().map(|c| c.to_string()).collect(),
+                on_save,
+            )
+        }
+        .unwrap();
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// A snapshot turned into an FXT stream the way the manager assembles it.
+fn collect(bytes: &[u8], mode: BufferingMode, sections: &[(u64, u64, usize, u64)]) -> Vec<u8> {
+    let layout = Layout::new(mode, bytes.len() as u64).unwrap();
+    let mut out = Vec::new();
+    encode(&Record::Magic, &mut out).unwrap();
+    // (durable from, durable to, rolling buffer, rolling end)
+    for &(d0, d1, buf, end) in sections {
+        let durable = &bytes
+            [(layout.durable_offset() + d0) as usize..(layout.durable_offset() + d1) as usize];
+        for r in RecordWalk::new(durable, WalkMode::Durable) {
+            out.extend_from_slice(r.bytes);
+        }
+        let start = layout.rolling_offset(buf) as usize;
+        for r in RecordWalk::new(&bytes[start..start + end as usize], WalkMode::Chunked) {
+            out.extend_from_slice(r.bytes);
+        }
+    }
+    out
+}
+
+fn header(bytes: &[u8]) -> Header {
+    Header::read(bytes[..HEADER_BYTES].try_into().unwrap())
+}
+
+/// A final collection at stop, as in fxt-format.md §7.4.
+fn collect_at_stop(bytes: &[u8], mode: BufferingMode) -> Vec<u8> {
+    let layout = Layout::new(mode, bytes.len() as u64).unwrap();
+    let h = header(bytes);
+    h.validate(&layout).unwrap();
+    let mut sections = Vec::new();
+    if h.wrapped_count > 0 {
+        let older = ((h.wrapped_count - 1) & 1) as usize;
+        sections.push((0, h.durable_data_end, older, h.rolling_data_end[older]));
+        let cur = (h.wrapped_count & 1) as usize;
+        sections.push((
+            h.durable_data_end,
+            h.durable_data_end,
+            cur,
+            h.rolling_data_end[cur],
+        ));
+    } else {
+        sections.push((0, h.durable_data_end, 0, h.rolling_data_end[0]));
+    }
+    collect(bytes, mode, &sections)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    category: String,
+    name: String,
+    thread: (u64, u64),
+    kind: EventKind,
+    args: Vec<(String, String)>,
+    ts: u64,
+}
+
+fn events(fxt: &[u8]) -> Vec<Event> {
+    let mut state = TraceState::new();
+    let mut out = Vec::new();
+    for r in Reader::new(fxt) {
+        let (_, rec) = r.expect("the collected stream is valid FXT");
+        state.apply(&rec);
+        if let Record::Event {
+            ts,
+            thread,
+            category,
+            name,
+            args,
+            kind,
+        } = &rec
+        {
+            out.push(Event {
+                category: state
+                    .string(category)
+                    .expect("category resolves")
+                    .to_owned(),
+                name: state.string(name).expect("name resolves").to_owned(),
+                thread: state.thread(*thread).expect("thread resolves"),
+                kind: *kind,
+                args: args
+                    .iter()
+                    .map(|a| {
+                        let v = match &a.value {
+                            ArgValue::String(s) => state.string(s).unwrap().to_owned(),
+                            other => format!("{other:?}"),
+                        };
+                        (state.string(&a.name).unwrap().to_owned(), v)
+                    })
+                    .collect(),
+                ts: *ts,
+            });
+        }
+    }
+    out
+}
+
+fn seq(e: &Event) -> u64 {
+    let v = &e.args.iter().find(|(n, _)| n == "seq").expect("seq arg").1;
+    v.trim_start_matches("Uint64(")
+        .trim_end_matches(')')
+        .parse()
+        .unwrap()
+}
+
+fn tid() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    (unsafe { libc::gettid() }) as u64
+}
+
+#[test]
+fn every_macro_writes_a_decodable_event_on_its_thread() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Oneshot, 1 << 20);
+    buf.attach(&["app", "net"], None);
+    trace_provider::instant!("app", "before-start");
+    engine::start(BufferDisposition::ClearEntire, vec![]);
+    let n = 7u64;
+    let peer = String::from("10.0.0.1");
+    {
+        trace_provider::duration!("net", "send", "bytes" => n, "peer" => &peer);
+        trace_provider::instant!("app", "tick", "ok" => true, "ratio" => 0.5f64);
+    }
+    trace_provider::instant!(process, "app", "proc-wide");
+    trace_provider::instant!("disabled-category", "never");
+    trace_provider::counter!("app", "queue", 3, "depth" => 12i64);
+    trace_provider::async_begin!("app", "req", 99u64, "url" => "/x");
+    trace_provider::async_end!("app", "req", 99u64);
+    trace_provider::flow_begin!("app", "hop", 5u64);
+    trace_provider::duration_begin!("app", "phase");
+    trace_provider::duration_end!("app", "phase");
+    assert!(trace_provider::category_enabled!("net"));
+    assert!(!trace_provider::category_enabled!("other"));
+    let other = std::thread::spawn(|| {
+        trace_provider::instant!("app", "from-thread", "seq" => 1u64);
+        tid()
+    })
+    .join()
+    .unwrap();
+    let stats = engine::stop();
+    trace_provider::instant!("app", "after-stop");
+    assert_eq!(stats.dropped, 0);
+    let bytes = buf.bytes();
+    engine::terminate();
+
+    let ev = events(&collect_at_stop(&bytes, BufferingMode::Oneshot));
+    let names: Vec<_> = ev.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "tick",
+            "send",
+            "proc-wide",
+            "queue",
+            "req",
+            "req",
+            "hop",
+            "phase",
+            "phase",
+            "from-thread"
+        ]
+    );
+    let me = (u64::from(std::process::id()), tid());
+    assert!(ev[..9].iter().all(|e| e.thread == me));
+    assert_eq!(ev[9].thread, (me.0, other));
+    let send = &ev[1];
+    assert_eq!(send.category, "net");
+    assert!(matches!(send.kind, EventKind::DurationComplete { end_ts } if end_ts >= send.ts));
+    assert_eq!(
+        send.args,
+        [
+            ("bytes".to_owned(), "Uint64(7)".to_owned()),
+            ("peer".to_owned(), "10.0.0.1".to_owned())
+        ]
+    );
+    assert_eq!(ev[0].args[0], ("ok".to_owned(), "Bool(true)".to_owned()));
+    assert!(matches!(ev[3].kind, EventKind::Counter { id: 3 }));
+    assert!(matches!(ev[4].kind, EventKind::AsyncBegin { id: 99 }));
+    // Timestamps of one thread never go backwards.
+    assert!(
+        ev[..9]
+            .windows(2)
+            .all(|w| w[0].ts <= w[1].ts || w[1].name == "send")
+    );
+}
+
+fn hammer(threads: usize, per_thread: u64) -> Vec<u64> {
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for i in 0..per_thread {
+                    trace_provider::instant!("load", "ev", "seq" => i, "pad" => 0u64);
+                }
+                tid()
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn oneshot_keeps_the_first_records_and_counts_drops() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Oneshot, 64 * 1024);
+    buf.attach(&[], None);
+    engine::start(BufferDisposition::ClearEntire, vec![]);
+    let per = 20_000;
+    let tids = hammer(2, per);
+    let stats = engine::stop();
+    let bytes = buf.bytes();
+    engine::terminate();
+    let ev = events(&collect_at_stop(&bytes, BufferingMode::Oneshot));
+    assert!(!ev.is_empty() && ev.len() < 2 * per as usize);
+    assert_eq!(
+        ev.len() as u64 + stats.dropped,
+        2 * per,
+        "kept + dropped = written"
+    );
+    assert_eq!(header(&bytes).num_records_dropped, stats.dropped);
+    for t in tids {
+        let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).map(seq).collect();
+        // Each thread's records are its first ones, in order, without gaps.
+        assert_eq!(mine, (0..mine.len() as u64).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn circular_keeps_the_newest_and_durable_strings_stay_valid() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Circular, 64 * 1024);
+    buf.attach(&["load"], None);
+    engine::start(BufferDisposition::ClearEntire, vec![]);
+    let per = 20_000;
+    let tids = hammer(2, per);
+    let stats = engine::stop();
+    let bytes = buf.bytes();
+    engine::terminate();
+    let h = header(&bytes);
+    assert!(h.wrapped_count >= 2, "the buffer wrapped: {h:?}");
+    // `events` fails if any string or thread reference does not resolve.
+    let ev = events(&collect_at_stop(&bytes, BufferingMode::Circular));
+    assert!(ev.iter().all(|e| e.name == "ev" && e.category == "load"));
+    assert!(
+        stats.dropped < 16,
+        "circular mode overwrites instead of dropping"
+    );
+    let mut kept = 0;
+    for t in tids {
+        let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).map(seq).collect();
+        // A thread that finished early may have been overwritten entirely;
+        // otherwise its newest records are kept, in order and without gaps.
+        if let Some(&last) = mine.last() {
+            kept += 1;
+            assert_eq!(last, per - 1);
+            assert!(mine.windows(2).all(|w| w[1] == w[0] + 1), "gap in {mine:?}");
+        }
+    }
+    assert!(kept >= 1);
+}
+
+#[test]
+fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Streaming, 64 * 1024);
+    let base = buf.words.as_ptr() as usize;
+    let len = buf.words.len() * 8;
+    let (tx, rx) = mpsc::channel::<(u32, u64)>();
+    let tx = Mutex::new(tx);
+    buf.attach(
+        &[],
+        Some(Box::new(move |wrapped, durable| {
+            let _ = tx.lock().unwrap().send((wrapped, durable));
+        })),
+    );
+    // The saver: copies the full rolling buffer, then says it is saved.
+    let saver = std::thread::spawn(move || {
+        let mut saved = Vec::new();
+        let mut last_durable = 0;
+        let mut expect = 0u32;
+        while let Ok((wrapped, durable)) = rx.recv() {
+            assert_eq!(wrapped, expect, "save requests come in order");
+            expect += 1;
+            // SAFETY: the test's buffer lives until the saver is joined.
+            let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, len) }.to_vec();
+            let h = header(&bytes);
+            let b = (wrapped & 1) as usize;
+            saved.push(collect(
+                &bytes,
+                BufferingMode::Streaming,
+                &[(last_durable, durable, b, h.rolling_data_end[b])],
+            ));
+            last_durable = durable;
+            engine::buffer_saved(wrapped);
+        }
+        (saved, last_durable)
+    });
+    engine::start(BufferDisposition::ClearEntire, vec![]);
+    let per = 4_000;
+    let mut tids = Vec::new();
+    for _ in 0..per {
+        // One writer at a pace the saver keeps up with.
+        trace_provider::instant!("load", "ev", "seq" => tids.len() as u64, "pad" => 0u64);
+        tids.push(());
+        if tids.len() % 64 == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    let stats = engine::stop();
+    let bytes = buf.bytes();
+    engine::terminate();
+    // Closing the channel ends the saver.
+    let (saved, last_durable) = saver.join().unwrap();
+    assert!(!saved.is_empty(), "the buffer was saved while tracing");
+    let h = header(&bytes);
+    let cur = (h.wrapped_count & 1) as usize;
+    let mut stream = Vec::new();
+    for (i, s) in saved.iter().enumerate() {
+        stream.extend_from_slice(if i == 0 { s } else { &s[8..] });
+    }
+    let last = collect(
+        &bytes,
+        BufferingMode::Streaming,
+        &[(
+            last_durable,
+            h.durable_data_end,
+            cur,
+            h.rolling_data_end[cur],
+        )],
+    );
+    stream.extend_from_slice(&last[8..]);
+    let ev = events(&stream);
+    assert_eq!(stats.dropped, 0);
+    let seqs: Vec<_> = ev.iter().map(seq).collect();
+    assert_eq!(
+        seqs,
+        (0..per).collect::<Vec<_>>(),
+        "every event exactly once"
+    );
+}
