@@ -3,6 +3,7 @@
 
 mod convert;
 mod dump;
+mod providers;
 mod record;
 
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Record a trace (needs root, or CAP_BPF and CAP_PERFMON).
     Record(record::RecordArgs),
+    /// List the userspace providers that register with a manager.
+    Providers(providers::ProvidersArgs),
     /// Print every record of a trace file, one per line.
     Dump(dump::DumpArgs),
     /// Convert a trace file to Chrome trace-event JSON.
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => record::run(args),
         Command::Dump(args) => dump::run(args),
+        Command::Providers(args) => providers::run(args),
         Command::Convert(args) => convert::run(args),
     };
     match result {

@@ -11,8 +11,10 @@ use clap::Args;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use trace_common::category::KERNEL_CATEGORIES;
+use trace_common::provider::BufferingMode;
 use trace_manager::kernel::KernelError;
 use trace_manager::recording::{RecordConfig, RecordError, Recording, kernel_categories};
+use trace_manager::userspace::UserspaceConfig;
 
 /// Arguments of `trace-cli record`.
 #[derive(Args)]
@@ -40,6 +42,15 @@ pub struct RecordArgs {
         default_value_t = 64
     )]
     buffer_megabytes: u32,
+    /// What userspace providers do when their buffer fills.
+    #[arg(long, value_name = "MODE", default_value = "oneshot", value_parser = ["oneshot", "circular", "streaming"])]
+    buffering_mode: String,
+    /// Size of each userspace provider's buffer in megabytes.
+    #[arg(long, value_name = "MEGABYTES", default_value_t = 4)]
+    provider_buffer_size: u32,
+    /// Buffer size of one provider: NAME=MEGABYTES (may repeat).
+    #[arg(long = "provider-buffer", value_name = "NAME=MB")]
+    provider_buffers: Vec<String>,
     /// Run this command and stop when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -60,7 +71,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         .map(|c| c.trim().to_owned())
         .filter(|c| !c.is_empty())
         .collect();
-    for pattern in &categories {
+    for pattern in categories.iter().filter(|c| c.starts_with("kernel")) {
         if kernel_categories(std::slice::from_ref(pattern)).is_empty() {
             let known: Vec<_> = KERNEL_CATEGORIES.iter().map(|(n, _)| *n).collect();
             bail!(
@@ -69,7 +80,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             );
         }
     }
-    check_privileges()?;
+    if categories.is_empty() || !kernel_categories(&categories).is_empty() {
+        check_privileges()?;
+    }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -81,9 +94,35 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let file = File::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let mb = |m: u64| m * 1024 * 1024;
+    let mut overrides = Vec::new();
+    for spec in &args.provider_buffers {
+        let (name, size) = spec
+            .split_once('=')
+            .and_then(|(n, s)| Some((n.to_owned(), s.trim().parse::<u64>().ok()?)))
+            .filter(|(_, s)| (1..=4096).contains(s))
+            .with_context(|| {
+                format!("--provider-buffer wants NAME=MEGABYTES (1-4096), not {spec:?}")
+            })?;
+        overrides.push((name, mb(size)));
+    }
+    if args.provider_buffer_size == 0 || args.provider_buffer_size > 4096 {
+        bail!("the provider buffer size must be between 1 and 4096 megabytes");
+    }
     let config = RecordConfig {
-        categories,
+        categories: categories.clone(),
         buffer_bytes: args.buffer_megabytes as usize * 1024 * 1024,
+        userspace: Some(UserspaceConfig {
+            socket_path: trace_manager::userspace::socket_path(),
+            mode: BufferingMode::from_name(&args.buffering_mode).unwrap_or(BufferingMode::Oneshot),
+            buffer_bytes: mb(u64::from(args.provider_buffer_size)),
+            overrides,
+            categories: categories
+                .iter()
+                .filter(|c| !c.starts_with("kernel:"))
+                .cloned()
+                .collect(),
+        }),
     };
     let mut recording =
         Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
@@ -125,7 +164,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         }
     };
     let reason = recording.run_until(stop).await.map_err(explain)?;
-    let (stats, _) = recording.finish().map_err(explain)?;
+    let (stats, _) = recording.finish().await.map_err(explain)?;
 
     if let Some(mut c) = child
         && !matches!(reason, StopReason::CommandExited(_))
@@ -137,7 +176,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events) in {:.1} s, \
-         {} records, {} bytes, {} dropped{} -> {}",
+         {} records, {} bytes, {} dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
@@ -151,6 +190,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         } else {
             String::new()
         },
+        providers_summary(&stats.providers),
         args.output.display()
     );
     if let StopReason::CommandExited(Some(status)) = reason
@@ -159,6 +199,24 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: the command exited with {status}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn providers_summary(p: &[trace_manager::userspace::ProviderStats]) -> String {
+    if p.is_empty() {
+        return String::new();
+    }
+    let records: u64 = p.iter().map(|s| s.collect.records).sum();
+    let dropped: u64 = p
+        .iter()
+        .map(|s| s.collect.dropped + s.collect.rejected)
+        .sum();
+    format!(
+        "; {} userspace provider{} ({} records, {} dropped)",
+        p.len(),
+        if p.len() == 1 { "" } else { "s" },
+        records,
+        dropped
+    )
 }
 
 enum StopReason {

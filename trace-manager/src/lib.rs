@@ -11,3 +11,4 @@ pub mod kernel_records;
 pub mod output;
 pub mod procfs;
 pub mod recording;
+pub mod userspace;

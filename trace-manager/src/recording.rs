@@ -20,6 +20,7 @@ use crate::kernel::{KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
+use crate::userspace::{ProviderStats, Registry, UserspaceConfig, UserspaceError};
 
 /// The provider id of the kernel provider in the output.
 pub const KERNEL_PROVIDER_ID: u32 = 1;
@@ -33,6 +34,8 @@ pub struct RecordConfig {
     pub categories: Vec<String>,
     /// Size of the kernel provider's ring buffer in bytes.
     pub buffer_bytes: usize,
+    /// Userspace providers to collect, if any.
+    pub userspace: Option<UserspaceConfig>,
 }
 
 /// Why a recording failed.
@@ -52,6 +55,9 @@ pub enum RecordError {
     /// The output could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// The userspace provider registry failed.
+    #[error(transparent)]
+    Userspace(#[from] UserspaceError),
 }
 
 /// The outcome of a recording.
@@ -73,11 +79,14 @@ pub struct RecordStats {
     pub duration: Duration,
     /// The kernel categories that were enabled.
     pub categories: Vec<String>,
+    /// What each userspace provider contributed.
+    pub providers: Vec<ProviderStats>,
 }
 
 /// A running recording writing FXT into `W`.
 pub struct Recording<W: Write> {
-    kernel: KernelProvider,
+    kernel: Option<KernelProvider>,
+    registry: Option<Registry>,
     out: FxtStream<W>,
     translator: KernelTranslator,
     stats: RecordStats,
@@ -97,7 +106,10 @@ impl<W: Write> Recording<W> {
     /// Loads the kernel provider and writes the head of the trace to `out`.
     pub fn start(config: &RecordConfig, out: W) -> Result<Self, RecordError> {
         let categories = kernel_categories(&config.categories);
-        if categories.is_empty() {
+        let unknown_kernel = config.categories.iter().find(|c| {
+            c.starts_with("kernel:") && kernel_categories(std::slice::from_ref(c)).is_empty()
+        });
+        if unknown_kernel.is_some() || (categories.is_empty() && config.userspace.is_none()) {
             return Err(RecordError::NoCategory {
                 patterns: config.categories.clone(),
                 known: KERNEL_CATEGORIES
@@ -107,24 +119,47 @@ impl<W: Write> Recording<W> {
                     .join(", "),
             });
         }
-        let kernel = KernelProvider::start(&KernelConfig {
-            categories: categories.clone(),
-            ring_buffer_bytes: config.buffer_bytes,
-        })?;
+        let mut registry = match &config.userspace {
+            Some(u) => match Registry::bind(u.clone()) {
+                Ok(r) => Some(r),
+                // Another manager owns the providers; the kernel is still ours.
+                Err(e @ UserspaceError::Busy(_)) if !categories.is_empty() => {
+                    log::warn!("{e}; recording without userspace providers");
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
+            None => None,
+        };
+        let kernel = if categories.is_empty() {
+            None
+        } else {
+            Some(KernelProvider::start(&KernelConfig {
+                categories: categories.clone(),
+                ring_buffer_bytes: config.buffer_bytes,
+            })?)
+        };
         let mut out = FxtStream::new(out)?;
-        out.write(&Record::ProviderInfo {
-            id: KERNEL_PROVIDER_ID,
-            name: KERNEL_PROVIDER_NAME.into(),
-        })?;
-        out.write(&Record::Initialization {
-            ticks_per_second: 1_000_000_000,
-        })?;
         let mut translator = KernelTranslator::new();
-        // The programs are attached already: whatever is created from now on
-        // is reported by events, whatever existed before is in the snapshot.
-        translator.write_snapshot(&mut out, &procfs::snapshot())?;
+        if kernel.is_some() {
+            out.write(&Record::ProviderInfo {
+                id: KERNEL_PROVIDER_ID,
+                name: KERNEL_PROVIDER_NAME.into(),
+            })?;
+            out.write(&Record::Initialization {
+                ticks_per_second: 1_000_000_000,
+            })?;
+            // The programs are attached already: whatever is created from now
+            // on is reported by events, whatever existed before is in the
+            // snapshot.
+            translator.write_snapshot(&mut out, &procfs::snapshot())?;
+        }
+        if let Some(r) = registry.as_mut() {
+            r.start_tracing();
+        }
         Ok(Recording {
             kernel,
+            registry,
             out,
             translator,
             stats: RecordStats {
@@ -139,14 +174,27 @@ impl<W: Write> Recording<W> {
     pub async fn run_until<F: Future>(&mut self, stop: F) -> Result<F::Output, RecordError> {
         tokio::pin!(stop);
         loop {
-            tokio::select! {
+            let (kernel, registry, out) = (&mut self.kernel, &mut self.registry, &mut self.out);
+            let kernel = async {
+                match kernel.as_mut() {
+                    Some(k) => k.readable().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let users = async {
+                match registry.as_mut() {
+                    Some(r) => r.serve_once(out).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let woke = tokio::select! {
                 biased;
                 v = &mut stop => return Ok(v),
-                r = self.kernel.readable() => {
-                    r?;
-                    self.drain()?;
-                }
-            }
+                r = kernel => r.map_err(RecordError::from),
+                r = users => r.map(|_| ()).map_err(RecordError::from).map(|_| ()),
+            };
+            woke?;
+            self.drain()?;
         }
     }
 
@@ -156,25 +204,38 @@ impl<W: Write> Recording<W> {
         let translator = &mut self.translator;
         let out = &mut self.out;
         let mut n = 0u64;
-        let malformed_before = self.kernel.malformed();
-        self.kernel.drain(&mut |event| {
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Ok(());
+        };
+        let malformed_before = kernel.malformed();
+        kernel.drain(&mut |event| {
             n += 1;
             if result.is_ok() {
                 result = translate(translator, out, &event);
             }
         });
         self.stats.kernel_events += n;
-        self.stats.malformed += self.kernel.malformed() - malformed_before;
+        self.stats.malformed += kernel.malformed() - malformed_before;
         result.map_err(RecordError::from)
     }
 
-    /// Stops the kernel provider, writes what is left and flushes.
-    pub fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
+    /// Stops the providers, writes what is left and flushes.
+    pub async fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
         self.stats.duration = self.started.elapsed();
-        self.kernel.detach();
+        // Providers stop first, so every userspace record falls inside the
+        // time the kernel's events cover.
+        if let Some(r) = self.registry.take() {
+            self.stats.providers = r.finish(&mut self.out, Duration::from_secs(1)).await?;
+        }
+        if let Some(k) = self.kernel.as_mut() {
+            k.detach();
+        }
         // Events already in the ring buffer are still collected.
         self.drain()?;
-        self.stats.dropped = self.kernel.dropped()?;
+        self.stats.dropped = match self.kernel.as_ref() {
+            Some(k) => k.dropped()?,
+            None => 0,
+        };
         if self.stats.dropped > 0 {
             self.out.write(&Record::ProviderEvent {
                 id: KERNEL_PROVIDER_ID,

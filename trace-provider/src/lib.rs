@@ -1,12 +1,12 @@
 //! Make a program a trace provider.
 //!
-//! The engine ([`engine`]) is attached to a buffer shared with the trace
-//! manager; from then on a program's instrumentation macros
+//! A program calls [`init`] once; from then on its instrumentation macros
 //! ([`duration!`], [`instant!`], [`counter!`], the async and flow macros)
 //! write Fuchsia Trace Format records into a buffer it shares with the trace
 //! manager whenever a trace that enables their category runs.
 //!
-//! ```
+//! ```no_run
+//! let _provider = trace_provider::init("my-server");
 //! let n = 42u64;
 //! trace_provider::duration!("net", "send", "bytes" => n, "peer" => "10.0.0.1");
 //! trace_provider::instant!("net", "connected");
@@ -21,12 +21,69 @@
 pub mod args;
 mod callsite;
 mod clock;
+mod connection;
 pub mod engine;
 mod macros;
+
+use std::os::fd::OwnedFd;
+use std::thread::JoinHandle;
+
+pub use connection::socket_path;
 
 pub use args::{Koid, Pointer, Value};
 pub use callsite::{Callsite, StaticName};
 pub use trace_common::provider::{BufferDisposition, BufferingMode};
+
+/// A registered provider; dropping it unregisters and stops tracing.
+pub struct Provider {
+    shutdown: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Registers this program as the trace provider `name` with the manager
+/// (socket from `TRACE_MANAGER_SOCKET`, else the default path), on a
+/// background thread. Without a manager it waits for one to appear and
+/// registers then; it never blocks the caller.
+pub fn init(name: &str) -> Provider {
+    init_with_categories(name, &[])
+}
+
+/// Like [`init`], also declaring the categories the program writes.
+pub fn init_with_categories(name: &str, categories: &[&str]) -> Provider {
+    let name: String = name.chars().take(100).collect();
+    let categories: Vec<String> = categories.iter().map(|c| (*c).to_owned()).collect();
+    let path = connection::socket_path();
+    let spawned = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).and_then(|(rx, tx)| {
+        std::thread::Builder::new()
+            .name("trace-provider".into())
+            .spawn(move || connection::run(name, categories, path, connection::Shutdown { fd: rx }))
+            .map(|t| (tx, t))
+            .map_err(|_| nix::Error::EAGAIN)
+    });
+    match spawned {
+        Ok((tx, t)) => Provider {
+            shutdown: Some(tx),
+            thread: Some(t),
+        },
+        Err(e) => {
+            log::warn!("trace provider could not start its thread: {e}");
+            Provider {
+                shutdown: None,
+                thread: None,
+            }
+        }
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        // Closing the pipe wakes the thread, which terminates the trace.
+        drop(self.shutdown.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 /// Where an instant event applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,306 @@
+//! End-to-end: userspace providers and the kernel provider in one file.
+//!
+//! Real processes linked with `trace-provider`, a real manager inside
+//! `trace-cli record`, real sockets and eBPF. Each test uses its own socket.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tests::{Trace, parse, require_root, trace_cli};
+use trace_common::fxt::{ArgValue, EventKind};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("trace-e2e-user-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts `provider_app SECONDS INTERVAL_US` on `socket`; returns it with
+/// its pid and main thread id once it runs.
+fn start_app(socket: &PathBuf, secs: f64, interval_us: u64) -> (Child, u64, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_provider_app"))
+        .args([secs.to_string(), interval_us.to_string()])
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let field = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
+            .parse()
+            .unwrap()
+    };
+    (child, field("pid="), field("main="))
+}
+
+fn record(socket: &PathBuf, out: &PathBuf, extra: &[&str]) -> Command {
+    let mut c = Command::new(trace_cli());
+    c.arg("record")
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .env("TRACE_MANAGER_SOCKET", socket);
+    c
+}
+
+fn seq(e: &tests::Event) -> u64 {
+    match e.args.get("seq") {
+        Some(ArgValue::Uint64(v)) => *v,
+        other => panic!("seq argument missing: {other:?}"),
+    }
+}
+
+fn app_events<'t>(t: &'t Trace, pid: u64, name: &str) -> Vec<&'t tests::Event> {
+    t.events
+        .iter()
+        .filter(|e| e.pid == pid && e.name == name && e.category == "app")
+        .collect()
+}
+
+/// Per thread, sorted (timestamp, on-CPU after it) transitions.
+fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
+    let mut m: HashMap<u64, Vec<(u64, bool)>> = HashMap::new();
+    for s in &t.switches {
+        m.entry(s.out_tid).or_default().push((s.ts, false));
+        m.entry(s.in_tid).or_default().push((s.ts, true));
+    }
+    for v in m.values_mut() {
+        v.sort();
+    }
+    m
+}
+
+/// Whether `tid` was on a CPU at `ts` (within `slack` ns of a transition);
+/// `None` when the kernel's record around `ts` is inconsistent (the thread
+/// is switched out twice with no switch in between).
+fn on_cpu(tr: &HashMap<u64, Vec<(u64, bool)>>, tid: u64, ts: u64, slack: u64) -> Option<bool> {
+    let Some(v) = tr.get(&tid) else {
+        return Some(false);
+    };
+    let i = v.partition_point(|&(t, _)| t <= ts);
+    let before = i.checked_sub(1).map(|j| v[j]);
+    let after = v.get(i).copied();
+    Some(match (before, after) {
+        (Some((_, true)), _) => true,
+        // Switched out just before `ts` or in just after: clock slack.
+        (Some((t, false)), _) if ts - t <= slack => true,
+        (_, Some((t, true))) if t - ts <= slack => true,
+        (Some((_, false)), Some((_, false))) => return None,
+        (None, Some((_, false))) => true,
+        _ => false,
+    })
+}
+
+#[test]
+fn provider_started_before_recording_lines_up_with_the_kernel() {
+    require_root();
+    let dir = temp_dir("align");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, main_tid) = start_app(&socket, 4.0, 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(&socket, &out, &["-c", "kernel:sched,app", "-d", "1.5"])
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(stderr.contains("1 userspace provider"), "{stderr}");
+    let app_out = app.wait_with_output().unwrap();
+    assert!(app_out.status.success(), "the app finished normally");
+
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    assert!(t.providers.iter().any(|(id, n)| *id == 1 && n == "kernel"));
+    assert!(
+        t.providers
+            .iter()
+            .any(|(id, n)| *id >= 2 && n == "provider-app")
+    );
+    let work = app_events(&t, pid, "work");
+    let ticks = app_events(&t, pid, "tick");
+    assert!(work.len() > 200, "{} work events", work.len());
+    assert!(ticks.len() > 200);
+    let mut by_thread: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in &work {
+        by_thread.entry(e.tid).or_default().push(seq(e));
+    }
+    assert_eq!(by_thread.len(), 2, "main and worker threads");
+    assert!(by_thread.contains_key(&main_tid));
+    for seqs in by_thread.values_mut() {
+        seqs.sort();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "no event lost");
+    }
+    // The kernel names the app's threads on the same tracks.
+    assert_eq!(t.thread(main_tid).map(|(p, _)| *p), Some(pid));
+
+    // Every duration starts and ends while its thread is on a CPU.
+    let tr = cpu_transitions(&t);
+    let mut outside = Vec::new();
+    let mut unknown = 0;
+    for e in &work {
+        let EventKind::DurationComplete { end_ts } = e.kind else {
+            panic!("work is a complete duration: {:?}", e.kind)
+        };
+        assert!(end_ts >= e.ts);
+        match (
+            on_cpu(&tr, e.tid, e.ts, 1_000),
+            on_cpu(&tr, e.tid, end_ts, 1_000),
+        ) {
+            (Some(true), Some(true)) => {}
+            (None, _) | (_, None) => unknown += 1,
+            _ => outside.push((e.tid, e.ts, end_ts)),
+        }
+    }
+    // A switch-in the kernel provider occasionally misses (seen as two
+    // switch-outs in a row) leaves a duration it cannot place; rare.
+    assert!(
+        unknown * 100 <= work.len(),
+        "{unknown} durations without kernel history"
+    );
+    assert!(
+        outside.is_empty(),
+        "{} of {} durations outside the thread's time on CPU, e.g. {:?}",
+        outside.len(),
+        work.len(),
+        &outside[..outside.len().min(5)]
+    );
+}
+
+#[test]
+fn streaming_mode_saves_buffers_while_recording_and_loses_nothing() {
+    require_root();
+    let dir = temp_dir("stream");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, _) = start_app(&socket, 4.0, 20);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-c",
+            "app",
+            "-d",
+            "2",
+            "--buffering-mode",
+            "streaming",
+            "--provider-buffer-size",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    assert!(app.wait_with_output().unwrap().status.success());
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let dump = Command::new(trace_cli())
+        .arg("dump")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let sections = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter(|l| l.contains("provider_section"))
+        .count();
+    assert!(
+        sections >= 2,
+        "buffers were saved during the trace ({sections} sections)"
+    );
+    let mut by_thread: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in app_events(&t, pid, "tick") {
+        by_thread.entry(e.tid).or_default().push(seq(e));
+    }
+    assert_eq!(by_thread.len(), 2);
+    for (tid, seqs) in &mut by_thread {
+        let n = seqs.len();
+        seqs.sort();
+        seqs.dedup();
+        assert_eq!(seqs.len(), n, "thread {tid}: an event appears twice");
+        assert!(n > 1000, "thread {tid}: {n} events");
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "thread {tid}: events lost between {} and {}",
+            seqs[0],
+            seqs[n - 1]
+        );
+    }
+}
+
+#[test]
+fn a_provider_killed_mid_trace_keeps_what_it_wrote() {
+    require_root();
+    let dir = temp_dir("sigkill");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (mut app, pid, _) = start_app(&socket, 30.0, 1000);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(&socket, &out, &["-c", "app", "-d", "2"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    app.kill().unwrap();
+    app.wait().unwrap();
+    let status = rec.wait_with_output().unwrap();
+    assert!(status.status.success());
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let work = app_events(&t, pid, "work");
+    assert!(
+        work.len() > 100,
+        "records written before SIGKILL: {}",
+        work.len()
+    );
+}
+
+#[test]
+fn a_killed_manager_leaves_the_program_unharmed_and_it_registers_again() {
+    require_root();
+    let dir = temp_dir("mgrkill");
+    let socket = dir.join("provider.sock");
+    let (app, pid, _) = start_app(&socket, 5.0, 1000);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut first = record(&socket, &dir.join("first.fxt"), &["-c", "app", "-d", "20"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = dir.join("second.fxt");
+    let rec = record(&socket, &out, &["-c", "app", "-d", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let t = parse(&out);
+    assert!(t.errors.is_empty());
+    assert!(
+        app_events(&t, pid, "work").len() > 100,
+        "the program registered with the second manager"
+    );
+    let app_out = app.wait_with_output().unwrap();
+    assert!(app_out.status.success(), "the program ran to its end");
+    let text = String::from_utf8_lossy(&app_out.stdout);
+    assert!(text.contains("main_count="), "{text}");
+}

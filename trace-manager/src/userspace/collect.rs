@@ -1,0 +1,411 @@
+//! Copying a provider's records from its buffer into the output.
+//!
+//! Nothing in the buffer is trusted: the manager computes the layout from
+//! the buffer's size and mode itself, checks the header against it, copies
+//! each region into private memory before walking it, forwards only whole
+//! records of event-data types, and maps TSC timestamps onto
+//! CLOCK_MONOTONIC.
+
+use std::io::Write;
+
+use trace_common::fxt::Record;
+use trace_common::fxt::wire::record_type;
+use trace_common::provider::BufferingMode;
+use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
+use trace_common::provider::clock::{TimeAnchor, TimeMap, read_tsc};
+
+use crate::output::{FxtStream, OutputError};
+
+/// Per-provider counts of what collection did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectStats {
+    /// Records forwarded to the output.
+    pub records: u64,
+    /// Bytes forwarded to the output.
+    pub bytes: u64,
+    /// Records the provider reported as dropped (buffer full).
+    pub dropped: u64,
+    /// Records the manager refused (metadata, reserved types, bad framing).
+    pub rejected: u64,
+    /// Times the provider switched rolling buffers.
+    pub wraps: u32,
+    /// The buffer's header could not be trusted; nothing was collected.
+    pub bad_header: bool,
+}
+
+/// Reads CLOCK_MONOTONIC and the TSC together, keeping the tightest pair.
+pub fn anchor() -> TimeAnchor {
+    let mono = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let mut best = (
+        u64::MAX,
+        TimeAnchor {
+            ticks: 0,
+            ns: mono(),
+        },
+    );
+    for _ in 0..5 {
+        let (Some(t0), n, Some(t1)) = (read_tsc(), mono(), read_tsc()) else {
+            break;
+        };
+        if t1 - t0 < best.0 {
+            best = (
+                t1 - t0,
+                TimeAnchor {
+                    ticks: t0 + (t1 - t0) / 2,
+                    ns: n,
+                },
+            );
+        }
+    }
+    best.1
+}
+
+/// The state of one provider's part of the output.
+pub struct Forwarder {
+    id: u32,
+    name: String,
+    introduced: bool,
+    /// For TSC providers: the anchor taken when the trace started.
+    tsc_start: Option<TimeAnchor>,
+    tsc_map: Option<TimeMap>,
+    /// Offset in the durable buffer up to which records were forwarded.
+    pub durable_forwarded: u64,
+    /// Counts so far.
+    pub stats: CollectStats,
+}
+
+impl Forwarder {
+    /// A forwarder for provider `id`; `tsc_start` is set for TSC providers.
+    pub fn new(id: u32, name: &str, tsc_start: Option<TimeAnchor>) -> Self {
+        Forwarder {
+            id,
+            name: name.to_owned(),
+            introduced: false,
+            tsc_start,
+            tsc_map: None,
+            durable_forwarded: 0,
+            stats: CollectStats::default(),
+        }
+    }
+
+    /// Takes a fresh anchor to map the timestamps collected next.
+    pub fn refresh_clock(&mut self) {
+        if let Some(a) = self.tsc_start {
+            let b = anchor();
+            self.tsc_map = TimeMap::new(a, b).or_else(|| TimeMap::with_rate(a, 1_000_000_000));
+        }
+    }
+
+    /// Writes the provider info (first time) or section record.
+    pub fn begin_section<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        if self.introduced {
+            out.write(&Record::ProviderSection { id: self.id })
+        } else {
+            self.introduced = true;
+            out.write(&Record::ProviderInfo {
+                id: self.id,
+                name: self.name.as_str().into(),
+            })?;
+            out.write(&Record::Initialization {
+                ticks_per_second: 1_000_000_000,
+            })
+        }
+    }
+
+    /// Forwards the whole records of `region`; returns the offset just past
+    /// the last one.
+    pub fn forward<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        region: &[u8],
+        mode: WalkMode,
+    ) -> Result<usize, OutputError> {
+        let mut walk = RecordWalk::new(region, mode);
+        let mut word = Vec::new();
+        for r in &mut walk {
+            match r.record_type {
+                record_type::STRING..=record_type::LOG | record_type::LARGE => {}
+                // The manager writes the initialization record itself.
+                record_type::INITIALIZATION => continue,
+                _ => {
+                    self.stats.rejected += 1;
+                    continue;
+                }
+            }
+            let timed = matches!(
+                r.record_type,
+                record_type::EVENT | record_type::SCHEDULING | record_type::LOG
+            );
+            match &self.tsc_map {
+                Some(map) if timed && r.bytes.len() >= 16 => {
+                    word.clear();
+                    word.extend_from_slice(r.bytes);
+                    let mut ts = [0u8; 8];
+                    ts.copy_from_slice(&word[8..16]);
+                    let ns = map.ns(u64::from_le_bytes(ts));
+                    word[8..16].copy_from_slice(&ns.to_le_bytes());
+                    // A complete duration's end time is its last word.
+                    let header = u64::from_le_bytes(ts_of(&word[..8]));
+                    let n = word.len();
+                    if r.record_type == record_type::EVENT
+                        && (header >> 16) & 0xF
+                            == u64::from(trace_common::fxt::wire::event_type::DURATION_COMPLETE)
+                        && n >= 24
+                    {
+                        let end = map.ns(u64::from_le_bytes(ts_of(&word[n - 8..])));
+                        word[n - 8..].copy_from_slice(&end.to_le_bytes());
+                    }
+                    out.write_raw(&word, 1)?;
+                }
+                _ => out.write_raw(r.bytes, 1)?,
+            }
+            self.stats.records += 1;
+            self.stats.bytes += r.bytes.len() as u64;
+        }
+        if walk.stop().is_some() {
+            self.stats.rejected += 1;
+        }
+        Ok(walk.position())
+    }
+}
+
+fn ts_of(b: &[u8]) -> [u8; 8] {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    w
+}
+
+/// Which rolling buffers a collection includes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rolling {
+    /// The final collection: the older buffer too if it was not saved.
+    Final {
+        /// The streaming save that was acknowledged last, if any.
+        last_saved: Option<u32>,
+    },
+    /// A streaming save of buffer `wrapped & 1`.
+    Save {
+        /// The wrapped count of the save request.
+        wrapped: u32,
+        /// The durable end of the save request.
+        durable_end: u64,
+    },
+}
+
+/// Collects a snapshot of a whole buffer into the output.
+pub fn collect<W: Write>(
+    out: &mut FxtStream<W>,
+    fwd: &mut Forwarder,
+    snapshot: &[u8],
+    mode: BufferingMode,
+    which: Rolling,
+) -> Result<(), OutputError> {
+    let Ok(layout) = Layout::new(mode, snapshot.len() as u64) else {
+        fwd.stats.bad_header = true;
+        return Ok(());
+    };
+    let header = Header::read(
+        snapshot[..HEADER_BYTES]
+            .try_into()
+            .unwrap_or(&[0; HEADER_BYTES]),
+    );
+    if header.validate(&layout).is_err() {
+        fwd.stats.bad_header = true;
+        return Ok(());
+    }
+    fwd.refresh_clock();
+    fwd.begin_section(out)?;
+    let final_collection = matches!(which, Rolling::Final { .. });
+    if final_collection && header.num_records_dropped > 0 {
+        out.write(&Record::ProviderEvent {
+            id: fwd.id,
+            event: trace_common::fxt::provider_event::BUFFER_OVERFLOW,
+        })?;
+        fwd.stats.dropped = header.num_records_dropped;
+    }
+    fwd.stats.wraps = header.wrapped_count;
+    let durable_end = match which {
+        Rolling::Save { durable_end, .. } => durable_end,
+        Rolling::Final { .. } => header.durable_data_end,
+    }
+    .min(layout.durable);
+    if durable_end > fwd.durable_forwarded {
+        let d0 = (layout.durable_offset() + fwd.durable_forwarded) as usize;
+        let d1 = (layout.durable_offset() + durable_end) as usize;
+        let used = fwd.forward(out, &snapshot[d0..d1], WalkMode::Durable)?;
+        fwd.durable_forwarded += used as u64;
+    }
+    let mut buffers = Vec::new();
+    match which {
+        Rolling::Save { wrapped, .. } => buffers.push((wrapped & 1) as usize),
+        Rolling::Final { last_saved } => {
+            let w = header.wrapped_count;
+            if w > 0 && last_saved != Some(w - 1) && mode != BufferingMode::Oneshot {
+                buffers.push(((w - 1) & 1) as usize);
+            }
+            buffers.push((w & 1) as usize);
+        }
+    }
+    for b in buffers {
+        let start = layout.rolling_offset(b) as usize;
+        let end = header.rolling_data_end[b].min(layout.rolling[b]) as usize;
+        fwd.forward(out, &snapshot[start..start + end], WalkMode::Chunked)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_common::fxt::read::Reader;
+    use trace_common::fxt::write::encode;
+    use trace_common::fxt::{EventKind, StringRef, ThreadRef};
+
+    fn put(buf: &mut [u8], at: usize, r: &Record<'_>) -> usize {
+        let mut v = Vec::new();
+        encode(r, &mut v).unwrap();
+        buf[at..at + v.len()].copy_from_slice(&v);
+        v.len()
+    }
+
+    fn instant(ts: u64) -> Record<'static> {
+        Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: 1,
+                thread: 2,
+            },
+            category: StringRef::Index(1),
+            name: StringRef::inline("x"),
+            args: Vec::new().into(),
+            kind: EventKind::Instant,
+        }
+    }
+
+    #[test]
+    fn forwards_durable_then_rolling_and_refuses_metadata_and_garbage() {
+        let layout = Layout::new(BufferingMode::Oneshot, 64 * 1024).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let d = layout.durable_offset() as usize;
+        let mut n = put(
+            &mut buf,
+            d,
+            &Record::Initialization {
+                ticks_per_second: 1,
+            },
+        );
+        n += put(
+            &mut buf,
+            d + n,
+            &Record::String {
+                index: 1,
+                value: "cat".into(),
+            },
+        );
+        let r = layout.rolling_offset(0) as usize;
+        let mut m = put(&mut buf, r, &instant(5));
+        // A provider info record would hijack the reader's provider: refused.
+        m += put(
+            &mut buf,
+            r + m,
+            &Record::ProviderInfo {
+                id: 1,
+                name: "kernel".into(),
+            },
+        );
+        m += put(&mut buf, r + m, &instant(6));
+        // Garbage: a header claiming more words than there are.
+        buf[r + m..r + m + 8].copy_from_slice(&0xFFF4u64.to_le_bytes());
+        let mut h = layout.initial_header();
+        h.durable_data_end = n as u64;
+        h.rolling_data_end[0] = 4096;
+        h.num_records_dropped = 3;
+        buf[..HEADER_BYTES].copy_from_slice(&h.to_bytes());
+        // A record in the next chunk is past the garbage's chunk: still found
+        // only if the garbage does not swallow it (it does: framing is lost).
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut f = Forwarder::new(2, "app", None);
+        collect(
+            &mut out,
+            &mut f,
+            &buf,
+            BufferingMode::Oneshot,
+            Rolling::Final { last_saved: None },
+        )
+        .unwrap();
+        assert_eq!(f.stats.records, 3, "string and two events");
+        assert_eq!(f.stats.rejected, 2, "provider info, garbage");
+        assert_eq!(f.stats.dropped, 3);
+        let bytes = out.finish().unwrap();
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        assert!(matches!(recs[1], Record::ProviderInfo { id: 2, .. }));
+        assert!(matches!(
+            recs[2],
+            Record::Initialization {
+                ticks_per_second: 1_000_000_000
+            }
+        ));
+        assert!(matches!(recs[3], Record::ProviderEvent { id: 2, .. }));
+        assert!(matches!(recs[4], Record::String { index: 1, .. }));
+        assert!(matches!(recs[5], Record::Event { ts: 5, .. }));
+        assert!(matches!(recs[6], Record::Event { ts: 6, .. }));
+        assert_eq!(recs.len(), 7);
+    }
+
+    #[test]
+    fn an_untrusted_header_yields_nothing() {
+        let mut buf = vec![0xAAu8; 64 * 1024];
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut f = Forwarder::new(2, "app", None);
+        collect(
+            &mut out,
+            &mut f,
+            &buf,
+            BufferingMode::Circular,
+            Rolling::Final { last_saved: None },
+        )
+        .unwrap();
+        assert!(f.stats.bad_header);
+        buf.truncate(100);
+        collect(
+            &mut out,
+            &mut f,
+            &buf,
+            BufferingMode::Circular,
+            Rolling::Final { last_saved: None },
+        )
+        .unwrap();
+        assert_eq!(out.records(), 1);
+    }
+
+    #[test]
+    fn tsc_timestamps_are_mapped_onto_the_monotonic_clock() {
+        let a = TimeAnchor {
+            ticks: 1_000,
+            ns: 50,
+        };
+        let mut f = Forwarder::new(3, "app", Some(a));
+        f.tsc_map = TimeMap::new(
+            a,
+            TimeAnchor {
+                ticks: 3_000,
+                ns: 1_050,
+            },
+        );
+        let mut v = Vec::new();
+        encode(&instant(2_000), &mut v).unwrap();
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        f.forward(&mut out, &v, WalkMode::Durable).unwrap();
+        let bytes = out.finish().unwrap();
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        assert!(matches!(recs[1], Record::Event { ts: 550, .. }));
+    }
+}
