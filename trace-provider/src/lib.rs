@@ -23,6 +23,8 @@ mod callsite;
 mod clock;
 mod connection;
 pub mod engine;
+#[cfg(feature = "tracing")]
+pub mod layer;
 mod macros;
 
 use std::os::fd::OwnedFd;

@@ -56,7 +56,12 @@ impl Listener {
         }
         let fd = seqpacket(SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK)
             .map_err(|e| err(path, e))?;
-        bind(fd.as_raw_fd(), &addr).map_err(|e| err(path, super::io(e)))?;
+        match bind(fd.as_raw_fd(), &addr) {
+            Ok(()) => {}
+            // Another manager bound it between our check and now.
+            Err(nix::Error::EADDRINUSE) => return Err(UserspaceError::Busy(path.to_owned())),
+            Err(e) => return Err(err(path, super::io(e))),
+        }
         let mode = if group.is_some() { 0o660 } else { 0o600 };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
             .map_err(|e| err(path, e))?;
