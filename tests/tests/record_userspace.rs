@@ -304,3 +304,55 @@ fn a_killed_manager_leaves_the_program_unharmed_and_it_registers_again() {
     let text = String::from_utf8_lossy(&app_out.stdout);
     assert!(text.contains("main_count="), "{text}");
 }
+
+#[test]
+fn garbage_from_other_providers_leaves_the_file_valid_and_the_good_provider_complete() {
+    require_root();
+    let dir = temp_dir("garbage");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, _) = start_app(&socket, 3.0, 1000);
+    let hostile: Vec<Child> = ["buffer", "packets"]
+        .iter()
+        .map(|mode| {
+            Command::new(env!("CARGO_BIN_EXE_garbage_provider"))
+                .arg(mode)
+                .env("TRACE_MANAGER_SOCKET", &socket)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(&socket, &out, &["-c", "app", "-d", "1.5"])
+        .output()
+        .unwrap();
+    for mut h in hostile {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    assert!(app.wait_with_output().unwrap().status.success());
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "the file is valid FXT: {:?}", t.errors);
+    // No hostile record switched the reader to another provider.
+    assert!(
+        !t.providers.iter().any(|(id, n)| *id == 1 || n == "kernel"),
+        "{:?}",
+        t.providers
+    );
+    assert!(t.ticks_per_second.iter().all(|&r| r == 1_000_000_000));
+    let mut by_thread: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in app_events(&t, pid, "work") {
+        by_thread.entry(e.tid).or_default().push(seq(e));
+    }
+    assert_eq!(by_thread.len(), 2);
+    for seqs in by_thread.values_mut() {
+        seqs.sort();
+        assert!(seqs.len() > 200);
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "no event lost");
+    }
+}

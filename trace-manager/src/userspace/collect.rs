@@ -140,6 +140,12 @@ impl Forwarder {
                     continue;
                 }
             }
+            // Well-framed is not enough: a record that does not decode
+            // (bad argument sizes, string lengths past its end) is refused.
+            if trace_common::fxt::read::decode(r.bytes).is_err() {
+                self.stats.rejected += 1;
+                continue;
+            }
             let timed = matches!(
                 r.record_type,
                 record_type::EVENT | record_type::SCHEDULING | record_type::LOG
