@@ -108,6 +108,7 @@ fn provider_started_before_recording_lines_up_with_the_kernel() {
     let (app, pid, main_tid) = start_app(&socket, 4.0, 2000);
     std::thread::sleep(Duration::from_millis(300));
     let rec = record(&socket, &out, &["-c", "kernel:sched,app", "-d", "1.5"])
+        .env("RUST_LOG", "trace_manager=info")
         .output()
         .unwrap();
     assert!(
@@ -117,6 +118,7 @@ fn provider_started_before_recording_lines_up_with_the_kernel() {
     );
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(stderr.contains("1 userspace provider"), "{stderr}");
+    assert!(stderr.contains("raised alert seq-500"), "{stderr}");
     let app_out = app.wait_with_output().unwrap();
     assert!(app_out.status.success(), "the app finished normally");
 

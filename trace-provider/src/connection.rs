@@ -138,7 +138,24 @@ struct Trace {
     fifo: OwnedFd,
 }
 
+/// The FIFO of the current trace, for alerts from any thread.
+static ALERT_FIFO: std::sync::Mutex<Option<RawFd>> = std::sync::Mutex::new(None);
+
+/// Sends an alert on the current trace's FIFO; false when no trace runs.
+pub(crate) fn alert(name: trace_common::provider::fifo::AlertName) -> bool {
+    let fifo = ALERT_FIFO.lock().unwrap_or_else(|e| e.into_inner());
+    match *fifo {
+        Some(fd) if engine::is_started() => {
+            send_packet(fd, FromProvider::Alert(name));
+            true
+        }
+        _ => false,
+    }
+}
+
 fn end_trace(trace: &mut Option<Trace>) {
+    // The FIFO closes below: no alert may use it from now on.
+    *ALERT_FIFO.lock().unwrap_or_else(|e| e.into_inner()) = None;
     engine::terminate();
     if let Some(t) = trace.take() {
         // SAFETY: the engine let go of the mapping above; nothing else uses it.
@@ -291,6 +308,7 @@ fn serve(
                     unsafe { libc::munmap(map, len) };
                     break Err(e.into());
                 }
+                *ALERT_FIFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(fifo.as_raw_fd());
                 trace = Some(Trace { map, len, fifo });
             }
             ManagerMessage::Start {

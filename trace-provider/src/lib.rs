@@ -87,6 +87,29 @@ impl Drop for Provider {
     }
 }
 
+/// Why an alert was not sent.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AlertError {
+    /// Alert names are 1 to 14 bytes without NUL.
+    #[error("alert names are 1 to 14 bytes without NUL, not {0:?}")]
+    BadName(String),
+    /// No trace is running.
+    #[error("no trace is running")]
+    NotTracing,
+}
+
+/// Raises an alert in the running trace (the manager logs it; a recording
+/// can stop on it).
+pub fn alert(name: &str) -> Result<(), AlertError> {
+    let n = trace_common::provider::fifo::AlertName::new(name)
+        .ok_or_else(|| AlertError::BadName(name.to_owned()))?;
+    if connection::alert(n) {
+        Ok(())
+    } else {
+        Err(AlertError::NotTracing)
+    }
+}
+
 /// Where an instant event applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {

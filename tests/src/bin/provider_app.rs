@@ -4,7 +4,8 @@
 //! every INTERVAL_US (default 2000) microseconds writes a `work` duration
 //! (with a sequence number) around a few microseconds of computation and a
 //! `tick` instant, on its main thread and on a second thread named `worker`,
-//! until SECONDS have passed. Prints its pid and thread ids on stdout.
+//! until SECONDS have passed; the main thread raises the alert `seq-500`
+//! at its 500th round. Prints its pid and thread ids on stdout.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,10 @@ fn run(until: Instant, interval: Duration) -> u64 {
     while Instant::now() < until {
         work(seq);
         trace_provider::instant!("app", "tick", "seq" => seq);
+        if seq == 500 && std::thread::current().name() == Some("main") {
+            // Only counts while a trace runs.
+            let _ = trace_provider::alert("seq-500");
+        }
         seq += 1;
         std::thread::sleep(interval);
     }
