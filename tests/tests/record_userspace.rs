@@ -358,3 +358,130 @@ fn garbage_from_other_providers_leaves_the_file_valid_and_the_good_provider_comp
         assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "no event lost");
     }
 }
+
+/// Per-thread sorted `tick` sequence numbers of the app.
+fn ticks_by_thread(t: &Trace, pid: u64) -> HashMap<u64, Vec<u64>> {
+    let mut m: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in app_events(t, pid, "tick") {
+        m.entry(e.tid).or_default().push(seq(e));
+    }
+    for v in m.values_mut() {
+        v.sort();
+    }
+    m
+}
+
+#[test]
+fn oneshot_keeps_the_first_records_and_reports_drops() {
+    require_root();
+    let dir = temp_dir("oneshot");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, _) = start_app(&socket, 3.0, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-c",
+            "app",
+            "-d",
+            "1",
+            "--provider-buffer",
+            "provider-app=1",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(rec.status.success());
+    assert!(app.wait_with_output().unwrap().status.success());
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let id = t
+        .providers
+        .iter()
+        .find(|(_, n)| n == "provider-app")
+        .unwrap()
+        .0;
+    assert!(
+        t.provider_events.iter().any(|&(p, _)| p == id),
+        "a buffer-overflow provider event"
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(!stderr.contains("(0 records"), "{stderr}");
+    for seqs in ticks_by_thread(&t, pid).values() {
+        // The first records after the start, without gaps; later ones dropped.
+        assert!(seqs.len() > 100);
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+    }
+}
+
+#[test]
+fn circular_keeps_the_newest_records() {
+    require_root();
+    let dir = temp_dir("circular");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, _) = start_app(&socket, 2.5, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-c",
+            "app",
+            "-d",
+            "1",
+            "--buffering-mode",
+            "circular",
+            "--provider-buffer-size",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(rec.status.success());
+    let app_out = app.wait_with_output().unwrap();
+    assert!(app_out.status.success());
+    let t = parse(&out);
+    // Every string and thread reference resolves: durable records survived.
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let by_thread = ticks_by_thread(&t, pid);
+    assert_eq!(by_thread.len(), 2);
+    let work: usize = by_thread.values().map(|v| v.len()).sum();
+    assert!(work > 1000);
+    // 1 s of a tight loop does not fit in 1 MiB: the oldest were overwritten.
+    assert!(
+        by_thread.values().all(|v| v[0] > 0),
+        "{:?}",
+        by_thread.values().map(|v| v[0]).collect::<Vec<_>>()
+    );
+    for seqs in by_thread.values() {
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "no gap in the kept window"
+        );
+    }
+}
+
+#[test]
+fn providers_lists_programs_waiting_for_a_manager() {
+    require_root();
+    let dir = temp_dir("list");
+    let socket = dir.join("provider.sock");
+    let (app, pid, _) = start_app(&socket, 2.0, 1000);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = Command::new(trace_cli())
+        .args(["providers", "--wait", "0.5"])
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("provider-app") && l.contains(&pid.to_string())),
+        "{text}"
+    );
+    assert!(app.wait_with_output().unwrap().status.success());
+}
