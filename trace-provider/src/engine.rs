@@ -78,11 +78,6 @@ pub struct Name {
 }
 
 impl Name {
-    const EMPTY: Name = Name {
-        reference: 0,
-        inline: "",
-    };
-
     /// Words of inline bytes after the fixed part.
     #[inline(always)]
     pub fn inline_words(&self) -> usize {
@@ -804,11 +799,11 @@ pub fn write_event(
         thread_slow(slot, generation)
     };
     let args = &args[..args.len().min(MAX_ARGS)];
-    let mut names = [Name::EMPTY; MAX_ARGS];
+    // Names are looked up twice (here and when writing) rather than kept in
+    // an array: a cached lookup is one load, an array costs its zeroing.
     let mut arg_words = 0;
-    for (i, (n, v)) in args.iter().enumerate() {
-        names[i] = cached_name(&n.cache, n.name, generation);
-        arg_words += v.words(&names[i]);
+    for (n, v) in args {
+        arg_words += v.words(&cached_name(&n.cache, n.name, generation));
     }
     let words = 2
         + if thread == 0 { 2 } else { 0 }
@@ -846,8 +841,8 @@ pub fn write_event(
     }
     cat.write_inline(&mut w);
     name.write_inline(&mut w);
-    for (i, (_, v)) in args.iter().enumerate() {
-        v.write(&names[i], &mut w);
+    for (n, v) in args {
+        v.write(&cached_name(&n.cache, n.name, generation), &mut w);
     }
     for &t in trailer {
         w.push(t);

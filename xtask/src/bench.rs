@@ -30,6 +30,22 @@ struct Sample {
     bytes: u64,
 }
 
+/// Runs the userspace provider engine's benchmark (`provider_bench`): ns per
+/// event for each event kind with one and two writing threads, beside the
+/// floor of reading the clock and copying the same bytes.
+pub fn provider_bench(iterations: u64) -> Result<()> {
+    run(cargo().args([
+        "build",
+        "--release",
+        "--package",
+        "tests",
+        "--bin",
+        "provider_bench",
+    ]))?;
+    let bin = workspace_root().join("target/release/provider_bench");
+    run(Command::new(bin).arg(iterations.to_string()))
+}
+
 /// Runs the benchmark: `rounds` interleaved rounds of `loops` pipe round trips.
 pub fn bench(rounds: usize, loops: u64) -> Result<()> {
     if !is_root() {

@@ -43,8 +43,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure what recording costs a workload, against `perf record`
-    /// (needs root and perf).
+    /// Measure what tracing costs: the userspace engine per event, and
+    /// recording a workload against `perf record` (needs root and perf).
     Bench {
         /// Interleaved rounds (untraced, trace-cli, perf) to take medians of.
         #[arg(long, default_value_t = 5)]
@@ -52,6 +52,13 @@ enum Command {
         /// Pipe round trips per run of `perf bench sched pipe`.
         #[arg(long, default_value_t = 50_000)]
         loops: u64,
+        /// Which benchmarks: the kernel provider's recording overhead, the
+        /// userspace provider engine's cost per event, or both.
+        #[arg(long, default_value = "all", value_parser = ["all", "kernel", "provider"])]
+        what: String,
+        /// Events per thread per run of the provider benchmark.
+        #[arg(long, default_value_t = 2_000_000)]
+        iterations: u64,
     },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
     /// Arguments go to `trace-cli record` (through sudo when not root).
@@ -69,9 +76,20 @@ fn main() -> Result<()> {
             setup::setup()?;
             test::test(&args)
         }
-        Command::Bench { rounds, loops } => {
+        Command::Bench {
+            rounds,
+            loops,
+            what,
+            iterations,
+        } => {
             setup::setup()?;
-            bench::bench(rounds, loops)
+            if what != "kernel" {
+                bench::provider_bench(iterations)?;
+            }
+            if what != "provider" {
+                bench::bench(rounds, loops)?;
+            }
+            Ok(())
         }
         Command::Record { args } => {
             setup::setup()?;
