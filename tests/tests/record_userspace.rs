@@ -21,7 +21,22 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Starts `provider_app SECONDS INTERVAL_US` on `socket`; returns it with
 /// its pid and main thread id once it runs.
 fn start_app(socket: &PathBuf, secs: f64, interval_us: u64) -> (Child, u64, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_provider_app"))
+    start_program(
+        env!("CARGO_BIN_EXE_provider_app"),
+        socket,
+        secs,
+        interval_us,
+    )
+}
+
+/// Starts `program SECONDS INTERVAL_US` (provider_app or its C twin).
+fn start_program(
+    program: &str,
+    socket: &PathBuf,
+    secs: f64,
+    interval_us: u64,
+) -> (Child, u64, u64) {
+    let mut child = Command::new(program)
         .args([secs.to_string(), interval_us.to_string()])
         .env("TRACE_MANAGER_SOCKET", socket)
         .stdout(Stdio::piped())
@@ -484,4 +499,60 @@ fn providers_lists_programs_waiting_for_a_manager() {
         "{text}"
     );
     assert!(app.wait_with_output().unwrap().status.success());
+}
+
+#[test]
+fn c_program_started_before_recording_lines_up_with_the_kernel() {
+    require_root();
+    let dir = temp_dir("c");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    let (app, pid, main_tid) =
+        start_program(env!("CARGO_BIN_EXE_provider_app_c"), &socket, 3.0, 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = record(&socket, &out, &["-c", "kernel:sched,app", "-d", "1.5"])
+        .output()
+        .unwrap();
+    assert!(
+        rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rec.stderr)
+    );
+    let app_out = app.wait_with_output().unwrap();
+    assert!(app_out.status.success());
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    assert!(t.providers.iter().any(|(_, n)| n == "provider-app-c"));
+    let work = app_events(&t, pid, "work");
+    assert!(work.len() > 200, "{} work events", work.len());
+    assert!(work.iter().all(|e| e.tid == main_tid));
+    assert!(work.iter().all(|e| matches!(
+        e.args.get("lang"),
+        Some(ArgValue::String(s)) if format!("{s:?}").contains('c')
+    )));
+    let mut seqs: Vec<u64> = work.iter().map(|e| seq(e)).collect();
+    seqs.sort();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "no event lost");
+    assert!(!app_events(&t, pid, "tick").is_empty());
+    assert!(t.events.iter().any(|e| e.pid == pid
+        && e.name == "seq"
+        && matches!(e.kind, EventKind::Counter { id: 1 })));
+    let tr = cpu_transitions(&t);
+    let mut outside = 0;
+    let mut unknown = 0;
+    for e in &work {
+        let EventKind::DurationComplete { end_ts } = e.kind else {
+            panic!("work is a complete duration")
+        };
+        match (
+            on_cpu(&tr, e.tid, e.ts, 1_000),
+            on_cpu(&tr, e.tid, end_ts, 1_000),
+        ) {
+            (Some(true), Some(true)) => {}
+            (None, _) | (_, None) => unknown += 1,
+            _ => outside += 1,
+        }
+    }
+    assert_eq!(outside, 0, "durations outside the thread's time on CPU");
+    assert!(unknown * 100 <= work.len());
 }

@@ -14,10 +14,14 @@ const DISABLED: u8 = 1;
 const ENABLED: u8 = 2;
 
 /// The static state of one instrumentation point.
+///
+/// `#[repr(C)]` with the state byte first: the C macros read it directly
+/// (2 enabled, 1 disabled, 0 not yet registered).
+#[repr(C)]
 pub struct Callsite {
+    state: AtomicU8,
     pub(crate) category: &'static str,
     pub(crate) name: &'static str,
-    state: AtomicU8,
     /// `generation << 32 | category index << 16 | name index`, see
     /// [`crate::engine`]'s string table.
     pub(crate) strings: AtomicU64,
@@ -48,9 +52,9 @@ impl Callsite {
     /// A call site; used by the macros.
     pub const fn new(category: &'static str, name: &'static str) -> Self {
         Callsite {
+            state: AtomicU8::new(UNREGISTERED),
             category,
             name,
-            state: AtomicU8::new(UNREGISTERED),
             strings: AtomicU64::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }

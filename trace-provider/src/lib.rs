@@ -23,6 +23,7 @@ mod callsite;
 mod clock;
 mod connection;
 pub mod engine;
+pub mod ffi;
 #[cfg(feature = "tracing")]
 pub mod layer;
 mod macros;
