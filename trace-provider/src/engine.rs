@@ -816,23 +816,8 @@ pub fn write_event(
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let bytes = words * 8;
-    let mut pos = slot.chunk_pos.load(Ordering::Relaxed);
-    if slot.chunk_epoch.load(Ordering::Relaxed) != epoch
-        || pos + bytes > slot.chunk_end.load(Ordering::Relaxed)
-    {
-        if refill(slot, bytes).is_none() {
-            return;
-        }
-        pos = slot.chunk_pos.load(Ordering::Relaxed);
-    }
-    let base = BASE.load(Ordering::Relaxed);
-    // SAFETY: [pos, pos + bytes) lies in this thread's chunk of the current
-    // epoch, which no one else writes and no one reads before `busy` clears.
-    let rec = unsafe { base.add(pos) } as *mut u64;
-    // SAFETY: as above; the record's body starts one word in.
-    let mut w = Words {
-        p: unsafe { rec.add(1) },
+    let Some((rec, mut w)) = reserve(slot, epoch, words) else {
+        return;
     };
     w.push(ts);
     if thread == 0 {
@@ -855,10 +840,74 @@ pub fn write_event(
         cat.reference,
         name.reference,
     );
+    commit(slot, rec, header, words);
+}
+
+/// Reserves `words` words in this thread's chunk (taking a new chunk if
+/// needed); returns the record's first word and a writer for its body, or
+/// `None` (with `busy` clear) when the record is dropped.
+#[inline(always)]
+fn reserve(slot: &ThreadSlot, epoch: u64, words: usize) -> Option<(*mut u64, Words)> {
+    let bytes = words * 8;
+    let mut pos = slot.chunk_pos.load(Ordering::Relaxed);
+    if slot.chunk_epoch.load(Ordering::Relaxed) != epoch
+        || pos + bytes > slot.chunk_end.load(Ordering::Relaxed)
+    {
+        refill(slot, bytes)?;
+        pos = slot.chunk_pos.load(Ordering::Relaxed);
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: [pos, pos + bytes) lies in this thread's chunk of the current
+    // epoch, which no one else writes and no one reads before `busy` clears.
+    let rec = unsafe { base.add(pos) } as *mut u64;
+    // SAFETY: as above; the record's body starts one word in.
+    let w = Words {
+        p: unsafe { rec.add(1) },
+    };
+    Some((rec, w))
+}
+
+/// Publishes a record whose body is written: header last, then not busy.
+#[inline(always)]
+fn commit(slot: &ThreadSlot, rec: *mut u64, header: u64, words: usize) {
     // SAFETY: `rec` is the first word of the reserved space, 8-aligned.
     unsafe { (*(rec as *const AtomicU64)).store(header, Ordering::Release) };
-    slot.chunk_pos.store(pos + bytes, Ordering::Relaxed);
+    let pos = slot.chunk_pos.load(Ordering::Relaxed);
+    slot.chunk_pos.store(pos + words * 8, Ordering::Relaxed);
     slot.busy.store(0, Ordering::Release);
+}
+
+/// Writes a blob record (type 5) named by `site`'s name: `payload` is cut
+/// to what one record holds (32 000 bytes). Blob types: 1 data, 2
+/// last-branch, 3 Perfetto.
+pub fn write_blob(site: &'static Callsite, blob_type: u8, payload: &[u8]) {
+    let slot = slot();
+    slot.busy.store(1, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    let epoch = WRITE_EPOCH.load(Ordering::Relaxed);
+    if epoch == 0 {
+        slot.busy.store(0, Ordering::Release);
+        return;
+    }
+    let generation = GENERATION.load(Ordering::Relaxed);
+    let s = site.strings.load(Ordering::Relaxed);
+    let name = if (s >> 32) as u32 == generation {
+        Name::of(site.name, Some(s as u16).filter(|&i| i != 0))
+    } else {
+        site_names_slow(site, generation).1
+    };
+    let payload = &payload[..payload.len().min(wire::PRACTICAL_MAX_STRING_LEN)];
+    let words = 1 + name.inline_words() + wire::words(payload.len());
+    let Some((rec, mut w)) = reserve(slot, epoch, words) else {
+        return;
+    };
+    name.write_inline(&mut w);
+    w.push_bytes(payload);
+    let header = wire::record_header(wire::record_type::BLOB, words)
+        | wire::field(u64::from(name.reference), 16, 31)
+        | wire::field(payload.len() as u64, 32, 46)
+        | wire::field(u64::from(blob_type), 48, 55);
+    commit(slot, rec, header, words);
 }
 
 #[cold]

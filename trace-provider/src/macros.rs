@@ -184,3 +184,32 @@ macro_rules! flow_end {
         $crate::__trace_event!($cat, $name, $crate::__private::event_type::FLOW_END, &[($id) as u64] $(, $k => $v)*)
     };
 }
+
+/// A blob of bytes (record type 5, blob type "data"), written when its
+/// category is enabled: `blob!("gpu", "frame", &bytes)`. Payloads longer than
+/// 32 000 bytes are cut.
+#[macro_export]
+macro_rules! blob {
+    ($cat:expr, $name:expr, $bytes:expr $(,)?) => {
+        $crate::__trace_blob!($cat, $name, $bytes)
+    };
+}
+
+#[doc(hidden)]
+#[cfg(not(feature = "off"))]
+#[macro_export]
+macro_rules! __trace_blob {
+    ($cat:expr, $name:expr, $bytes:expr) => {{
+        static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
+        if __SITE.enabled() {
+            $crate::engine::write_blob(&__SITE, 1, ::core::convert::AsRef::<[u8]>::as_ref($bytes));
+        }
+    }};
+}
+
+#[doc(hidden)]
+#[cfg(feature = "off")]
+#[macro_export]
+macro_rules! __trace_blob {
+    ($($t:tt)*) => {{}};
+}

@@ -176,6 +176,7 @@ fn every_macro_writes_a_decodable_event_on_its_thread() {
     trace_provider::async_begin!("app", "req", 99u64, "url" => "/x");
     trace_provider::async_end!("app", "req", 99u64);
     trace_provider::flow_begin!("app", "hop", 5u64);
+    trace_provider::blob!("app", "payload", b"0123456789");
     trace_provider::duration_begin!("app", "phase");
     trace_provider::duration_end!("app", "phase");
     assert!(trace_provider::category_enabled!("net"));
@@ -191,6 +192,17 @@ fn every_macro_writes_a_decodable_event_on_its_thread() {
     assert_eq!(stats.dropped, 0);
     let bytes = buf.bytes();
     engine::terminate();
+
+    let fxt = collect_at_stop(&bytes, BufferingMode::Oneshot);
+    let blobs: Vec<_> = Reader::new(&fxt)
+        .filter_map(|r| match r.unwrap().1 {
+            Record::Blob {
+                payload, blob_type, ..
+            } => Some((blob_type, payload.into_owned())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(blobs, [(1, b"0123456789".to_vec())]);
 
     let ev = events(&collect_at_stop(&bytes, BufferingMode::Oneshot));
     let names: Vec<_> = ev.iter().map(|e| e.name.as_str()).collect();

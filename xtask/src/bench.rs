@@ -1,4 +1,15 @@
-//! `cargo xtask bench`: what recording costs the traced workload.
+//! `cargo xtask bench`: what tracing costs.
+//!
+//! `cargo xtask bench provider` ([`provider_bench`]) builds and runs the
+//! `provider_bench` binary of the `tests` crate: the userspace engine's
+//! nanoseconds per event for a disabled category check, an instant, a
+//! complete duration with two integer arguments and a counter, with one and
+//! two writing threads, beside the floor of reading the same clock and
+//! copying the same bytes, measured in the same run. It needs neither root
+//! nor a trace manager: the engine writes into a buffer in that process.
+//!
+//! `cargo xtask bench kernel` ([`bench`]) measures what recording costs the
+//! traced workload.
 //!
 //! The workload (`perf bench sched pipe`: two processes bouncing a message
 //! over pipes) runs pinned to CPU 0; the tracer runs pinned to CPU 1. Each
@@ -30,6 +41,17 @@ struct Sample {
     bytes: u64,
 }
 
+/// Which benchmarks `cargo xtask bench` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum What {
+    /// The userspace provider engine, in-process: ns per event.
+    Provider,
+    /// Recording a workload with trace-cli, against perf (root).
+    Kernel,
+    /// Both.
+    All,
+}
+
 /// Runs the userspace provider engine's benchmark (`provider_bench`): ns per
 /// event for each event kind with one and two writing threads, beside the
 /// floor of reading the clock and copying the same bytes.
@@ -42,8 +64,21 @@ pub fn provider_bench(iterations: u64) -> Result<()> {
         "--bin",
         "provider_bench",
     ]))?;
-    let bin = workspace_root().join("target/release/provider_bench");
-    run(Command::new(bin).arg(iterations.to_string()))
+    let bin = target_dir().join("release/provider_bench");
+    run(Command::new(&bin)
+        .arg("--iterations")
+        .arg(iterations.to_string()))
+    .with_context(|| format!("running the provider benchmark {}", bin.display()))
+}
+
+/// Where cargo writes its output: `$CARGO_TARGET_DIR` (relative to the
+/// workspace root, where [`cargo`] runs) or the workspace's `target`.
+fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
 }
 
 /// Runs the benchmark: `rounds` interleaved rounds of `loops` pipe round trips.

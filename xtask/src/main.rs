@@ -1,5 +1,5 @@
 //! `cargo xtask`: project chores — toolchain setup, building the eBPF
-//! object, the test suite, and recording a trace.
+//! object, the test suite, benchmarks, and recording a trace.
 //!
 //! Each subcommand is one [`Command`] variant and one function in its own
 //! module.
@@ -43,21 +43,25 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure what tracing costs: the userspace engine per event, and
-    /// recording a workload against `perf record` (needs root and perf).
+    /// Measure what tracing costs: the userspace engine per event
+    /// (`cargo xtask bench provider`, no root needed), and recording a
+    /// workload against `perf record` (`cargo xtask bench kernel`, needs root
+    /// and perf); both by default.
     Bench {
+        /// Which benchmarks: `provider`, `kernel` or `all` (the default).
+        #[arg(value_enum, conflicts_with = "what")]
+        which: Option<bench::What>,
+        /// Which benchmarks, as a flag: the same as the positional argument.
+        #[arg(long, value_enum)]
+        what: Option<bench::What>,
         /// Interleaved rounds (untraced, trace-cli, perf) to take medians of.
         #[arg(long, default_value_t = 5)]
         rounds: usize,
         /// Pipe round trips per run of `perf bench sched pipe`.
         #[arg(long, default_value_t = 50_000)]
         loops: u64,
-        /// Which benchmarks: the kernel provider's recording overhead, the
-        /// userspace provider engine's cost per event, or both.
-        #[arg(long, default_value = "all", value_parser = ["all", "kernel", "provider"])]
-        what: String,
         /// Events per thread per run of the provider benchmark.
-        #[arg(long, default_value_t = 2_000_000)]
+        #[arg(long, default_value_t = 3_000_000)]
         iterations: u64,
     },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
@@ -77,16 +81,19 @@ fn main() -> Result<()> {
             test::test(&args)
         }
         Command::Bench {
+            which,
+            what,
             rounds,
             loops,
-            what,
             iterations,
         } => {
-            setup::setup()?;
-            if what != "kernel" {
+            let what = which.or(what).unwrap_or(bench::What::All);
+            if what != bench::What::Kernel {
+                // In-process: needs neither the eBPF toolchain nor root.
                 bench::provider_bench(iterations)?;
             }
-            if what != "provider" {
+            if what != bench::What::Provider {
+                setup::setup()?;
                 bench::bench(rounds, loops)?;
             }
             Ok(())

@@ -1,4 +1,4 @@
-//! `provider_bench [--iterations N] [--runs R]`: what a `trace-provider`
+//! `provider_bench [--iterations N | N] [--runs R]`: what a `trace-provider`
 //! macro costs per event, with one and with two writing threads, next to the
 //! floor of reading the same timestamp source and copying the same bytes.
 //! Run by `cargo xtask bench provider`.
@@ -66,8 +66,11 @@ fn prefault(words: &mut [u64]) {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Case {
-    /// `instant!` of a category the trace does not enable.
+    /// `instant!` of a category the trace does not enable, one per loop
+    /// iteration (the loop's own compare and branch included).
     Disabled,
+    /// The same, four call sites per loop iteration (n events in n/4).
+    Disabled4,
     /// `instant!` without arguments.
     Instant,
     /// `duration!` with two u64 arguments, one scope per iteration.
@@ -126,6 +129,15 @@ fn body(case: Case, n: u64, floor_buf: &mut [u64]) {
         Case::Disabled => {
             for i in 0..n {
                 trace_provider::instant!("off", "disabled");
+                black_box(i);
+            }
+        }
+        Case::Disabled4 => {
+            for i in 0..n / 4 {
+                trace_provider::instant!("off", "disabled-1");
+                trace_provider::instant!("off", "disabled-2");
+                trace_provider::instant!("off", "disabled-3");
+                trace_provider::instant!("off", "disabled-4");
                 black_box(i);
             }
         }
@@ -256,7 +268,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: provider_bench [--iterations N] [--runs R]");
+    eprintln!("usage: provider_bench [--iterations N | N] [--runs R]");
     std::process::exit(2);
 }
 
@@ -265,6 +277,11 @@ fn parse_args() -> (u64, usize) {
     let mut runs = 7usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        // A bare number is the iteration count (`provider_bench 2000000`).
+        if let Ok(v) = a.parse() {
+            iterations = v;
+            continue;
+        }
         let (flag, value) = match a.split_once('=') {
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
             None => (a, None),
@@ -276,10 +293,11 @@ fn parse_args() -> (u64, usize) {
             _ => usage(),
         }
     }
-    if iterations == 0 || runs == 0 {
+    if iterations < 4 || runs == 0 {
         usage();
     }
-    (iterations, runs)
+    // A multiple of 4, for the case with four events per loop iteration.
+    (iterations / 4 * 4, runs)
 }
 
 fn main() {
@@ -318,6 +336,14 @@ fn main() {
     } else {
         "clock_gettime(CLOCK_MONOTONIC)"
     };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "load average before: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     println!(
         "trace-provider engine: {n} iterations per thread per run, median of {runs} runs; \
          circular 64 MiB buffer; floor = {clock} + copy of the record's bytes"
@@ -328,6 +354,7 @@ fn main() {
     );
     let cases = [
         ("(a) disabled instant", Case::Disabled),
+        ("(a) disabled, 4 per loop iter", Case::Disabled4),
         ("(b) instant, no args [16 B]", Case::Instant),
         ("(c) duration, 2 u64 args [56 B]", Case::Duration),
         ("(d) counter, 1 i64 arg [40 B]", Case::Counter),
