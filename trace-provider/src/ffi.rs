@@ -4,8 +4,9 @@
 //! [`trace_site`]; its first byte is the enabled state, so the header's
 //! macros check it with one relaxed load. Category, name and argument-name
 //! strings are copied once per distinct text and kept for the life of the
-//! process. Null pointers and strings that are not UTF-8 make a call do
-//! nothing.
+//! process. Null pointers (a null `args` with `nargs > 0`, a null argument
+//! name) and strings that are not UTF-8 make a call do nothing; the one
+//! null accepted is a string argument's value, written as a null argument.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -129,16 +130,52 @@ pub extern "C" fn trace_now() -> u64 {
     now()
 }
 
+/// The interned argument name for `p`; `None` for null or non-UTF-8.
+/// One lock and, after the first time a name is seen, no allocation.
 fn arg_name(p: *const c_char) -> Option<&'static StaticName> {
-    let s = leak_str(p)?;
-    static NAMES: Mutex<Option<HashMap<usize, &'static StaticName>>> = Mutex::new(None);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated string (checked non-null).
+    let s = unsafe { CStr::from_ptr(p) }.to_str().ok()?;
+    static NAMES: Mutex<Option<HashMap<&'static str, &'static StaticName>>> = Mutex::new(None);
     let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    Some(
-        *names
-            .get_or_insert_with(HashMap::new)
-            .entry(s.as_ptr() as usize)
-            .or_insert_with(|| Box::leak(Box::new(StaticName::new(s)))),
-    )
+    let map = names.get_or_insert_with(HashMap::new);
+    if let Some(n) = map.get(s) {
+        return Some(n);
+    }
+    let text: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    let n: &'static StaticName = Box::leak(Box::new(StaticName::new(text)));
+    map.insert(text, n);
+    Some(n)
+}
+
+/// The value of `a`; `None` (the event is skipped) for an unknown type or
+/// a string that is not UTF-8. A null string is a null argument.
+///
+/// # Safety
+/// A string argument's pointer is null or NUL-terminated, alive for `'a`.
+unsafe fn arg_value<'a>(a: &Arg) -> Option<Value<'a>> {
+    // SAFETY: every union member is plain data of 8 bytes, so reading any
+    // of them is defined; the member read matches `kind` as the header's
+    // constructors write it.
+    let v = unsafe {
+        match a.kind {
+            arg_type::NULL => Value::Null,
+            arg_type::INT32 => Value::I32(a.value.i64 as i32),
+            arg_type::UINT32 => Value::U32(a.value.u64 as u32),
+            arg_type::INT64 => Value::I64(a.value.i64),
+            arg_type::UINT64 => Value::U64(a.value.u64),
+            arg_type::DOUBLE => Value::F64(a.value.f64),
+            arg_type::STRING if a.value.str.is_null() => Value::Null,
+            arg_type::STRING => Value::Str(CStr::from_ptr(a.value.str).to_str().ok()?),
+            arg_type::POINTER => Value::Pointer(a.value.ptr as usize),
+            arg_type::KOID => Value::Koid(a.value.u64),
+            arg_type::BOOL => Value::Bool(a.value.u64 != 0),
+            _ => return None,
+        }
+    };
+    Some(v)
 }
 
 /// Writes one event; `args` may be null when `nargs` is 0.
@@ -161,42 +198,24 @@ unsafe fn emit(
     if !site.enabled() {
         return;
     }
-    let raw: &[Arg] = if args.is_null() || nargs == 0 {
+    let raw: &[Arg] = if nargs == 0 {
         &[]
+    } else if args.is_null() {
+        return;
     } else {
         // SAFETY: the caller passes `nargs` arguments at `args`.
         unsafe { std::slice::from_raw_parts(args, nargs.min(MAX_ARGS)) }
     };
     let mut list: Vec<(&'static StaticName, Value<'_>)> = Vec::with_capacity(raw.len());
     for a in raw {
+        // A bad argument (null or non-UTF-8 name or string, unknown type)
+        // drops the whole event rather than writing a misleading one.
         let Some(name) = arg_name(a.name) else {
-            continue;
+            return;
         };
-        // SAFETY: the union member read matches `kind`, as the header's
-        // constructors write it.
-        let v = unsafe {
-            match a.kind {
-                arg_type::NULL => Value::Null,
-                arg_type::INT32 => Value::I32(a.value.i64 as i32),
-                arg_type::UINT32 => Value::U32(a.value.u64 as u32),
-                arg_type::INT64 => Value::I64(a.value.i64),
-                arg_type::UINT64 => Value::U64(a.value.u64),
-                arg_type::DOUBLE => Value::F64(a.value.f64),
-                arg_type::STRING => {
-                    if a.value.str.is_null() {
-                        Value::Null
-                    } else {
-                        match CStr::from_ptr(a.value.str).to_str() {
-                            Ok(s) => Value::Str(s),
-                            Err(_) => continue,
-                        }
-                    }
-                }
-                arg_type::POINTER => Value::Pointer(a.value.ptr as usize),
-                arg_type::KOID => Value::Koid(a.value.u64),
-                arg_type::BOOL => Value::Bool(a.value.u64 != 0),
-                _ => continue,
-            }
+        // SAFETY: the caller's strings are NUL-terminated and outlive the call.
+        let Some(v) = (unsafe { arg_value(a) }) else {
+            return;
         };
         list.push((name, v));
     }
@@ -358,25 +377,186 @@ pub unsafe extern "C" fn trace_provider_fini(handle: *mut c_void) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine;
+    use trace_common::fxt::read::{Reader, TraceState};
+    use trace_common::fxt::{EventKind, Record};
+    use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
+    use trace_common::provider::{BufferDisposition, BufferingMode};
+
+    /// The engine is one per process: tests take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn arg(name: *const c_char, kind: u32, value: ArgUnion) -> Arg {
+        Arg {
+            name,
+            kind,
+            reserved: 0,
+            value,
+        }
+    }
+
+    /// Runs `f` while a oneshot trace of category `capi` is written, and
+    /// returns the (name, kind, argument names) of the events it wrote.
+    fn traced(f: impl FnOnce()) -> Vec<(String, EventKind, Vec<String>)> {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut words = vec![0u64; (1 << 20) / 8];
+        let len = words.len() * 8;
+        // SAFETY: `words` outlives the trace: the engine is terminated below
+        // before it is dropped.
+        unsafe {
+            engine::initialize(
+                words.as_mut_ptr().cast(),
+                len,
+                BufferingMode::Oneshot,
+                vec!["capi".to_owned()],
+                None,
+            )
+        }
+        .unwrap();
+        engine::start(BufferDisposition::ClearEntire, vec![]);
+        f();
+        engine::stop();
+        engine::terminate();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let layout = Layout::new(BufferingMode::Oneshot, len as u64).unwrap();
+        let h = Header::read(bytes[..HEADER_BYTES].try_into().unwrap());
+        let mut fxt = Vec::new();
+        trace_common::fxt::write::encode(&Record::Magic, &mut fxt).unwrap();
+        let d = layout.durable_offset() as usize;
+        for r in RecordWalk::new(
+            &bytes[d..d + h.durable_data_end as usize],
+            WalkMode::Durable,
+        ) {
+            fxt.extend_from_slice(r.bytes);
+        }
+        let r0 = layout.rolling_offset(0) as usize;
+        for r in RecordWalk::new(
+            &bytes[r0..r0 + h.rolling_data_end[0] as usize],
+            WalkMode::Chunked,
+        ) {
+            fxt.extend_from_slice(r.bytes);
+        }
+        let mut state = TraceState::new();
+        let mut out = Vec::new();
+        for r in Reader::new(&fxt) {
+            let (_, rec) = r.expect("valid FXT");
+            state.apply(&rec);
+            if let Record::Event {
+                name, args, kind, ..
+            } = &rec
+            {
+                out.push((
+                    state.string(name).unwrap().to_owned(),
+                    *kind,
+                    args.iter()
+                        .map(|a| state.string(&a.name).unwrap().to_owned())
+                        .collect(),
+                ));
+            }
+        }
+        out
+    }
 
     #[test]
     fn bad_input_is_ignored() {
         // SAFETY: null and invalid inputs are what is being tested.
         unsafe {
             assert!(trace_site(std::ptr::null(), c"x".as_ptr()).is_null());
+            assert!(trace_site(c"x".as_ptr(), std::ptr::null()).is_null());
             let bad = [0xFFu8, 0];
             assert!(trace_site(bad.as_ptr().cast(), c"x".as_ptr()).is_null());
+            assert!(trace_site(c"x".as_ptr(), bad.as_ptr().cast()).is_null());
             assert_eq!(trace_site_enabled(std::ptr::null()), 0);
             trace_instant(std::ptr::null(), 0, std::ptr::null(), 5);
             let s = trace_site(c"cat".as_ptr(), c"name".as_ptr());
             assert!(!s.is_null());
-            assert_eq!(s, trace_site(c"cat".as_ptr(), c"name".as_ptr()));
-            // Not tracing: disabled, and events are dropped silently.
-            assert_eq!(trace_site_enabled(s), 0);
-            assert_eq!(*(s as *const u8), 1);
-            trace_instant(s, 0, std::ptr::null(), 3);
+            // Deduplicated by content, not by pointer.
+            let cat = std::ffi::CString::new("cat").unwrap();
+            assert_eq!(s, trace_site(cat.as_ptr(), c"name".as_ptr()));
             assert!(trace_provider_init(std::ptr::null()).is_null());
+            assert!(trace_provider_init(bad.as_ptr().cast()).is_null());
             trace_provider_fini(std::ptr::null_mut());
         }
+    }
+
+    #[test]
+    fn the_state_byte_is_first() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: valid strings; the site lives forever.
+        unsafe {
+            let s = trace_site(c"not-traced".as_ptr(), c"n".as_ptr());
+            assert_eq!(*(s as *const u8), 0, "unregistered");
+            // Not tracing: disabled, and events are dropped silently.
+            assert_eq!(trace_site_enabled(s), 0);
+            assert_eq!(*(s as *const u8), 1, "disabled");
+            trace_instant(s, 0, std::ptr::null(), 3);
+        }
+    }
+
+    #[test]
+    fn good_events_are_written_and_bad_ones_skipped() {
+        let bad = [0xFFu8, 0];
+        let events = traced(|| {
+            // SAFETY: every pointer is null or a NUL-terminated string that
+            // outlives the calls; the sites come from trace_site.
+            unsafe {
+                let s = trace_site(c"capi".as_ptr(), c"good".as_ptr());
+                assert_eq!(trace_site_enabled(s), 1);
+                assert_eq!(*(s as *const u8), 2, "enabled");
+                let good = [
+                    arg(c"i".as_ptr(), arg_type::INT64, ArgUnion { i64: -1 }),
+                    arg(
+                        c"s".as_ptr(),
+                        arg_type::STRING,
+                        ArgUnion { str: c"x".as_ptr() },
+                    ),
+                    arg(
+                        c"n".as_ptr(),
+                        arg_type::STRING,
+                        ArgUnion {
+                            str: std::ptr::null(),
+                        },
+                    ),
+                    arg(c"b".as_ptr(), arg_type::BOOL, ArgUnion { u64: 1 }),
+                ];
+                trace_instant(s, 0, good.as_ptr(), good.len());
+                trace_counter(s, 9, std::ptr::null(), 0);
+                let start = trace_now();
+                trace_duration_complete(s, start, good.as_ptr(), 1);
+
+                let skip = trace_site(c"capi".as_ptr(), c"skipped".as_ptr());
+                // Null args with a count, null or non-UTF-8 argument name,
+                // non-UTF-8 string value, unknown type.
+                trace_instant(skip, 0, std::ptr::null(), 2);
+                let cases = [
+                    arg(std::ptr::null(), arg_type::UINT64, ArgUnion { u64: 1 }),
+                    arg(bad.as_ptr().cast(), arg_type::UINT64, ArgUnion { u64: 1 }),
+                    arg(
+                        c"v".as_ptr(),
+                        arg_type::STRING,
+                        ArgUnion {
+                            str: bad.as_ptr().cast(),
+                        },
+                    ),
+                    arg(c"v".as_ptr(), 99, ArgUnion { u64: 1 }),
+                ];
+                for a in &cases {
+                    let two = [good[0], *a];
+                    trace_instant(skip, 0, two.as_ptr(), 2);
+                    trace_async_begin(skip, 1, two.as_ptr(), 2);
+                    trace_duration_complete(skip, trace_now(), two.as_ptr(), 2);
+                }
+                trace_instant(std::ptr::null(), 0, good.as_ptr(), 1);
+
+                let off = trace_site(c"other".as_ptr(), c"off".as_ptr());
+                trace_instant(off, 0, good.as_ptr(), 1);
+                assert_eq!(trace_site_enabled(off), 0);
+            }
+        });
+        let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(names, ["good", "good", "good"], "{events:?}");
+        assert_eq!(events[0].2, ["i", "s", "n", "b"]);
+        assert!(matches!(events[1].1, EventKind::Counter { id: 9 }));
+        assert!(matches!(events[2].1, EventKind::DurationComplete { .. }));
     }
 }

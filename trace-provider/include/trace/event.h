@@ -1,5 +1,5 @@
 /*
- * trace/event.h: instrument a C or C++ program as a trace provider.
+ * trace/event.h: instrument a C program as a trace provider.
  *
  *   void *provider = trace_provider_init("my-server");
  *   TRACE_DURATION("net", "send", TA_UINT64("bytes", n), TA_STRING("peer", peer));
@@ -7,10 +7,15 @@
  *   TRACE_COUNTER("mem", "heap", 0, TA_INT64("bytes", heap));
  *   trace_provider_fini(provider);
  *
- * Categories and names must be string literals (or strings that live as long
- * as the program). With no trace running, or the category disabled, a macro
+ * A call site reads its category and name once, the first time it runs (the
+ * library copies them), so they should be string literals. With no trace running, or the category disabled, a macro
  * costs one relaxed load and a branch. Defining NTRACE before including this
- * header turns every macro into nothing. Link with the trace-provider library.
+ * header turns every macro into nothing. Link with the trace-provider library
+ * (libtrace_provider.a or .so from the trace-provider-c crate).
+ *
+ * The macros use GNU C (GCC or Clang): compound literals, `, ##__VA_ARGS__`,
+ * statement expressions and the cleanup attribute. C++ cannot take the
+ * address of a temporary array; call the trace_* functions directly there.
  */
 #ifndef TRACE_EVENT_H_
 #define TRACE_EVENT_H_
@@ -137,13 +142,14 @@ static inline int trace_internal_enabled(const trace_site_t **slot, const char *
     do {                                                                            \
         static const trace_site_t *trace_internal_slot;                            \
         if (__builtin_expect(trace_internal_enabled(&trace_internal_slot, cat, name), 0)) { \
-            const trace_site_t *trace_internal_s = trace_internal_slot;              \
+            const trace_site_t *trace_internal_s =                                   \
+                __atomic_load_n(&trace_internal_slot, __ATOMIC_RELAXED);            \
             call;                                                                   \
         }                                                                           \
     } while (0)
 
 #define TRACE_CATEGORY_ENABLED(cat)                                                 \
-    ({                                                                              \
+    __extension__({                                                                             \
         static const trace_site_t *trace_internal_slot;                            \
         trace_internal_enabled(&trace_internal_slot, cat, "");                     \
     })
@@ -198,6 +204,12 @@ static inline void trace_internal_scope_end(trace_internal_scope_t *s) {
     if (s->site) trace_duration_complete(s->site, s->start, s->args, s->nargs);
 }
 
+static inline trace_internal_scope_t trace_internal_scope_off(void) {
+    trace_internal_scope_t s;
+    __builtin_memset(&s, 0, sizeof s);
+    return s;
+}
+
 static inline trace_internal_scope_t trace_internal_scope_begin(const trace_site_t *site,
                                                                 const trace_arg_t *args,
                                                                 size_t nargs) {
@@ -221,7 +233,7 @@ static inline trace_internal_scope_t trace_internal_scope_begin(const trace_site
                 ? trace_internal_scope_begin(TRACE_INTERNAL_UNIQUE(trace_internal_dslot), \
                                              TRACE_INTERNAL_ARGS(__VA_ARGS__) + 1,  \
                                              TRACE_INTERNAL_NARGS(__VA_ARGS__))     \
-                : (trace_internal_scope_t){.site = 0}
+                : trace_internal_scope_off()
 
 #endif /* NTRACE */
 
