@@ -113,6 +113,36 @@ impl Value<'_> {
         1 + name.inline_words() + self.value_words()
     }
 
+    /// Writes the whole argument, named by string table index `name`.
+    #[inline(always)]
+    pub(crate) fn write_indexed(&self, name: u16, w: &mut Words) {
+        let words = 1 + self.value_words();
+        let (ty, bits, word) = match *self {
+            Value::Null => (arg_type::NULL, 0, None),
+            Value::I32(v) => (arg_type::INT32, v as u32, None),
+            Value::U32(v) => (arg_type::UINT32, v, None),
+            Value::Bool(v) => (arg_type::BOOL, u32::from(v), None),
+            Value::I64(v) => (arg_type::INT64, 0, Some(v as u64)),
+            Value::U64(v) => (arg_type::UINT64, 0, Some(v)),
+            Value::F64(v) => (arg_type::DOUBLE, 0, Some(v.to_bits())),
+            Value::Pointer(v) => (arg_type::POINTER, 0, Some(v as u64)),
+            Value::Koid(v) => (arg_type::KOID, 0, Some(v)),
+            Value::Str(s) => {
+                let s = clip(s);
+                w.push(
+                    wire::arg_header(arg_type::STRING, words, name)
+                        | (u64::from(wire::inline_string_ref(s.len())) << 32),
+                );
+                w.push_bytes(s.as_bytes());
+                return;
+            }
+        };
+        w.push(wire::arg_header(ty, words, name) | (u64::from(bits) << 32));
+        if let Some(v) = word {
+            w.push(v);
+        }
+    }
+
     /// Writes the whole argument.
     #[inline(always)]
     pub(crate) fn write(&self, name: &Name, w: &mut Words) {

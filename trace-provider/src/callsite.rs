@@ -7,7 +7,7 @@
 //! runs.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 const UNREGISTERED: u8 = 0;
 const DISABLED: u8 = 1;
@@ -25,6 +25,9 @@ pub struct Callsite {
     /// `generation << 32 | category index << 16 | name index`, see
     /// [`crate::engine`]'s string table.
     pub(crate) strings: AtomicU64,
+    /// The generation in which both `strings` indexes are valid and
+    /// non-zero (0: none), so the hot path checks one word.
+    pub(crate) ready: AtomicU32,
     next: AtomicPtr<Callsite>,
 }
 
@@ -56,6 +59,7 @@ impl Callsite {
             category,
             name,
             strings: AtomicU64::new(0),
+            ready: AtomicU32::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -63,11 +67,9 @@ impl Callsite {
     /// Whether events of this call site are recorded now.
     #[inline(always)]
     pub fn enabled(&'static self) -> bool {
-        match self.state.load(Ordering::Relaxed) {
-            ENABLED => true,
-            DISABLED => false,
-            _ => self.register(),
-        }
+        // One compare decides the disabled case.
+        let s = self.state.load(Ordering::Relaxed);
+        s != DISABLED && (s == ENABLED || self.register())
     }
 
     #[cold]

@@ -1,11 +1,14 @@
 //! The trace engine: writes FXT records straight into the shared buffer.
 //!
-//! One engine per process. Writers take [`CHUNK_BYTES`] chunks of the current
-//! rolling buffer under a lock (once per chunk) and fill them with no atomic
-//! read-modify-write, no syscall and no allocation: a record costs a
-//! timestamp, a few relaxed loads and plain stores, and a release store of
-//! its header word, which is written last so a reader of the buffer never
-//! sees half a record.
+//! One engine per process. Writers take regions of the current rolling
+//! buffer with one `fetch_add` on [`ALLOC`] (a lock only when the buffer is
+//! full and must be switched or marked full). A thread's regions start at
+//! one [`CHUNK_BYTES`] chunk and double up to [`REGION_MAX`]; records never
+//! cross a chunk boundary unless they are larger than a chunk. A record
+//! costs a timestamp, a few relaxed loads and plain stores: its body, a zero
+//! word after it inside its chunk (so a reader stops there instead of
+//! reading what an earlier pass of a circular buffer left), and its header
+//! word last, with release ordering.
 //!
 //! Every writer marks itself busy in its own [`ThreadSlot`] while it writes.
 //! Whoever changes what writers may touch (a switch of rolling buffers, stop,
@@ -16,7 +19,8 @@
 //!
 //! String and thread records go to the durable buffer once per trace and are
 //! then referenced by index; when the tables or the durable buffer are full,
-//! strings and threads are written inline instead.
+//! strings and threads are written inline instead. [`write_event`] inlines
+//! only the case where everything has an index; the rest is out of line.
 
 use std::collections::HashMap;
 use std::ptr;
@@ -95,19 +99,24 @@ impl Name {
         }
     }
 
+    #[inline(always)]
     fn of(s: &'static str, index: Option<u16>) -> Name {
         match index {
             Some(i) => Name {
                 reference: i,
                 inline: "",
             },
-            None => {
-                let s = clip_name(s);
-                Name {
-                    reference: wire::inline_string_ref(s.len()),
-                    inline: s,
-                }
-            }
+            None => Name::inline(s),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn inline(s: &'static str) -> Name {
+        let s = clip_name(s);
+        Name {
+            reference: wire::inline_string_ref(s.len()),
+            inline: s,
         }
     }
 }
@@ -120,22 +129,38 @@ fn clip_name(s: &'static str) -> &'static str {
     &s[..end]
 }
 
-/// One writing thread's state, shared with whoever quiesces writers.
-#[repr(align(64))]
+/// One writing thread's state, shared with whoever quiesces writers. The
+/// fields a record touches share one cache line.
+#[repr(C, align(64))]
 pub(crate) struct ThreadSlot {
     busy: AtomicU32,
+    /// [`GENERATION`] if this thread has a thread table index in it, else
+    /// [`NOT_READY`]. Set when a region is taken and when the thread is
+    /// registered, so it is current whenever `chunk_epoch` is (the
+    /// generation only changes between epochs).
+    generation: AtomicU32,
     owned: AtomicBool,
-    next: AtomicPtr<ThreadSlot>,
+    /// The write epoch the current region belongs to.
     chunk_epoch: AtomicU64,
+    /// Address of the next record in the current chunk.
     chunk_pos: AtomicUsize,
+    /// Address just past the current chunk (records never cross it).
     chunk_end: AtomicUsize,
     /// `generation << 8 | thread index` (index 0: inline).
     thread_ref: AtomicU64,
+    /// Address just past the current region.
+    region_end: AtomicUsize,
+    /// Size of the current region, which the next one doubles.
+    region: AtomicUsize,
     pid: AtomicU64,
     tid: AtomicU64,
+    next: AtomicPtr<ThreadSlot>,
 }
 
 static SLOTS: AtomicPtr<ThreadSlot> = AtomicPtr::new(ptr::null_mut());
+
+/// A slot generation no call site's `ready` ever holds.
+const NOT_READY: u32 = u32::MAX;
 
 thread_local! {
     static SLOT: std::cell::Cell<*const ThreadSlot> = const { std::cell::Cell::new(ptr::null()) };
@@ -154,6 +179,7 @@ impl Drop for SlotRelease {
             let slot = unsafe { &*p };
             slot.chunk_epoch.store(0, Ordering::Relaxed);
             slot.thread_ref.store(0, Ordering::Relaxed);
+            slot.generation.store(NOT_READY, Ordering::Relaxed);
             slot.owned.store(false, Ordering::Release);
         }
     }
@@ -179,12 +205,15 @@ fn claim_slot() -> &'static ThreadSlot {
         if p.is_null() {
             let s: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot {
                 busy: AtomicU32::new(0),
+                generation: AtomicU32::new(NOT_READY),
                 owned: AtomicBool::new(true),
                 next: AtomicPtr::new(ptr::null_mut()),
                 chunk_epoch: AtomicU64::new(0),
                 chunk_pos: AtomicUsize::new(0),
                 chunk_end: AtomicUsize::new(0),
                 thread_ref: AtomicU64::new(0),
+                region_end: AtomicUsize::new(0),
+                region: AtomicUsize::new(0),
                 pid: AtomicU64::new(0),
                 tid: AtomicU64::new(0),
             }));
@@ -217,6 +246,7 @@ fn claim_slot() -> &'static ThreadSlot {
     slot.tid.store(tid, Ordering::Relaxed);
     slot.chunk_epoch.store(0, Ordering::Relaxed);
     slot.thread_ref.store(0, Ordering::Relaxed);
+    slot.generation.store(NOT_READY, Ordering::Relaxed);
     SLOT.with(|s| s.set(slot));
     RELEASE.with(|_| {});
     slot
@@ -235,13 +265,41 @@ fn for_each_slot(mut f: impl FnMut(&ThreadSlot)) {
 /// 0 while no records may be written; otherwise the epoch chunks must carry.
 static WRITE_EPOCH: AtomicU64 = AtomicU64::new(0);
 /// Bumped whenever durable records are discarded; guards cached indexes.
+/// Never 0 (a call site not ready) nor [`NOT_READY`].
 static GENERATION: AtomicU32 = AtomicU32::new(1);
+
+fn bump_generation() {
+    let mut g = GENERATION.load(Ordering::Relaxed).wrapping_add(1);
+    if g == 0 || g == NOT_READY {
+        g = 1;
+    }
+    GENERATION.store(g, Ordering::Relaxed);
+}
 /// Start of the shared mapping.
 static BASE: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());
 static DURABLE_NEXT: AtomicU64 = AtomicU64::new(0);
 static DURABLE_SIZE: AtomicU64 = AtomicU64::new(0);
 static THREAD_NEXT: AtomicU32 = AtomicU32::new(1);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Where writers take regions: `wrapped << ALLOC_SHIFT | offset`, the
+/// rolling buffer `wrapped & 1` and the next free offset in it. Offsets only
+/// grow until the buffers are switched, so once an allocation runs past the
+/// end every later one does too.
+static ALLOC: AtomicU64 = AtomicU64::new(0);
+const ALLOC_SHIFT: u32 = 40;
+const ALLOC_OFFSET_MASK: u64 = (1 << ALLOC_SHIFT) - 1;
+const ALLOC_WRAPPED_MASK: u64 = (1 << (64 - ALLOC_SHIFT)) - 1;
+/// Addresses and sizes of the rolling buffers (size 0: none).
+static ROLLING_AT: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+static ROLLING_SIZE: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+/// The largest region one thread takes at once.
+static REGION_MAX: AtomicUsize = AtomicUsize::new(CHUNK_BYTES);
+/// Upper bound of [`REGION_MAX`].
+const MAX_REGION_BYTES: usize = 32 << 10;
+/// Set while the rolling buffers take no records: oneshot full, or
+/// streaming with both buffers waiting for the manager.
+static BLOCKED: AtomicBool = AtomicBool::new(false);
 
 /// Sends SAVE_BUFFER (wrapped count, durable end) in streaming mode.
 pub type SaveRequest = Box<dyn Fn(u32, u64) + Send>;
@@ -254,7 +312,6 @@ struct State {
     started: bool,
     next_epoch: u64,
     wrapped: u32,
-    offset: u64,
     full: bool,
     save_pending: bool,
     on_save: Option<SaveRequest>,
@@ -268,7 +325,6 @@ static STATE: Mutex<State> = Mutex::new(State {
     started: false,
     next_epoch: 1,
     wrapped: 0,
-    offset: 0,
     full: false,
     save_pending: false,
     on_save: None,
@@ -396,6 +452,19 @@ pub unsafe fn initialize(
         return Ok(());
     }
     BASE.store(base, Ordering::Release);
+    for (i, (at, size)) in ROLLING_AT.iter().zip(&ROLLING_SIZE).enumerate() {
+        let present = i < layout.rolling_count();
+        // Rolling offsets lie inside the `len`-byte mapping (Layout::new).
+        at.store(
+            base as usize + layout.rolling_offset(i) as usize,
+            Ordering::Relaxed,
+        );
+        size.store(
+            if present { layout.rolling[i] } else { 0 },
+            Ordering::Relaxed,
+        );
+    }
+    REGION_MAX.store(region_max(&layout), Ordering::Relaxed);
     st.layout = Some(layout);
     st.len = len;
     st.categories = categories;
@@ -405,11 +474,23 @@ pub unsafe fn initialize(
     Ok(())
 }
 
+/// The largest region for `layout`: 1/64 of the smaller rolling buffer,
+/// between one chunk and [`MAX_REGION_BYTES`].
+fn region_max(layout: &Layout) -> usize {
+    let smallest = layout.rolling[..layout.rolling_count()]
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0) as usize;
+    (smallest / 64 / CHUNK_BYTES * CHUNK_BYTES).clamp(CHUNK_BYTES, MAX_REGION_BYTES)
+}
+
 fn clear(st: &mut State, layout: &Layout, disposition: BufferDisposition) {
     st.wrapped = 0;
-    st.offset = 0;
     st.full = false;
     st.save_pending = false;
+    ALLOC.store(0, Ordering::Relaxed);
+    BLOCKED.store(false, Ordering::Relaxed);
     DROPPED.store(0, Ordering::Relaxed);
     if disposition == BufferDisposition::ClearEntire {
         let base = BASE.load(Ordering::Acquire);
@@ -419,7 +500,7 @@ fn clear(st: &mut State, layout: &Layout, disposition: BufferDisposition) {
         DURABLE_SIZE.store(layout.durable, Ordering::Relaxed);
         DURABLE_NEXT.store(0, Ordering::Relaxed);
         THREAD_NEXT.store(1, Ordering::Relaxed);
-        GENERATION.fetch_add(1, Ordering::Relaxed);
+        bump_generation();
         *STRINGS.lock().unwrap_or_else(|e| e.into_inner()) = Some(HashMap::new());
         let mut init = Vec::with_capacity(16);
         if encode(
@@ -491,11 +572,7 @@ fn finish_header(st: &State) {
     let Some(layout) = st.layout else { return };
     let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable) & !7;
     set_header(offset::DURABLE_DATA_END, durable);
-    let cur = (st.wrapped & 1) as usize;
-    set_header(
-        offset::ROLLING_DATA_END + 8 * cur,
-        st.offset.min(layout.rolling[cur]),
-    );
+    // The rolling data ends are kept by the writers (`refill`).
     set_wrapped(st.wrapped);
     set_header(offset::NUM_RECORDS_DROPPED, DROPPED.load(Ordering::Relaxed));
 }
@@ -508,7 +585,7 @@ pub fn terminate() {
     BASE.store(ptr::null_mut(), Ordering::Release);
     st.layout = None;
     st.on_save = None;
-    GENERATION.fetch_add(1, Ordering::Relaxed);
+    bump_generation();
 }
 
 /// The manager saved rolling buffer `wrapped & 1` (streaming).
@@ -516,6 +593,7 @@ pub fn buffer_saved(wrapped: u32) {
     let mut st = state();
     if st.save_pending && wrapped.wrapping_add(1) == st.wrapped {
         st.save_pending = false;
+        BLOCKED.store(false, Ordering::Relaxed);
     }
 }
 
@@ -627,6 +705,10 @@ fn thread_slow(slot: &ThreadSlot, generation: u32) -> u8 {
         (u64::from(generation) << 8) | u64::from(index),
         Ordering::Relaxed,
     );
+    slot.generation.store(
+        if index != 0 { generation } else { NOT_READY },
+        Ordering::Relaxed,
+    );
     index
 }
 
@@ -678,76 +760,90 @@ fn write_thread_names(pid: u64, tid: u64) {
     }
 }
 
-/// Takes a fresh chunk for a `bytes`-byte record. Called with `busy` set;
-/// returns with `busy` set and the chunk valid for the current epoch, or
-/// `None` (with `busy` clear) when the record must be dropped.
+/// Takes a fresh region for a `bytes`-byte record. Called with `busy` set
+/// and `epoch` read after setting it; returns with `busy` set and the region
+/// valid for the returned epoch, or `None` (with `busy` clear) when the
+/// record must be dropped.
+///
+/// Regions come from [`ALLOC`] with one `fetch_add`: no lock unless the
+/// rolling buffer is full. A thread's regions double from one chunk up to
+/// [`REGION_MAX`], so threads that write little waste little.
 #[cold]
 #[inline(never)]
-fn refill(slot: &ThreadSlot, bytes: usize) -> Option<u64> {
+fn refill(slot: &ThreadSlot, mut epoch: u64, bytes: usize) -> Option<u64> {
+    // Room for the record and the zero word after it.
+    let min = (bytes + 8).div_ceil(CHUNK_BYTES) * CHUNK_BYTES;
     for _ in 0..4 {
+        if BLOCKED.load(Ordering::Relaxed) {
+            slot.busy.store(0, Ordering::Release);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let want = if slot.chunk_epoch.load(Ordering::Relaxed) == epoch {
+            (slot.region.load(Ordering::Relaxed) * 2).min(REGION_MAX.load(Ordering::Relaxed))
+        } else {
+            CHUNK_BYTES
+        };
+        let need = want.max(min);
+        let v = ALLOC.fetch_add(need as u64, Ordering::Relaxed);
+        let wrapped = v >> ALLOC_SHIFT;
+        let off = v & ALLOC_OFFSET_MASK;
+        let cur = (wrapped & 1) as usize;
+        let end = off + need as u64;
+        if end <= ROLLING_SIZE[cur].load(Ordering::Relaxed) {
+            let start = ROLLING_AT[cur].load(Ordering::Relaxed) + off as usize;
+            // Older data in the region (circular mode) must not be read as
+            // records: each chunk starts with a zero word until a record
+            // replaces it, and every record is followed by a zero word
+            // within its chunk (`commit`).
+            for chunk in (start..start + need).step_by(CHUNK_BYTES) {
+                // SAFETY: [start, start + need) lies in rolling buffer
+                // `cur`, which stays mapped while a writer is busy, and the
+                // fetch_add above gave it to this thread alone.
+                unsafe { (chunk as *mut u64).write(0) };
+            }
+            if let Some(f) = header_field(offset::ROLLING_DATA_END + 8 * cur) {
+                f.fetch_max(end, Ordering::AcqRel);
+            }
+            let chunk_end = if bytes + 8 > CHUNK_BYTES {
+                start + need
+            } else {
+                start + CHUNK_BYTES
+            };
+            slot.chunk_pos.store(start, Ordering::Relaxed);
+            slot.chunk_end.store(chunk_end, Ordering::Relaxed);
+            slot.region_end.store(start + need, Ordering::Relaxed);
+            slot.region.store(need, Ordering::Relaxed);
+            let generation = GENERATION.load(Ordering::Relaxed);
+            let t = slot.thread_ref.load(Ordering::Relaxed);
+            slot.generation.store(
+                if (t >> 8) as u32 == generation && t as u8 != 0 {
+                    generation
+                } else {
+                    NOT_READY
+                },
+                Ordering::Relaxed,
+            );
+            slot.chunk_epoch.store(epoch, Ordering::Relaxed);
+            return Some(epoch);
+        }
+        // The buffer is full. Not busy while waiting for the lock: whoever
+        // holds it may be waiting for this thread to leave its record.
         slot.busy.store(0, Ordering::Release);
-        let epoch = {
-            let mut st = state();
-            let epoch = WRITE_EPOCH.load(Ordering::Acquire);
-            let layout = st.layout?;
-            if epoch == 0 || !st.started {
+        match buffer_full(wrapped, need) {
+            Full::Retry => {}
+            Full::Drop => {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            let need = bytes.div_ceil(CHUNK_BYTES) * CHUNK_BYTES;
-            let mut cur = (st.wrapped & 1) as usize;
-            if st.full || st.offset + need as u64 > layout.rolling[cur] {
-                match layout.mode {
-                    BufferingMode::Oneshot => {
-                        if !st.full {
-                            st.full = true;
-                            finish_header(&st);
-                        }
-                        DROPPED.fetch_add(1, Ordering::Relaxed);
-                        return None;
-                    }
-                    BufferingMode::Circular | BufferingMode::Streaming => {
-                        if st.save_pending || need as u64 > layout.rolling[cur ^ 1] {
-                            DROPPED.fetch_add(1, Ordering::Relaxed);
-                            return None;
-                        }
-                        let e = st.next_epoch;
-                        st.next_epoch += 1;
-                        quiesce(e);
-                        finish_header(&st);
-                        let before = st.wrapped;
-                        st.wrapped += 1;
-                        st.offset = 0;
-                        cur = (st.wrapped & 1) as usize;
-                        set_header(offset::ROLLING_DATA_END + 8 * cur, 0);
-                        set_wrapped(st.wrapped);
-                        if layout.mode == BufferingMode::Streaming {
-                            st.save_pending = true;
-                            let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable);
-                            if let Some(f) = &st.on_save {
-                                f(before, durable);
-                            }
-                        }
-                    }
-                }
-            }
-            let start = layout.rolling_offset(cur) as usize + st.offset as usize;
-            st.offset += need as u64;
-            set_header(offset::ROLLING_DATA_END + 8 * cur, st.offset);
-            slot.chunk_pos.store(start, Ordering::Relaxed);
-            slot.chunk_end.store(start + need, Ordering::Relaxed);
-            slot.chunk_epoch.store(epoch_now(), Ordering::Relaxed);
-            epoch_now()
-        };
+            Full::Stopped => return None,
+        }
         slot.busy.store(1, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
-        if WRITE_EPOCH.load(Ordering::Relaxed) == epoch {
-            let base = BASE.load(Ordering::Relaxed);
-            let pos = slot.chunk_pos.load(Ordering::Relaxed);
-            let end = slot.chunk_end.load(Ordering::Relaxed);
-            // SAFETY: [pos, end) is this thread's chunk in the current epoch;
-            // older data in it (circular mode) must not survive.
-            unsafe { ptr::write_bytes(base.add(pos), 0, end - pos) };
-            return Some(epoch);
+        epoch = WRITE_EPOCH.load(Ordering::Acquire);
+        if epoch == 0 {
+            slot.busy.store(0, Ordering::Release);
+            return None;
         }
     }
     slot.busy.store(0, Ordering::Release);
@@ -755,33 +851,211 @@ fn refill(slot: &ThreadSlot, bytes: usize) -> Option<u64> {
     None
 }
 
-fn epoch_now() -> u64 {
-    WRITE_EPOCH.load(Ordering::Acquire)
+/// What a writer that found the rolling buffer full does next.
+enum Full {
+    /// Take a region again (the buffers were switched).
+    Retry,
+    /// Drop the record (oneshot full, streaming waiting for the manager).
+    Drop,
+    /// Drop the record silently: the trace is stopping.
+    Stopped,
+}
+
+/// Handles a full rolling buffer `wrapped & 1` for a writer that needs
+/// `need` bytes: switches rolling buffers (circular, streaming) or marks the
+/// buffer full (oneshot). Called with `busy` clear.
+#[cold]
+fn buffer_full(wrapped: u64, need: usize) -> Full {
+    let mut st = state();
+    if ALLOC.load(Ordering::Acquire) >> ALLOC_SHIFT != wrapped {
+        // Another writer switched buffers already.
+        return Full::Retry;
+    }
+    let Some(layout) = st.layout else {
+        return Full::Stopped;
+    };
+    if !st.started || WRITE_EPOCH.load(Ordering::Acquire) == 0 {
+        return Full::Stopped;
+    }
+    match layout.mode {
+        BufferingMode::Oneshot => {
+            if !st.full {
+                st.full = true;
+                BLOCKED.store(true, Ordering::Relaxed);
+                finish_header(&st);
+            }
+            Full::Drop
+        }
+        BufferingMode::Circular | BufferingMode::Streaming => {
+            let next = st.wrapped.wrapping_add(1);
+            let next_cur = (next & 1) as usize;
+            if need as u64 > layout.rolling[next_cur] {
+                return Full::Drop;
+            }
+            if st.save_pending {
+                BLOCKED.store(true, Ordering::Relaxed);
+                return Full::Drop;
+            }
+            let e = st.next_epoch;
+            st.next_epoch += 1;
+            quiesce(e);
+            // Buffer `wrapped` is quiescent: finish it, open the other.
+            finish_header(&st);
+            let before = st.wrapped;
+            st.wrapped = next;
+            set_header(offset::ROLLING_DATA_END + 8 * next_cur, 0);
+            set_wrapped(next);
+            ALLOC.store(
+                (u64::from(next) & ALLOC_WRAPPED_MASK) << ALLOC_SHIFT,
+                Ordering::Release,
+            );
+            if layout.mode == BufferingMode::Streaming {
+                st.save_pending = true;
+                let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable);
+                if let Some(f) = &st.on_save {
+                    f(before, durable);
+                }
+            }
+            Full::Retry
+        }
+    }
 }
 
 /// The most arguments one event carries.
 pub const MAX_ARGS: usize = wire::MAX_ARGS;
 
-/// Writes one event record of `site`: the hot path of every macro.
+/// Writes one event record of `site` that happened at `ts`: the hot path
+/// of every macro.
 ///
 /// `trailer` holds the words after the arguments (end time, id, scope).
-/// Arguments past [`MAX_ARGS`] are left out.
+/// Arguments past [`MAX_ARGS`] are left out. Taking the arguments by value
+/// lets the compiler keep them in registers: they reach memory only on the
+/// out-of-line path.
 #[inline(always)]
-pub fn write_event(
+pub fn write_event<const N: usize>(
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: [(&'static StaticName, Value<'_>); N],
+    trailer: &[u64],
+) {
+    let Some((slot, epoch)) = enter() else {
+        return;
+    };
+    if !write_indexed(slot, epoch, site, event_type, ts, &args, trailer) {
+        write_event_general_owned(slot, epoch, site, event_type, ts, args, trailer);
+    }
+}
+
+/// [`write_event`] for arguments only known at run time (the C ABI, the
+/// `tracing` layer).
+pub fn write_event_dyn(
     site: &'static Callsite,
     event_type: u8,
     ts: u64,
     args: &[(&'static StaticName, Value<'_>)],
     trailer: &[u64],
 ) {
+    let Some((slot, epoch)) = enter() else {
+        return;
+    };
+    if !write_indexed(slot, epoch, site, event_type, ts, args, trailer) {
+        write_event_general(slot, epoch, site, event_type, ts, args, trailer);
+    }
+}
+
+/// Marks this thread busy and returns its slot and the write epoch, or
+/// `None` (not busy) when no trace is being written.
+#[inline(always)]
+fn enter() -> Option<(&'static ThreadSlot, u64)> {
     let slot = slot();
     slot.busy.store(1, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    let epoch = WRITE_EPOCH.load(Ordering::Relaxed);
+    let epoch = WRITE_EPOCH.load(Ordering::Acquire);
     if epoch == 0 {
         slot.busy.store(0, Ordering::Release);
-        return;
+        return None;
     }
+    Some((slot, epoch))
+}
+
+/// Writes the record if it is the common case: this thread has a region of
+/// this epoch, and the category, name, thread and argument names all have
+/// table indexes of this trace, so the record has no inline strings.
+/// Returns false, having written nothing, otherwise.
+#[inline(always)]
+fn write_indexed(
+    slot: &'static ThreadSlot,
+    epoch: u64,
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: &[(&'static StaticName, Value<'_>)],
+    trailer: &[u64],
+) -> bool {
+    let generation = slot.generation.load(Ordering::Relaxed);
+    let mut indexed = (slot.chunk_epoch.load(Ordering::Relaxed) == epoch)
+        & (site.ready.load(Ordering::Relaxed) == generation)
+        & (args.len() <= MAX_ARGS);
+    let mut words = 2 + trailer.len();
+    // An argument name is ready if its cache holds this generation and a
+    // non-zero index: one subtraction and one compare.
+    let ready_base = (u64::from(generation) << 32) | 1;
+    for (n, v) in args {
+        let c = n.cache.load(Ordering::Relaxed);
+        indexed &= c.wrapping_sub(ready_base) < u64::from(MAX_STRING_INDEX);
+        words += 1 + v.value_words();
+    }
+    if !indexed || words > wire::MAX_RECORD_WORDS {
+        return false;
+    }
+    let Some((rec, mut w)) = reserve_checked::<false>(slot, epoch, words) else {
+        return true;
+    };
+    let s = site.strings.load(Ordering::Relaxed);
+    let (cat, name) = (((s >> 16) & 0xFFFF) as u16, s as u16);
+    let thread = slot.thread_ref.load(Ordering::Relaxed) as u8;
+    w.push(ts);
+    for (n, v) in args {
+        v.write_indexed(n.cache.load(Ordering::Relaxed) as u16, &mut w);
+    }
+    for &t in trailer {
+        w.push(t);
+    }
+    let header = wire::event_header(words, event_type, args.len(), thread, cat, name);
+    commit(slot, rec, header, words);
+    true
+}
+
+/// [`write_event_general`] taking the arguments by value, so that only this
+/// path stores them.
+#[cold]
+#[inline(never)]
+fn write_event_general_owned<const N: usize>(
+    slot: &ThreadSlot,
+    epoch: u64,
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: [(&'static StaticName, Value<'_>); N],
+    trailer: &[u64],
+) {
+    write_event_general(slot, epoch, site, event_type, ts, &args, trailer);
+}
+
+/// [`write_event`] for records with inline strings or threads, or names not
+/// yet in the tables. Called with `busy` set and `epoch` current.
+#[cold]
+#[inline(never)]
+fn write_event_general(
+    slot: &ThreadSlot,
+    epoch: u64,
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: &[(&'static StaticName, Value<'_>)],
+    trailer: &[u64],
+) {
     let generation = GENERATION.load(Ordering::Relaxed);
     let s = site.strings.load(Ordering::Relaxed);
     let (cat, name) = if (s >> 32) as u32 == generation {
@@ -800,7 +1074,7 @@ pub fn write_event(
     };
     let args = &args[..args.len().min(MAX_ARGS)];
     // Names are looked up twice (here and when writing) rather than kept in
-    // an array: a cached lookup is one load, an array costs its zeroing.
+    // an array: a cached lookup is one load.
     let mut arg_words = 0;
     for (n, v) in args {
         arg_words += v.words(&cached_name(&n.cache, n.name, generation));
@@ -846,20 +1120,33 @@ pub fn write_event(
 /// Reserves `words` words in this thread's chunk (taking a new chunk if
 /// needed); returns the record's first word and a writer for its body, or
 /// `None` (with `busy` clear) when the record is dropped.
+///
+/// Every chunk keeps room for the zero word after its last record, so a
+/// record fits only if it ends before the chunk does.
 #[inline(always)]
 fn reserve(slot: &ThreadSlot, epoch: u64, words: usize) -> Option<(*mut u64, Words)> {
+    reserve_checked::<true>(slot, epoch, words)
+}
+
+/// [`reserve`], skipping the epoch check unless `CHECK_EPOCH` (the caller
+/// has checked that this thread's region belongs to `epoch`).
+#[inline(always)]
+fn reserve_checked<const CHECK_EPOCH: bool>(
+    slot: &ThreadSlot,
+    epoch: u64,
+    words: usize,
+) -> Option<(*mut u64, Words)> {
     let bytes = words * 8;
     let mut pos = slot.chunk_pos.load(Ordering::Relaxed);
-    if slot.chunk_epoch.load(Ordering::Relaxed) != epoch
-        || pos + bytes > slot.chunk_end.load(Ordering::Relaxed)
+    if (CHECK_EPOCH && slot.chunk_epoch.load(Ordering::Relaxed) != epoch)
+        || pos + bytes >= slot.chunk_end.load(Ordering::Relaxed)
     {
-        refill(slot, bytes)?;
+        next_chunk(slot, epoch, bytes)?;
         pos = slot.chunk_pos.load(Ordering::Relaxed);
     }
-    let base = BASE.load(Ordering::Relaxed);
-    // SAFETY: [pos, pos + bytes) lies in this thread's chunk of the current
-    // epoch, which no one else writes and no one reads before `busy` clears.
-    let rec = unsafe { base.add(pos) } as *mut u64;
+    // [pos, pos + bytes) lies in this thread's region of the current epoch,
+    // which no one else writes and no one reads before `busy` clears.
+    let rec = pos as *mut u64;
     // SAFETY: as above; the record's body starts one word in.
     let w = Words {
         p: unsafe { rec.add(1) },
@@ -867,13 +1154,35 @@ fn reserve(slot: &ThreadSlot, epoch: u64, words: usize) -> Option<(*mut u64, Wor
     Some((rec, w))
 }
 
-/// Publishes a record whose body is written: header last, then not busy.
+/// Moves to the next chunk of this thread's region, or takes a new region
+/// (`refill`). Same contract as `refill`.
+#[cold]
+#[inline(never)]
+fn next_chunk(slot: &ThreadSlot, epoch: u64, bytes: usize) -> Option<u64> {
+    let end = slot.chunk_end.load(Ordering::Relaxed);
+    if slot.chunk_epoch.load(Ordering::Relaxed) == epoch
+        && bytes < CHUNK_BYTES
+        && end + CHUNK_BYTES <= slot.region_end.load(Ordering::Relaxed)
+    {
+        // The chunk left behind ends in a zero word (`commit`).
+        slot.chunk_pos.store(end, Ordering::Relaxed);
+        slot.chunk_end.store(end + CHUNK_BYTES, Ordering::Relaxed);
+        return Some(epoch);
+    }
+    refill(slot, epoch, bytes)
+}
+
+/// Publishes a record whose body is written: the zero word after it (so a
+/// reader stops there), the header last, then not busy.
 #[inline(always)]
 fn commit(slot: &ThreadSlot, rec: *mut u64, header: u64, words: usize) {
+    let next = rec as usize + words * 8;
+    // SAFETY: `next` is 8-aligned and inside this thread's chunk, which
+    // `reserve` keeps room in for this word.
+    unsafe { (next as *mut u64).write(0) };
     // SAFETY: `rec` is the first word of the reserved space, 8-aligned.
     unsafe { (*(rec as *const AtomicU64)).store(header, Ordering::Release) };
-    let pos = slot.chunk_pos.load(Ordering::Relaxed);
-    slot.chunk_pos.store(pos + words * 8, Ordering::Relaxed);
+    slot.chunk_pos.store(next, Ordering::Relaxed);
     slot.busy.store(0, Ordering::Release);
 }
 
@@ -884,7 +1193,7 @@ pub fn write_blob(site: &'static Callsite, blob_type: u8, payload: &[u8]) {
     let slot = slot();
     slot.busy.store(1, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    let epoch = WRITE_EPOCH.load(Ordering::Relaxed);
+    let epoch = WRITE_EPOCH.load(Ordering::Acquire);
     if epoch == 0 {
         slot.busy.store(0, Ordering::Release);
         return;
@@ -918,6 +1227,14 @@ fn site_names_slow(site: &'static Callsite, generation: u32) -> (Name, Name) {
         (u64::from(generation) << 32)
             | (u64::from(c.unwrap_or(0)) << 16)
             | u64::from(n.unwrap_or(0)),
+        Ordering::Relaxed,
+    );
+    site.ready.store(
+        if c.is_some() && n.is_some() {
+            generation
+        } else {
+            0
+        },
         Ordering::Relaxed,
     );
     (Name::of(site.category, c), Name::of(site.name, n))

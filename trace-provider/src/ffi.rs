@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use trace_common::fxt::wire::event_type;
 
 use crate::__private::now;
-use crate::engine::{MAX_ARGS, write_event};
+use crate::engine::{MAX_ARGS, write_event_dyn};
 use crate::{Callsite, Provider, StaticName, Value};
 
 /// Argument types of `trace_arg_t`.
@@ -219,7 +219,7 @@ unsafe fn emit(
         };
         list.push((name, v));
     }
-    write_event(site, kind, ts, &list, trailer);
+    write_event_dyn(site, kind, ts, &list, trailer);
 }
 
 macro_rules! simple {

@@ -15,7 +15,8 @@ use tracing_core::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::__private::{event_type, now, write_event};
+use crate::__private::{event_type, now};
+use crate::engine::write_event_dyn;
 use crate::{Callsite, StaticName, Value};
 
 /// The layer; add it with `tracing_subscriber::registry().with(TraceLayer)`.
@@ -126,7 +127,7 @@ fn write(
     for (n, v) in fields.args.iter().take(crate::engine::MAX_ARGS - 1) {
         args.push((arg_name(n), v.value()));
     }
-    write_event(site, kind, ts, &args, trailer);
+    write_event_dyn(site, kind, ts, &args, trailer);
 }
 
 impl<S> Layer<S> for TraceLayer

@@ -172,7 +172,7 @@ pub mod __private {
                 self.site,
                 event_type::DURATION_COMPLETE,
                 self.start,
-                &self.args,
+                self.args,
                 &[end],
             );
         }

@@ -27,11 +27,13 @@ macro_rules! __trace_event {
     ($cat:expr, $name:expr, $ty:expr, $trailer:expr $(, $k:literal => $v:expr)*) => {{
         static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
         if __SITE.enabled() {
+            // Keeps the disabled case a fall-through past the call.
+            ::core::hint::cold_path();
             $crate::__private::write_event(
                 &__SITE,
                 $ty,
                 $crate::__private::now(),
-                &$crate::__trace_args!($($k => $v),*),
+                $crate::__trace_args!($($k => $v),*),
                 $trailer,
             );
         }
@@ -74,6 +76,7 @@ macro_rules! duration {
     ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {
         static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
         let __trace_duration = if __SITE.enabled() {
+            ::core::hint::cold_path();
             Some($crate::__private::DurationScope::new(
                 &__SITE,
                 $crate::__trace_args!($($k => $v),*),
@@ -202,6 +205,7 @@ macro_rules! __trace_blob {
     ($cat:expr, $name:expr, $bytes:expr) => {{
         static __SITE: $crate::__private::Callsite = $crate::__private::Callsite::new($cat, $name);
         if __SITE.enabled() {
+            ::core::hint::cold_path();
             $crate::engine::write_blob(&__SITE, 1, ::core::convert::AsRef::<[u8]>::as_ref($bytes));
         }
     }};

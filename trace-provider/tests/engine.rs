@@ -1,5 +1,6 @@
 //! The engine writing into a real buffer, read back the way the manager
 //! reads it: header, durable records, rolling buffers walked by chunks.
+#![cfg(not(feature = "off"))]
 
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -317,6 +318,112 @@ fn circular_keeps_the_newest_and_durable_strings_stay_valid() {
         }
     }
     assert!(kept >= 1);
+}
+
+/// Indexes cached by call sites in one trace must not leak into the next,
+/// whatever record a thread writes first (a blob takes a region without
+/// registering the thread).
+#[test]
+fn a_new_trace_never_reuses_indexes_of_the_last() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fn emit(first_blob: bool) {
+        if first_blob {
+            trace_provider::blob!("gen", "blob", b"payload");
+        }
+        trace_provider::instant!("gen", "second", "k2" => 2u64);
+        trace_provider::instant!("gen", "first", "k1" => 1u64);
+    }
+    for round in 0..3 {
+        let mut buf = Buffer::new(BufferingMode::Oneshot, 64 * 1024);
+        buf.attach(&[], None);
+        engine::start(BufferDisposition::ClearEntire, vec![]);
+        // Interned in a different order each round, so stale indexes
+        // would name the wrong strings.
+        if round % 2 == 1 {
+            std::thread::spawn(|| {
+                trace_provider::instant!("gen-other", "padding", "pad" => 0u64);
+            })
+            .join()
+            .unwrap();
+        }
+        emit(round > 0);
+        std::thread::spawn(move || emit(round > 0)).join().unwrap();
+        engine::stop();
+        let bytes = buf.bytes();
+        engine::terminate();
+        let ev = events(&collect_at_stop(&bytes, BufferingMode::Oneshot));
+        let named: Vec<_> = ev
+            .iter()
+            .filter(|e| e.category == "gen")
+            .map(|e| (e.name.as_str(), e.args[0].0.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("second", "k2"),
+                ("first", "k1"),
+                ("second", "k2"),
+                ("first", "k1")
+            ],
+            "round {round}"
+        );
+    }
+}
+
+/// Circular mode reuses each rolling buffer many times. Records of varying
+/// size (and a few larger than a chunk) make every pass leave its record
+/// boundaries elsewhere: reading any leftover of an earlier pass would show
+/// as an undecodable record or a gap in a thread's sequence.
+#[test]
+fn circular_reuse_never_reads_leftovers_of_earlier_passes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Circular, 4 << 20);
+    buf.attach(&["load"], None);
+    engine::start(BufferDisposition::ClearEntire, vec![]);
+    let per = 150_000u64;
+    let text = "x".repeat(64);
+    let blob = vec![0xA5u8; 6000];
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let (text, blob) = (text.clone(), blob.clone());
+            std::thread::spawn(move || {
+                for i in 0..per {
+                    let s = &text[..(i % 61) as usize];
+                    trace_provider::instant!("load", "ev", "seq" => i, "s" => s);
+                    if i % 5000 == 0 {
+                        trace_provider::blob!("load", "big", &blob);
+                    }
+                }
+                tid()
+            })
+        })
+        .collect();
+    let tids: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let stats = engine::stop();
+    let bytes = buf.bytes();
+    engine::terminate();
+    let h = header(&bytes);
+    assert!(h.wrapped_count >= 4, "the buffers were reused: {h:?}");
+    let ev = events(&collect_at_stop(&bytes, BufferingMode::Circular));
+    assert_eq!(stats.dropped, 0);
+    let mut kept = 0;
+    for t in tids {
+        let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).collect();
+        for e in &mine {
+            let i = seq(e);
+            let s = &e.args.iter().find(|(n, _)| n == "s").unwrap().1;
+            assert_eq!(s.len() as u64, i % 61, "event {i} carries its own string");
+        }
+        let seqs: Vec<_> = mine.iter().map(|e| seq(e)).collect();
+        if let Some(&last) = seqs.last() {
+            kept += seqs.len();
+            assert_eq!(last, per - 1);
+            assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "a gap");
+        }
+    }
+    // The older and the current rolling buffer hold about 4 MiB of ~60-byte
+    // records.
+    assert!(kept > 20_000, "kept {kept}");
 }
 
 #[test]

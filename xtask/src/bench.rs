@@ -2,11 +2,12 @@
 //!
 //! `cargo xtask bench provider` ([`provider_bench`]) builds and runs the
 //! `provider_bench` binary of the `tests` crate: the userspace engine's
-//! nanoseconds per event for a disabled category check, an instant, a
-//! complete duration with two integer arguments and a counter, with one and
-//! two writing threads, beside the floor of reading the same clock and
-//! copying the same bytes, measured in the same run. It needs neither root
-//! nor a trace manager: the engine writes into a buffer in that process.
+//! nanoseconds per event for a disabled category check, an instant (without
+//! and with two integer arguments), a complete duration with two integer
+//! arguments, a counter and the engine alone without a clock read, with one
+//! and two writing threads, beside the floor of reading the same clock and
+//! copying the same bytes, measured in the same rounds. It needs neither
+//! root nor a trace manager: the engine writes into a memfd in that process.
 //!
 //! `cargo xtask bench kernel` ([`bench`]) measures what recording costs the
 //! traced workload.

@@ -7,7 +7,8 @@ use anyhow::{Result, bail};
 use crate::run::{cargo, is_root, run};
 
 /// Checks formatting and lints, builds every binary, then runs every test,
-/// the end-to-end tests with real eBPF included (they need root).
+/// the end-to-end tests with real eBPF included (they need root), and the
+/// provider library's compile-time off switch.
 pub fn test(extra: &[String]) -> Result<()> {
     if !is_root() {
         bail!(
@@ -28,5 +29,18 @@ pub fn test(extra: &[String]) -> Result<()> {
     run(cargo().args(["build", "--workspace", "--bins"]))?;
     let mut cmd: Command = cargo();
     cmd.args(["test", "--workspace"]).args(extra);
-    run(&mut cmd)
+    run(&mut cmd)?;
+    // The compile-time off switch: every macro must compile to nothing.
+    if extra.is_empty() {
+        run(cargo().args([
+            "test",
+            "-p",
+            "trace-provider",
+            "--features",
+            "off",
+            "--test",
+            "off",
+        ]))?;
+    }
+    Ok(())
 }

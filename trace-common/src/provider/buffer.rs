@@ -8,10 +8,13 @@
 //!
 //! Two differences from Fuchsia, both forced by writers that never share a
 //! cache line on the hot path:
-//! - Writers take the rolling buffers in [`CHUNK_BYTES`] chunks, one chunk
-//!   per thread at a time, and fill them without atomics. A chunk that is not
-//!   filled up ends in zero words, so [`RecordWalk`] in
-//!   [`WalkMode::Chunked`] jumps from a zero word to the next chunk boundary.
+//! - Writers take the rolling buffers in regions of whole [`CHUNK_BYTES`]
+//!   chunks, each thread its own, and fill them without atomics. Every chunk
+//!   of a region starts with a zero word until a record replaces it, and
+//!   every record is followed by a zero word within its chunk, so
+//!   [`RecordWalk`] in [`WalkMode::Chunked`] jumps from a zero word to the
+//!   next chunk boundary and never reads what an earlier pass over a
+//!   circular buffer left behind.
 //! - Oneshot mode has a durable buffer too (and a single rolling buffer):
 //!   records of different threads land in different chunks, so a string
 //!   record in a rolling buffer could follow the first record that uses it.
