@@ -76,8 +76,9 @@ fn records_pingpong_threads_and_their_lifecycle() {
     let file = temp_path("pingpong.fxt");
     let rounds = 2000u64;
     let t0 = monotonic_ns();
+    // Every process (`-a`): the fork of the command is the recorder's.
     let out = Command::new(trace_cli())
-        .args(["record", "-c", "kernel:sched,kernel:proc", "-o"])
+        .args(["record", "-a", "-c", "kernel:sched,kernel:proc", "-o"])
         .arg(&file)
         .arg("--")
         .arg(pingpong())

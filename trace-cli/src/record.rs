@@ -12,7 +12,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::provider::BufferingMode;
-use trace_manager::kernel::KernelError;
+use trace_manager::kernel::{FollowHook, KernelError};
 use trace_manager::recording::{RecordConfig, RecordError, Recording, kernel_categories};
 use trace_manager::userspace::UserspaceConfig;
 
@@ -51,7 +51,18 @@ pub struct RecordArgs {
     /// Buffer size of one provider: NAME=MEGABYTES (may repeat).
     #[arg(long = "provider-buffer", value_name = "NAME=MB")]
     provider_buffers: Vec<String>,
-    /// Run this command and stop when it exits.
+    /// Record kernel events of this process only (all its threads, and the
+    /// threads and processes it creates during the recording); may repeat
+    /// or be comma-separated.
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pids: Vec<u32>,
+    /// With a COMMAND, record kernel events of every process, not only the
+    /// command's.
+    #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
+    all_processes: bool,
+    /// Run this command and stop when it exits. Kernel events are recorded
+    /// for its process tree only (and the `--pid` processes), unless
+    /// `--all-processes`.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -82,6 +93,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     if categories.is_empty() || !kernel_categories(&categories).is_empty() {
         check_privileges()?;
+    }
+    if let Some(&pid) = args
+        .pids
+        .iter()
+        .find(|&&p| p == 0 || !std::path::Path::new(&format!("/proc/{p}")).is_dir())
+    {
+        bail!("no process with id {pid}");
     }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -123,24 +141,38 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 .cloned()
                 .collect(),
         }),
+        pids: if !args.pids.is_empty() || (!args.command.is_empty() && !args.all_processes) {
+            Some(args.pids.clone())
+        } else {
+            None
+        },
     };
     let mut recording =
         Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
 
     let mut child = match args.command.split_first() {
-        Some((program, rest)) => Some(
-            Command::new(program)
-                .args(rest)
-                .spawn()
-                .with_context(|| format!("cannot run {program:?}"))?,
-        ),
+        Some((program, rest)) => {
+            let child = start_command(program, rest, recording.follow_hook())?;
+            if config.pids.is_some()
+                && let Some(pid) = child.id()
+            {
+                // Names it (it follows itself already); it may have exited.
+                if let Err(e) = recording.follow(pid) {
+                    log::debug!("naming the command: {e}");
+                }
+            }
+            Some(child)
+        }
         None => None,
     };
     let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let duration = args.duration.map(Duration::from_secs_f64);
+    // Printed once every provider is attached: scripts may wait for it.
     if child.is_none() && duration.is_none() {
         eprintln!("trace-cli: recording; press Ctrl-C to stop");
+    } else {
+        eprintln!("trace-cli: recording");
     }
 
     let stop = async {
@@ -175,12 +207,13 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     }
 
     eprintln!(
-        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events) in {:.1} s, \
-         {} records, {} bytes, {} dropped{}{} -> {}",
+        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
+         calls) in {:.1} s, {} records, {} bytes, {} dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
         stats.counts.proc_events,
+        stats.counts.syscalls,
         stats.duration.as_secs_f64(),
         stats.records,
         stats.bytes,
@@ -217,6 +250,28 @@ fn providers_summary(p: &[trace_manager::userspace::ProviderStats]) -> String {
         records,
         dropped
     )
+}
+
+/// Starts `program` with `args`. With `hook`, the child calls it between
+/// fork and exec, so the pid filter follows the command from its first
+/// instruction.
+fn start_command(
+    program: &str,
+    args: &[String],
+    hook: Option<FollowHook>,
+) -> Result<tokio::process::Child> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some(hook) = hook {
+        // SAFETY: the closure runs in the child between fork and exec; it
+        // makes two system calls (getpid, bpf) on values it owns, which is
+        // async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || hook.follow_self());
+        }
+    }
+    cmd.spawn()
+        .with_context(|| format!("cannot run {program:?}"))
 }
 
 enum StopReason {

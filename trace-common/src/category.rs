@@ -8,6 +8,9 @@
 pub const KERNEL_SCHED: &str = "kernel:sched";
 /// The kernel provider's process category: fork, exec, exit, rename.
 pub const KERNEL_PROC: &str = "kernel:proc";
+/// The kernel provider's system call category: every system call as a
+/// duration on its thread.
+pub const KERNEL_SYSCALL: &str = "kernel:syscall";
 
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
@@ -18,6 +21,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_PROC,
         "process and thread lifecycle: fork, exec, exit and renames, with names",
+    ),
+    (
+        KERNEL_SYSCALL,
+        "every system call as a duration on its thread: name, number, arguments, return value",
     ),
 ];
 

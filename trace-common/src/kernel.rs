@@ -22,7 +22,7 @@
 use core::fmt;
 use core::mem::size_of;
 
-use crate::category::{KERNEL_PROC, KERNEL_SCHED};
+use crate::category::{KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
 
 /// Length of a kernel task name (`TASK_COMM_LEN`), NUL terminator included.
 pub const COMM_LEN: usize = 16;
@@ -41,15 +41,40 @@ pub const MAP_LAYOUT: &str = "LAYOUT";
 /// `COUNTER_*` constants.
 pub const MAP_COUNTERS: &str = "COUNTERS";
 
+/// Name of the hash map of followed thread ids (`u32` → `u8`, the value
+/// unused) while [`KernelLayout::filter`] has [`FILTER_PIDS`]: userspace puts
+/// the threads of the requested processes in it, and the programs add every
+/// task a followed task creates and remove tasks that exit.
+pub const MAP_FOLLOWED: &str = "FOLLOWED";
+
+/// Most threads [`MAP_FOLLOWED`] holds.
+pub const FOLLOWED_MAX: u32 = 65_536;
+
+/// [`KernelLayout::filter`] bit: record only events of followed threads
+/// ([`MAP_FOLLOWED`]).
+pub const FILTER_PIDS: u32 = 1;
+
+/// [`KernelLayout::filter`] bit: the `kernel:proc` programs write events
+/// (without it they are attached only to follow new and exiting tasks).
+pub const EMIT_PROC: u32 = 2;
+
 /// Counter index: events lost because the ring buffer was full.
 pub const COUNTER_RINGBUF_FULL: u32 = 0;
 
 /// Counter index: events lost because the layout map was not filled in.
 pub const COUNTER_NO_LAYOUT: u32 = 1;
 
+/// Counter index: new tasks of followed processes that could not be
+/// followed because [`MAP_FOLLOWED`] was full (their events are missing).
+pub const COUNTER_FOLLOW_FULL: u32 = 2;
+
 /// Number of entries in the [`MAP_COUNTERS`] map. Every counter counts lost
-/// events.
-pub const COUNTER_COUNT: u32 = 2;
+/// events (or, for [`COUNTER_FOLLOW_FULL`], lost threads).
+pub const COUNTER_COUNT: u32 = 3;
+
+/// Arguments a system call passes (registers `raw_syscalls:sys_enter`
+/// records).
+pub const SYSCALL_ARGS: usize = 6;
 
 /// Value written for a signed integer field the running kernel's tracepoint
 /// lacks (all bits set, as for [`ABSENT_ID`]).
@@ -149,7 +174,24 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         group: "task",
         event: "task_rename",
     },
+    TracepointSpec {
+        category: KERNEL_SYSCALL,
+        program: "sys_enter",
+        group: "raw_syscalls",
+        event: "sys_enter",
+    },
+    TracepointSpec {
+        category: KERNEL_SYSCALL,
+        program: "sys_exit",
+        group: "raw_syscalls",
+        event: "sys_exit",
+    },
 ];
+
+/// The programs that follow new and exiting tasks for a pid filter
+/// ([`FILTER_PIDS`]): attached whenever a filter is set, whatever the
+/// categories.
+pub const FOLLOW_PROGRAMS: &[&str] = &["task_newtask", "sched_process_exit"];
 
 // ---------------------------------------------------------------------------
 // Userspace → eBPF: where the tracepoint fields are.
@@ -310,6 +352,33 @@ pub struct TaskRenameLayout {
     pub newcomm: FieldLoc,
 }
 
+/// Field locations of `raw_syscalls:sys_enter`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SysEnterLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `long id`: the system call number.
+    pub id: FieldLoc,
+    /// `unsigned long args[6]`: an array of 8-byte words (`size` / 8 of
+    /// them, at most [`SYSCALL_ARGS`]).
+    pub args: FieldLoc,
+}
+
+/// Field locations of `raw_syscalls:sys_exit`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SysExitLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `long id`: the system call number.
+    pub id: FieldLoc,
+    /// `long ret`: the return value (a negative errno on failure).
+    pub ret: FieldLoc,
+}
+
 /// Every tracepoint's field locations, and when to wake the reader: the one
 /// value of the [`MAP_LAYOUT`] map. A tracepoint whose category is disabled
 /// keeps all fields absent.
@@ -341,14 +410,23 @@ pub struct KernelLayout {
     pub process_exit: ProcessExitLayout,
     /// `task:task_rename`.
     pub task_rename: TaskRenameLayout,
+    /// `raw_syscalls:sys_enter`.
+    pub sys_enter: SysEnterLayout,
+    /// `raw_syscalls:sys_exit`.
+    pub sys_exit: SysExitLayout,
     /// Zero (keeps the size a multiple of 4 without implicit padding).
     pub reserved_end: u16,
+    /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
+    pub filter: u32,
+    /// Process id of the recorder itself: its system calls are not
+    /// recorded (they would record its own reading of the events).
+    pub self_tgid: u32,
 }
 
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 2;
+    pub const VERSION: u16 = 3;
 }
 
 // ---------------------------------------------------------------------------
@@ -372,6 +450,10 @@ pub enum EventKind {
     Exit = 6,
     /// [`TaskRenameEvent`].
     Rename = 7,
+    /// [`SysEnterEvent`].
+    SysEnter = 8,
+    /// [`SysExitEvent`].
+    SysExit = 9,
 }
 
 impl EventKind {
@@ -385,6 +467,8 @@ impl EventKind {
             5 => EventKind::Exec,
             6 => EventKind::Exit,
             7 => EventKind::Rename,
+            8 => EventKind::SysEnter,
+            9 => EventKind::SysExit,
             _ => return None,
         })
     }
@@ -399,6 +483,8 @@ impl EventKind {
             EventKind::Exec => size_of::<ProcessExecEvent>(),
             EventKind::Exit => size_of::<ProcessExitEvent>(),
             EventKind::Rename => size_of::<TaskRenameEvent>(),
+            EventKind::SysEnter => size_of::<SysEnterEvent>(),
+            EventKind::SysExit => size_of::<SysExitEvent>(),
         }
     }
 }
@@ -553,6 +639,30 @@ pub struct TaskRenameEvent {
     pub newcomm: [u8; COMM_LEN],
 }
 
+/// `raw_syscalls:sys_enter`: the current task entered a system call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SysEnterEvent {
+    /// Common header; `tid`/`tgid` are the caller's.
+    pub header: EventHeader,
+    /// System call number ([`ABSENT_INT`] when the field is absent).
+    pub id: i64,
+    /// The argument registers (zero where the record has fewer).
+    pub args: [u64; SYSCALL_ARGS],
+}
+
+/// `raw_syscalls:sys_exit`: the current task returned from a system call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SysExitEvent {
+    /// Common header; `tid`/`tgid` are the caller's.
+    pub header: EventHeader,
+    /// System call number ([`ABSENT_INT`] when the field is absent).
+    pub id: i64,
+    /// Return value: a negative errno on failure.
+    pub ret: i64,
+}
+
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
     assert!(size_of::<EventHeader>() == 24);
@@ -563,9 +673,11 @@ const _: () = {
     assert!(size_of::<ProcessExecEvent>() == 312);
     assert!(size_of::<ProcessExitEvent>() == 56);
     assert!(size_of::<TaskRenameEvent>() == 64);
-    // version, reserved, wakeup_bytes, 8 record sizes, 31 fields, reserved_end:
-    // no implicit padding anywhere.
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 8 * 2 + 31 * 6 + 2);
+    assert!(size_of::<SysEnterEvent>() == 80);
+    assert!(size_of::<SysExitEvent>() == 40);
+    // version, reserved, wakeup_bytes, 10 record sizes, 35 fields,
+    // reserved_end, filter, self_tgid: no implicit padding anywhere.
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 10 * 2 + 35 * 6 + 2 + 4 + 4);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 
@@ -589,6 +701,10 @@ pub enum KernelEvent {
     Exit(ProcessExitEvent),
     /// A task rename.
     Rename(TaskRenameEvent),
+    /// A system call entry.
+    SysEnter(SysEnterEvent),
+    /// A system call return.
+    SysExit(SysExitEvent),
 }
 
 impl KernelEvent {
@@ -602,6 +718,8 @@ impl KernelEvent {
             KernelEvent::Exec(e) => &e.header,
             KernelEvent::Exit(e) => &e.header,
             KernelEvent::Rename(e) => &e.header,
+            KernelEvent::SysEnter(e) => &e.header,
+            KernelEvent::SysExit(e) => &e.header,
         }
     }
 
@@ -615,6 +733,8 @@ impl KernelEvent {
             KernelEvent::Exec(_) => EventKind::Exec,
             KernelEvent::Exit(_) => EventKind::Exit,
             KernelEvent::Rename(_) => EventKind::Rename,
+            KernelEvent::SysEnter(_) => EventKind::SysEnter,
+            KernelEvent::SysExit(_) => EventKind::SysExit,
         }
     }
 }
@@ -693,6 +813,8 @@ impl PlainData for TaskNewtaskEvent {}
 impl PlainData for ProcessExecEvent {}
 impl PlainData for ProcessExitEvent {}
 impl PlainData for TaskRenameEvent {}
+impl PlainData for SysEnterEvent {}
+impl PlainData for SysExitEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -726,6 +848,8 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::Exec => KernelEvent::Exec(read_plain(bytes)?),
         EventKind::Exit => KernelEvent::Exit(read_plain(bytes)?),
         EventKind::Rename => KernelEvent::Rename(read_plain(bytes)?),
+        EventKind::SysEnter => KernelEvent::SysEnter(read_plain(bytes)?),
+        EventKind::SysExit => KernelEvent::SysExit(read_plain(bytes)?),
     })
 }
 
@@ -811,7 +935,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=7u32 {
+        for kind in 1..=9u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

@@ -21,7 +21,15 @@
 //! Programs by category (userspace attaches only the enabled ones):
 //! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`;
 //! - `kernel:proc`: `sched_process_fork`, `task_newtask`,
-//!   `sched_process_exec`, `sched_process_exit`, `task_rename`.
+//!   `sched_process_exec`, `sched_process_exit`, `task_rename`;
+//! - `kernel:syscall`: `sys_enter`, `sys_exit` (never for the recorder's own
+//!   process).
+//!
+//! With a pid filter (`FILTER_PIDS`), a program records only events of the
+//! threads in `FOLLOWED` (a context switch or wake-up if either thread is
+//! followed). `task_newtask` adds every task a followed task creates, and
+//! `sched_process_exit` removes tasks that exit; both are attached for the
+//! filter even when `kernel:proc` is off, and then write no events.
 #![no_std]
 #![no_main]
 
@@ -37,15 +45,16 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, generated,
     },
     macros::{map, tracepoint},
-    maps::{Array, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
+    maps::{Array, HashMap, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
     programs::TracePointContext,
 };
 use trace_common::kernel::{
-    ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_NO_LAYOUT,
-    COUNTER_RINGBUF_FULL, EventHeader, EventKind, FILENAME_LEN, FieldLoc, GROUP_DEAD_UNKNOWN,
-    KernelLayout, MAX_RECORD_BYTES, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
-    SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout, TaskNewtaskEvent, TaskRenameEvent,
-    WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+    ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
+    COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
+    FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
+    ProcessExecEvent, ProcessExitEvent, ProcessForkEvent, SYSCALL_ARGS, SchedSwitchEvent,
+    SchedWakeupEvent, SchedWakeupLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
+    TaskRenameEvent, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
 /// Events for userspace. The size is a placeholder: userspace sets the real
@@ -56,6 +65,10 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 /// Where the tracepoint fields are, filled in by userspace before attaching.
 #[map(name = "LAYOUT")]
 static LAYOUT: Array<KernelLayout> = Array::with_max_entries(1, 0);
+
+/// Followed thread ids while a pid filter is set (the value is unused).
+#[map(name = "FOLLOWED")]
+static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(FOLLOWED_MAX, 0);
 
 /// Lost-event counters, per CPU, indexed by `COUNTER_*`.
 #[map(name = "COUNTERS")]
@@ -127,6 +140,30 @@ fn layout() -> Option<&'static KernelLayout> {
     }
 }
 
+/// Whether events about thread `tid` are recorded: always without a pid
+/// filter, else when `tid` is followed.
+#[inline(always)]
+fn wanted(layout: &KernelLayout, tid: u32) -> bool {
+    layout.filter & FILTER_PIDS == 0 || FOLLOWED.get_ptr(tid).is_some()
+}
+
+/// Whether the `kernel:proc` programs write events.
+#[inline(always)]
+fn emit_proc(layout: &KernelLayout) -> bool {
+    layout.filter & EMIT_PROC != 0
+}
+
+/// Follows the new task `tid` when its creator `parent` is followed.
+#[inline(always)]
+fn follow_child(layout: &KernelLayout, parent: u32, tid: u32) {
+    if layout.filter & FILTER_PIDS != 0
+        && FOLLOWED.get_ptr(parent).is_some()
+        && FOLLOWED.insert(tid, 0u8, 0).is_err()
+    {
+        count_lost(COUNTER_FOLLOW_FULL);
+    }
+}
+
 /// The current time on CLOCK_MONOTONIC, in nanoseconds.
 #[inline(always)]
 fn now() -> u64 {
@@ -137,7 +174,12 @@ fn now() -> u64 {
 /// The common header for an event of `kind` at time `ts`.
 #[inline(always)]
 fn header(kind: EventKind, ts: u64) -> EventHeader {
-    let pid_tgid = bpf_get_current_pid_tgid();
+    header_of(kind, ts, bpf_get_current_pid_tgid())
+}
+
+/// [`header`] with the current task's `bpf_get_current_pid_tgid` value.
+#[inline(always)]
+fn header_of(kind: EventKind, ts: u64, pid_tgid: u64) -> EventHeader {
     EventHeader {
         kind: kind as u32,
         // SAFETY: the helper takes no arguments and only reads the CPU id.
@@ -401,6 +443,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
+    if !wanted(layout, bpf_get_current_pid_tgid() as u32) && !wanted(layout, r.id(&l.next_pid)) {
+        return 0;
+    }
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
         return 0;
     };
@@ -434,6 +479,9 @@ fn wakeup(
     let Some(r) = Record::copy(ctx, l.record_size) else {
         return;
     };
+    if !wanted(layout, r.id(&l.pid)) && !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+        return;
+    }
     let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
         return;
     };
@@ -478,6 +526,9 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
+    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+        return 0;
+    }
     let l = &layout.process_fork;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -508,12 +559,17 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let pid = r.id(&l.pid);
+    follow_child(layout, pid_tgid as u32, pid);
+    if !emit_proc(layout) || !wanted(layout, pid_tgid as u32) {
+        return 0;
+    }
     let Some(mut entry) = reserve::<TaskNewtaskEvent>() else {
         return 0;
     };
     let e = MaybeUninit::as_mut_ptr(&mut entry);
-    let header = header(EventKind::NewTask, ts);
-    let pid = r.id(&l.pid);
+    let header = header_of(EventKind::NewTask, ts, pid_tgid);
     let clone_flags = r.int(&l.clone_flags) as u64;
     let child_tgid = if !l.clone_flags.is_present() {
         ABSENT_ID
@@ -541,6 +597,9 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
+    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+        return 0;
+    }
     let l = &layout.process_exec;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -571,6 +630,16 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let record = emit_proc(layout) && wanted(layout, tid);
+    if layout.filter & FILTER_PIDS != 0 {
+        // The task is gone: stop following it (its id may be reused). A
+        // missing entry is fine.
+        let _ = FOLLOWED.remove(tid);
+    }
+    if !record {
+        return 0;
+    }
     let l = &layout.process_exit;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -604,6 +673,9 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 pub fn task_rename(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
+    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+        return 0;
+    }
     let l = &layout.task_rename;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -628,6 +700,84 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
         (*e).reserved = 0;
         r.comm(&l.oldcomm, ptr::addr_of_mut!((*e).oldcomm));
         r.comm(&l.newcomm, ptr::addr_of_mut!((*e).newcomm));
+    }
+    r.submit(layout, entry);
+    0
+}
+
+// ---------------------------------------------------------------------------
+// kernel:syscall
+
+/// Whether a system call event of the current task is recorded: never for
+/// the recorder itself, else as [`wanted`] says.
+#[inline(always)]
+fn syscall_wanted(layout: &KernelLayout, pid_tgid: u64) -> bool {
+    (pid_tgid >> 32) as u32 != layout.self_tgid && wanted(layout, pid_tgid as u32)
+}
+
+/// `raw_syscalls:sys_enter`.
+#[tracepoint]
+pub fn sys_enter(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !syscall_wanted(layout, pid_tgid) {
+        return 0;
+    }
+    let l = &layout.sys_enter;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<SysEnterEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysEnterEvent>() bytes; every field is written before the
+    // entry is submitted. Each argument word read lies inside the `args`
+    // field (checked against its size), 8-aligned in the scratch copy
+    // (userspace accepts the field only at a multiple of 8).
+    unsafe {
+        (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
+        (*e).id = r.int(&l.id);
+        let present = l.args.is_present();
+        let words = (l.args.size / 8) as usize;
+        for i in 0..SYSCALL_ARGS {
+            (*e).args[i] = if present && i < words {
+                r.at(l.args.offset + (i as u16) * 8).cast::<u64>().read()
+            } else {
+                0
+            };
+        }
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `raw_syscalls:sys_exit`.
+#[tracepoint]
+pub fn sys_exit(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !syscall_wanted(layout, pid_tgid) {
+        return 0;
+    }
+    let l = &layout.sys_exit;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<SysExitEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysExitEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::SysExit, ts, pid_tgid);
+        (*e).id = r.int(&l.id);
+        (*e).ret = r.int(&l.ret);
     }
     r.submit(layout, entry);
     0

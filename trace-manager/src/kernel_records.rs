@@ -10,6 +10,16 @@
 //!   thread that did them, and kernel object records that (re)name the
 //!   processes and threads involved.
 //!
+//! - System calls become complete durations in `kernel:syscall` on the
+//!   calling thread, named by the system call, with `nr`, the arguments
+//!   (named and typed as the kernel declares them) and `ret`. A call still
+//!   running when the recording ends is written as a duration begin (it
+//!   never ends, as in the trace); a call that began before the recording
+//!   spans from the recording's start, marked `began_before_recording`; a
+//!   thread that exits inside one (`exit`, `exit_group`) ends it there; a
+//!   call whose return was lost (a full ring buffer) ends where the thread's
+//!   next call begins, marked `return_lost`.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -25,6 +35,7 @@ use trace_common::fxt::{
 
 use crate::output::{FxtStream, OutputError, StringTable};
 use crate::procfs;
+use crate::syscalls::SyscallTable;
 
 /// What is known about one thread.
 #[derive(Clone, Debug)]
@@ -46,6 +57,30 @@ pub struct KernelRecordCounts {
     pub proc_events: u64,
     /// Process and thread name records.
     pub names: u64,
+    /// System call durations (complete, or begun and not ended).
+    pub syscalls: u64,
+}
+
+/// How a system call ended, as far as the events tell.
+#[derive(Clone, Copy, Debug)]
+enum CallEnd {
+    /// It returned `ret` at `ts`.
+    Returned { ts: u64, ret: i64 },
+    /// Its thread exited inside it at `ts` (`exit`, `exit_group`).
+    Exited { ts: u64 },
+    /// Its return was lost; the thread's next call began at `ts`.
+    Lost { ts: u64 },
+    /// The recording ended inside it.
+    Running,
+}
+
+/// A system call entered and not yet returned.
+#[derive(Clone, Copy, Debug)]
+struct PendingSyscall {
+    ts: u64,
+    tgid: u32,
+    nr: i64,
+    args: [u64; trace_common::kernel::SYSCALL_ARGS],
 }
 
 /// Translates kernel events into records of one provider in the output.
@@ -55,6 +90,12 @@ pub struct KernelTranslator {
     /// Process koids whose name was written, with that name.
     processes: HashMap<u32, String>,
     counts: KernelRecordCounts,
+    syscall_table: SyscallTable,
+    /// System calls in progress, by thread.
+    pending: HashMap<u32, PendingSyscall>,
+    /// When the recording started (CLOCK_MONOTONIC ns): where calls that
+    /// began before it start.
+    start_ts: u64,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -102,12 +143,26 @@ impl Default for KernelTranslator {
 impl KernelTranslator {
     /// A translator with empty tables.
     pub fn new() -> Self {
+        Self::with_syscalls(SyscallTable::new())
+    }
+
+    /// A translator naming system calls with `table`.
+    pub fn with_syscalls(table: SyscallTable) -> Self {
         KernelTranslator {
             strings: StringTable::new(),
             threads: HashMap::new(),
             processes: HashMap::new(),
             counts: KernelRecordCounts::default(),
+            syscall_table: table,
+            pending: HashMap::new(),
+            start_ts: 0,
         }
+    }
+
+    /// Sets when the recording started (CLOCK_MONOTONIC ns), the start of
+    /// system calls that were already running.
+    pub fn set_start(&mut self, ts: u64) {
+        self.start_ts = ts;
     }
 
     /// What was written so far.
@@ -408,6 +463,185 @@ impl KernelTranslator {
         self.proc_instant(out, ts, tgid, tid, "exec", &args)
     }
 
+    /// Thread `tid` of `tgid` entered system call `nr` with `args`.
+    pub fn sys_enter<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        nr: i64,
+        args: [u64; trace_common::kernel::SYSCALL_ARGS],
+    ) -> Result<(), OutputError> {
+        let call = PendingSyscall { ts, tgid, nr, args };
+        if let Some(lost) = self.pending.insert(tid, call) {
+            // Its return was lost (a full ring buffer).
+            self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
+        }
+        Ok(())
+    }
+
+    /// Thread `tid` of `tgid` returned `ret` from system call `nr`.
+    pub fn sys_exit<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        nr: i64,
+        ret: i64,
+    ) -> Result<(), OutputError> {
+        match self.pending.remove(&tid) {
+            Some(call) if call.nr == nr => {
+                self.write_syscall(out, tid, call, CallEnd::Returned { ts, ret })
+            }
+            other => {
+                if let Some(lost) = other {
+                    self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
+                }
+                // Entered before the recording (or the entry was lost).
+                let call = PendingSyscall {
+                    ts: self.start_ts.min(ts),
+                    tgid,
+                    nr,
+                    args: [0; trace_common::kernel::SYSCALL_ARGS],
+                };
+                self.write_syscall_from_before(out, tid, call, ts, ret)
+            }
+        }
+    }
+
+    /// Writes the system calls still running as durations that begin and
+    /// do not end (the recording ended inside them).
+    pub fn finish_syscalls<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        let mut left: Vec<_> = self.pending.drain().collect();
+        left.sort_by_key(|(_, c)| c.ts);
+        for (tid, call) in left {
+            self.write_syscall(out, tid, call, CallEnd::Running)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one system call: a complete duration, or a begun one when
+    /// the recording ended inside it.
+    fn write_syscall<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: PendingSyscall,
+        end: CallEnd,
+    ) -> Result<(), OutputError> {
+        let info = self.syscall_table.get(call.nr);
+        let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
+        args.push(("nr", ArgValue::Int64(call.nr)));
+        for (spec, raw) in info.args.iter().zip(call.args) {
+            args.push((&spec.name, spec.kind.value(raw)));
+        }
+        let kind = match end {
+            CallEnd::Returned { ts, ret } => {
+                args.push(("ret", ArgValue::Int64(ret)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
+            CallEnd::Exited { ts } => EventKind::DurationComplete { end_ts: ts },
+            CallEnd::Lost { ts } => {
+                args.push(("return_lost", ArgValue::Bool(true)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
+            CallEnd::Running => EventKind::DurationBegin,
+        };
+        self.syscall_event(out, call.ts, call.tgid, tid, &info.name, &args, kind)
+    }
+
+    /// A call that returned `ret` at `end` and began before the recording
+    /// (its arguments are unknown).
+    fn write_syscall_from_before<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: PendingSyscall,
+        end: u64,
+        ret: i64,
+    ) -> Result<(), OutputError> {
+        let info = self.syscall_table.get(call.nr);
+        let args = [
+            ("nr", ArgValue::Int64(call.nr)),
+            ("ret", ArgValue::Int64(ret)),
+            ("began_before_recording", ArgValue::Bool(true)),
+        ];
+        let kind = EventKind::DurationComplete { end_ts: end };
+        self.syscall_event(out, call.ts, call.tgid, tid, &info.name, &args, kind)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn syscall_event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tgid: u32,
+        tid: u32,
+        name: &str,
+        args: &[(&str, ArgValue<'_>)],
+        kind: EventKind,
+    ) -> Result<(), OutputError> {
+        self.know_thread(out, tid, tgid)?;
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_SYSCALL)?;
+        let name = self.strings.intern(out, name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
+        for (k, v) in args {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        out.write(&Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind,
+        })?;
+        self.counts.syscalls += 1;
+        Ok(())
+    }
+
+    /// Names thread `tid` of `tgid` from /proc if nothing has named it yet.
+    fn know_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+    ) -> Result<(), OutputError> {
+        if tid == 0 || self.threads.contains_key(&tid) {
+            return Ok(());
+        }
+        match procfs::thread(tid) {
+            Some((_, name)) => {
+                if !self.processes.contains_key(&tgid) {
+                    let pname = procfs::process_name(tgid).unwrap_or_default();
+                    self.name_process(out, tgid, &pname)?;
+                }
+                self.name_thread(out, tid, tgid, &name)
+            }
+            None => {
+                self.threads.insert(
+                    tid,
+                    ThreadEntry {
+                        tgid: Some(tgid),
+                        written_name: String::new(),
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
     /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
     #[allow(clippy::too_many_arguments)]
     pub fn exit<W: Write>(
@@ -419,6 +653,10 @@ impl KernelTranslator {
         comm: &str,
         group_dead: Option<bool>,
     ) -> Result<(), OutputError> {
+        if let Some(call) = self.pending.remove(&tid) {
+            // `exit` or `exit_group`: the call ends with the thread.
+            self.write_syscall(out, tid, call, CallEnd::Exited { ts })?;
+        }
         self.name_thread(out, tid, tgid, comm)?;
         let mut args = Vec::new();
         if let Some(g) = group_dead {
@@ -495,6 +733,109 @@ mod tests {
     fn comm_stops_at_nul() {
         assert_eq!(comm_str(b"abc\0def\0\0\0\0\0\0\0\0\0"), "abc");
         assert_eq!(comm_str(b"0123456789abcdef"), "0123456789abcdef");
+    }
+
+    /// A syscall event of a stream: tid, name, kind, (argument, value).
+    type SyscallEvent = (u64, String, EventKind, Vec<(String, String)>);
+
+    fn syscall_events(bytes: &[u8]) -> Vec<SyscallEvent> {
+        let (_, recs) = records(bytes);
+        let mut st = TraceState::new();
+        let mut out = Vec::new();
+        for r in recs {
+            st.apply(&r);
+            if let Record::Event {
+                thread,
+                category,
+                name,
+                args,
+                kind,
+                ..
+            } = &r
+                && st.string(category) == Some("kernel:syscall")
+            {
+                let (_, tid) = st.thread(*thread).unwrap();
+                let args = args
+                    .iter()
+                    .map(|a| {
+                        (
+                            st.string(&a.name).unwrap().to_owned(),
+                            format!("{:?}", a.value),
+                        )
+                    })
+                    .collect();
+                out.push((tid, st.string(name).unwrap().to_owned(), *kind, args));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn system_calls_pair_into_durations() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_start(500);
+        let getpid = libc::SYS_getpid;
+        let write = libc::SYS_write;
+        let read = libc::SYS_read;
+        let exit_group = libc::SYS_exit_group;
+        // Ids /proc does not know, so nothing is looked up there.
+        let (pid, a, b) = (4_000_000_u32, 4_000_001_u32, 4_000_002_u32);
+        t.sys_enter(&mut out, 1000, a, pid, getpid, [0; 6]).unwrap();
+        t.sys_exit(&mut out, 1100, a, pid, getpid, 4_000_000)
+            .unwrap();
+        // A read that began before the recording returns.
+        t.sys_exit(&mut out, 1200, b, pid, read, 3).unwrap();
+        // A write whose return was lost, then another call.
+        t.sys_enter(&mut out, 1300, a, pid, write, [1, 0x1000, 5, 0, 0, 0])
+            .unwrap();
+        t.sys_enter(&mut out, 1400, a, pid, getpid, [0; 6]).unwrap();
+        t.sys_exit(&mut out, 1500, a, pid, getpid, 4_000_000)
+            .unwrap();
+        // exit_group never returns: the thread's exit ends it.
+        t.sys_enter(&mut out, 1600, b, pid, exit_group, [0; 6])
+            .unwrap();
+        t.exit(&mut out, 1700, b, pid, "worker", Some(true))
+            .unwrap();
+        // Still inside a call when the recording ends.
+        t.sys_enter(&mut out, 1800, a, pid, write, [2, 0x2000, 7, 0, 0, 0])
+            .unwrap();
+        t.finish_syscalls(&mut out).unwrap();
+        assert_eq!(t.counts().syscalls, 6);
+        let bytes = out.finish().unwrap();
+        let ev = syscall_events(&bytes);
+        let summary: Vec<_> = ev
+            .iter()
+            .map(|(tid, name, kind, _)| (*tid, name.as_str(), *kind))
+            .collect();
+        let (a, b) = (u64::from(a), u64::from(b));
+        assert_eq!(
+            summary,
+            [
+                (a, "getpid", EventKind::DurationComplete { end_ts: 1100 }),
+                (b, "read", EventKind::DurationComplete { end_ts: 1200 }),
+                (a, "write", EventKind::DurationComplete { end_ts: 1400 }),
+                (a, "getpid", EventKind::DurationComplete { end_ts: 1500 }),
+                (
+                    b,
+                    "exit_group",
+                    EventKind::DurationComplete { end_ts: 1700 }
+                ),
+                (a, "write", EventKind::DurationBegin),
+            ]
+        );
+        let arg = |i: usize, k: &str| ev[i].3.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(arg(0, "ret").as_deref(), Some("Int64(4000000)"));
+        assert_eq!(arg(0, "nr"), Some(format!("Int64({getpid})")));
+        assert_eq!(
+            arg(1, "began_before_recording").as_deref(),
+            Some("Bool(true)")
+        );
+        assert_eq!(arg(2, "arg2").as_deref(), Some("Uint64(5)"));
+        assert_eq!(arg(2, "ret"), None);
+        assert_eq!(arg(2, "return_lost").as_deref(), Some("Bool(true)"));
+        assert_eq!(arg(4, "ret"), None);
+        assert_eq!(arg(5, "arg0").as_deref(), Some("Uint64(2)"));
     }
 
     #[test]

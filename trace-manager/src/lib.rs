@@ -6,9 +6,12 @@
 //! - [`procfs`]: the processes and threads that already exist.
 //! - [`output`]: the merged FXT stream and per-provider string tables.
 //! - [`recording`]: one recording session run in the calling process.
+//! - [`syscalls`]: system call names and argument descriptions.
+//! - [`userspace`]: userspace providers: registry, buffers, collection.
 pub mod kernel;
 pub mod kernel_records;
 pub mod output;
 pub mod procfs;
 pub mod recording;
+pub mod syscalls;
 pub mod userspace;

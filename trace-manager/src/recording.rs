@@ -16,7 +16,7 @@ use trace_common::category::{self, KERNEL_CATEGORIES};
 use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
 
-use crate::kernel::{KernelConfig, KernelError, KernelProvider};
+use crate::kernel::{FollowHook, KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
@@ -36,6 +36,10 @@ pub struct RecordConfig {
     pub buffer_bytes: usize,
     /// Userspace providers to collect, if any.
     pub userspace: Option<UserspaceConfig>,
+    /// `None`: kernel events of every process. `Some(pids)`: only of these
+    /// processes and what they create during the recording (see
+    /// [`KernelConfig::pids`]); [`Recording::follow`] adds more.
+    pub pids: Option<Vec<u32>>,
 }
 
 /// Why a recording failed.
@@ -137,10 +141,12 @@ impl<W: Write> Recording<W> {
             Some(KernelProvider::start(&KernelConfig {
                 categories: categories.clone(),
                 ring_buffer_bytes: config.buffer_bytes,
+                pids: config.pids.clone(),
             })?)
         };
         let mut out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
+        translator.set_start(monotonic_ns());
         if kernel.is_some() {
             out.write(&Record::ProviderInfo {
                 id: KERNEL_PROVIDER_ID,
@@ -151,8 +157,12 @@ impl<W: Write> Recording<W> {
             })?;
             // The programs are attached already: whatever is created from now
             // on is reported by events, whatever existed before is in the
-            // snapshot.
-            translator.write_snapshot(&mut out, &procfs::snapshot())?;
+            // snapshot (with a pid filter, of the followed processes).
+            let mut snapshot = procfs::snapshot();
+            if let Some(pids) = &config.pids {
+                snapshot.retain(|p| pids.contains(&p.pid));
+            }
+            translator.write_snapshot(&mut out, &snapshot)?;
         }
         if let Some(r) = registry.as_mut() {
             r.start_tracing();
@@ -168,6 +178,25 @@ impl<W: Write> Recording<W> {
             },
             started: Instant::now(),
         })
+    }
+
+    /// A hook for a command started for this recording to call between fork
+    /// and exec, so the pid filter follows it (see
+    /// [`KernelProvider::follow_hook`]); `None` without a filter.
+    pub fn follow_hook(&self) -> Option<FollowHook> {
+        self.kernel.as_ref()?.follow_hook()
+    }
+
+    /// Records process `pid` too (with a pid filter; see
+    /// [`KernelProvider::follow`]) and names it in the output.
+    pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
+        if let Some(k) = self.kernel.as_mut() {
+            k.follow(pid)?;
+            let mut snapshot = procfs::snapshot();
+            snapshot.retain(|p| p.pid == pid);
+            self.translator.write_snapshot(&mut self.out, &snapshot)?;
+        }
+        Ok(())
     }
 
     /// Collects events until `stop` completes, and returns its output.
@@ -232,6 +261,7 @@ impl<W: Write> Recording<W> {
         }
         // Events already in the ring buffer are still collected.
         self.drain()?;
+        self.translator.finish_syscalls(&mut self.out)?;
         self.stats.dropped = match self.kernel.as_ref() {
             Some(k) => k.dropped()?,
             None => 0,
@@ -324,8 +354,21 @@ fn translate<W: Write>(
             &comm_str(&e.oldcomm),
             &comm_str(&e.newcomm),
         ),
+        KernelEvent::SysEnter(e) => {
+            t.sys_enter(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.args)
+        }
+        KernelEvent::SysExit(e) => {
+            t.sys_exit(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret)
+        }
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's events.
+fn monotonic_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64);
+    ts.unwrap_or(0)
 }

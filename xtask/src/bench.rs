@@ -166,7 +166,7 @@ fn run_trace_cli(cli: &Path, dir: &Path, loops: u64) -> Result<Sample> {
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .arg(cli)
-        .args(["record", "-c", "kernel:sched", "-o"])
+        .args(["record", "-a", "-c", "kernel:sched", "-o"])
         .arg(&file)
         .arg("--")
         .args(workload_args(loops))

@@ -9,8 +9,8 @@ use std::fmt;
 
 use trace_common::kernel::{
     FieldLoc, KernelLayout, MAX_RECORD_BYTES, ProcessExecLayout, ProcessExitLayout,
-    ProcessForkLayout, SchedSwitchLayout, SchedWakeupLayout, TaskNewtaskLayout, TaskRenameLayout,
-    TracepointSpec,
+    ProcessForkLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SysEnterLayout,
+    SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -191,6 +191,9 @@ pub enum Want {
     Int,
     /// A string: an inline `char[N]`, a `__data_loc` or a `__rel_loc`.
     Str,
+    /// An array of at most [`SYSCALL_ARGS`] 8-byte integers, 8-aligned
+    /// (`unsigned long args[6]`).
+    Words,
 }
 
 /// Where `name` is in `format`, if it exists there with the expected shape
@@ -226,6 +229,15 @@ pub fn locate(format: &EventFormat, name: &str, want: Want) -> FieldLoc {
         Want::Str if field.array_len.is_some_and(|n| n > 0) && field.c_type.contains("char") => {
             Some(loc(0))
         }
+        Want::Words
+            if field.array_len.is_some_and(|n| n > 0)
+                && !field.c_type.contains("char")
+                && offset % 8 == 0
+                && size % 8 == 0
+                && (8..=8 * SYSCALL_ARGS as u16).contains(&size) =>
+        {
+            Some(loc(0))
+        }
         _ => None,
     };
     ok.unwrap_or_else(|| {
@@ -245,7 +257,7 @@ pub fn locate(format: &EventFormat, name: &str, want: Want) -> FieldLoc {
 ///
 /// Returns `false` for a tracepoint this crate has no layout for.
 pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFormat) -> bool {
-    use Want::{Int, Str};
+    use Want::{Int, Str, Words};
     let wakeup = |f| {
         let mut l = SchedWakeupLayout {
             record_size: 0,
@@ -335,6 +347,24 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             );
             layout.process_exit = l;
         }
+        ("raw_syscalls", "sys_enter") => {
+            let mut l = SysEnterLayout {
+                record_size: 0,
+                id: locate(f, "id", Int),
+                args: locate(f, "args", Words),
+            };
+            l.record_size = seal(f, &mut [&mut l.id, &mut l.args]);
+            layout.sys_enter = l;
+        }
+        ("raw_syscalls", "sys_exit") => {
+            let mut l = SysExitLayout {
+                record_size: 0,
+                id: locate(f, "id", Int),
+                ret: locate(f, "ret", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.id, &mut l.ret]);
+            layout.sys_exit = l;
+        }
         ("task", "task_rename") => {
             let mut l = TaskRenameLayout {
                 record_size: 0,
@@ -388,6 +418,10 @@ mod tests {
     const SCHED_PROCESS_FORK: &str = include_str!("testdata/sched_process_fork.format");
     /// The same tracepoint as older kernels (before 6.x) describe it.
     const SCHED_PROCESS_FORK_OLD: &str = include_str!("testdata/sched_process_fork_old.format");
+    /// Captured from this project's development kernel (6.18).
+    const SYS_ENTER: &str = include_str!("testdata/sys_enter.format");
+    /// Captured from this project's development kernel (6.18).
+    const SYS_EXIT: &str = include_str!("testdata/sys_exit.format");
 
     fn spec(event: &str) -> &'static TracepointSpec {
         TRACEPOINTS.iter().find(|t| t.event == event).unwrap()
@@ -522,6 +556,42 @@ mod tests {
         assert_eq!(l.oldcomm, inline_str(240, 16));
         assert_eq!(l.newcomm, FieldLoc::ABSENT);
         assert_eq!(l.record_size, 256);
+    }
+
+    #[test]
+    fn raw_syscalls_layouts() {
+        let mut layout = KernelLayout::default();
+        let enter = parse_format(SYS_ENTER).unwrap();
+        assert!(fill_layout(&mut layout, spec("sys_enter"), &enter));
+        assert_eq!(
+            layout.sys_enter,
+            SysEnterLayout {
+                record_size: 64,
+                id: int(8, 8, true),
+                args: FieldLoc {
+                    offset: 16,
+                    size: 48,
+                    flags: FieldLoc::PRESENT
+                },
+            }
+        );
+        let exit = parse_format(SYS_EXIT).unwrap();
+        assert!(fill_layout(&mut layout, spec("sys_exit"), &exit));
+        assert_eq!(
+            layout.sys_exit,
+            SysExitLayout {
+                record_size: 24,
+                id: int(8, 8, true),
+                ret: int(16, 8, true),
+            }
+        );
+        // An argument array the programs cannot read whole words of is
+        // absent, not misread.
+        let odd = "name: sys_enter\nformat:\n\
+            \tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\
+            \tfield:unsigned int args[6];\toffset:20;\tsize:24;\tsigned:0;\n";
+        let f = parse_format(odd).unwrap();
+        assert_eq!(locate(&f, "args", Want::Words), FieldLoc::ABSENT);
     }
 
     #[test]

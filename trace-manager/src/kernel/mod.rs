@@ -15,6 +15,13 @@
 //!    programs of the enabled categories (a disabled category's programs are
 //!    never loaded, so it costs nothing).
 //!
+//! With a pid filter ([`KernelConfig::pids`]) the threads of the given
+//! processes go into the `FOLLOWED` map before the programs attach (and once
+//! more after, for threads created in between); the programs follow every
+//! task a followed task creates from then on, so a process tree is recorded
+//! whole, and [`KernelProvider::follow`] adds a process later (a command
+//! started for the recording).
+//!
 //! Events are then read with [`KernelProvider::readable`] (await data, no
 //! spinning) and [`KernelProvider::drain`] (decode every available entry).
 //! Events the programs could not write (ring buffer full) are counted in the
@@ -44,15 +51,16 @@ use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
 use std::path::PathBuf;
 
-use aya::maps::{Array, MapData, MapError, PerCpuArray, RingBuf};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf};
 use aya::programs::{ProgramError, TracePoint};
 use aya::{Ebpf, EbpfError, EbpfLoader};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use trace_common::category::KERNEL_CATEGORIES;
+use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC};
 use trace_common::kernel::{
-    COUNTER_COUNT, KernelEvent, KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_LAYOUT, TRACEPOINTS,
-    TracepointSpec, parse,
+    COUNTER_COUNT, COUNTER_FOLLOW_FULL, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelEvent,
+    KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, TRACEPOINTS, TracepointSpec,
+    parse,
 };
 
 use self::format::{FormatError, fill_layout, parse_format};
@@ -77,6 +85,10 @@ pub struct KernelConfig {
     /// Size of the ring buffer shared by all programs, in bytes; rounded up
     /// to a power of two times the page size.
     pub ring_buffer_bytes: usize,
+    /// `None`: record every process. `Some(pids)`: record only these
+    /// processes (all their threads) and every task they create from the
+    /// start on; more can be added with [`KernelProvider::follow`].
+    pub pids: Option<Vec<u32>>,
 }
 
 impl Default for KernelConfig {
@@ -88,6 +100,7 @@ impl Default for KernelConfig {
                 .map(|(name, _)| (*name).to_owned())
                 .collect(),
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
+            pids: None,
         }
     }
 }
@@ -194,6 +207,12 @@ pub enum KernelError {
         #[source]
         source: Box<MapError>,
     },
+    /// A process to follow does not exist.
+    #[error("no process with id {pid} (it may have exited)")]
+    NoSuchProcess {
+        /// The process id asked for.
+        pid: u32,
+    },
     /// Waiting for the ring buffer failed.
     #[error("waiting for kernel events: {0}")]
     Io(#[from] io::Error),
@@ -222,6 +241,10 @@ unsafe impl aya::Pod for LayoutValue {}
 pub struct KernelProvider {
     ebpf: Ebpf,
     ring: Option<Ring>,
+    /// The followed threads, when a pid filter is set.
+    followed: Option<BpfHashMap<MapData, u32, u8>>,
+    /// The descriptor of `followed`'s map (owned by it).
+    followed_fd: Option<std::os::fd::RawFd>,
     /// Programs attached, by name.
     attached: Vec<&'static str>,
     categories: Vec<String>,
@@ -257,11 +280,22 @@ impl KernelProvider {
     /// [`KernelProvider::readable`].
     pub fn start(config: &KernelConfig) -> Result<Self, KernelError> {
         let categories = check_categories(&config.categories)?;
+        let filtering = config.pids.is_some();
+        // With a pid filter the programs that follow new and exiting tasks
+        // are attached whatever the categories.
         let specs: Vec<&'static TracepointSpec> = TRACEPOINTS
             .iter()
-            .filter(|t| categories.iter().any(|c| c == t.category))
+            .filter(|t| {
+                categories.iter().any(|c| c == t.category)
+                    || (filtering && FOLLOW_PROGRAMS.contains(&t.program))
+            })
             .collect();
         check_privileges()?;
+        if let Some(pids) = &config.pids
+            && let Some(&pid) = pids.iter().find(|&&p| !process_exists(p))
+        {
+            return Err(KernelError::NoSuchProcess { pid });
+        }
 
         let root = tracefs::tracefs_root().map_err(|source| {
             if source.kind() == io::ErrorKind::PermissionDenied {
@@ -280,6 +314,13 @@ impl KernelProvider {
         let mut layout = KernelLayout {
             version: KernelLayout::VERSION,
             wakeup_bytes: wakeup_bytes(ring_buffer_bytes),
+            filter: if filtering { FILTER_PIDS } else { 0 }
+                | if categories.iter().any(|c| c == KERNEL_PROC) {
+                    EMIT_PROC
+                } else {
+                    0
+                },
+            self_tgid: std::process::id(),
             ..KernelLayout::default()
         };
         for spec in &specs {
@@ -350,9 +391,32 @@ impl KernelProvider {
             source: Box::new(e),
         })?;
 
+        let (followed, followed_fd) = match &config.pids {
+            Some(_) => {
+                let map = ebpf
+                    .take_map(MAP_FOLLOWED)
+                    .ok_or(KernelError::MissingInObject {
+                        what: "map",
+                        name: MAP_FOLLOWED,
+                    })?;
+                let fd = match &map {
+                    aya::maps::Map::HashMap(data) => Some(data.fd().as_fd().as_raw_fd()),
+                    _ => None,
+                };
+                let map = BpfHashMap::try_from(map).map_err(|e| KernelError::Map {
+                    name: MAP_FOLLOWED,
+                    source: Box::new(e),
+                })?;
+                (Some(map), fd)
+            }
+            None => (None, None),
+        };
+
         let mut provider = KernelProvider {
             ebpf,
             ring: Some(Ring::Plain(ring)),
+            followed,
+            followed_fd,
             attached: Vec::new(),
             categories,
             ring_buffer_bytes,
@@ -362,8 +426,16 @@ impl KernelProvider {
             detached_misses: 0,
             malformed: 0,
         };
+        let pids = config.pids.as_deref().unwrap_or_default();
+        for &pid in pids {
+            provider.follow(pid)?;
+        }
         for spec in specs {
             provider.attach(spec)?;
+        }
+        // Threads created between the first look and the attachment.
+        for &pid in pids {
+            provider.follow(pid)?;
         }
         log::info!(
             "kernel provider started: categories {:?}, programs {:?}, ring buffer {} KiB",
@@ -412,6 +484,41 @@ impl KernelProvider {
         })?;
         self.attached.push(program);
         Ok(())
+    }
+
+    /// Follows process `pid`: records its threads' events and those of
+    /// every task it creates from now on. Needs a pid filter
+    /// ([`KernelConfig::pids`]); without one everything is recorded anyway
+    /// and this does nothing.
+    pub fn follow(&mut self, pid: u32) -> Result<(), KernelError> {
+        let Some(map) = self.followed.as_mut() else {
+            return Ok(());
+        };
+        let tids = thread_ids(pid).ok_or(KernelError::NoSuchProcess { pid })?;
+        for tid in tids {
+            map.insert(tid, 0, 0).map_err(|e| KernelError::Map {
+                name: MAP_FOLLOWED,
+                source: Box::new(e),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A hook that makes the pid filter follow the process calling it: for
+    /// a command to run between fork and exec (`CommandExt::pre_exec`), so
+    /// that everything it does is recorded from its first instruction.
+    /// `None` without a pid filter (everything is recorded anyway).
+    pub fn follow_hook(&self) -> Option<FollowHook> {
+        self.followed.as_ref()?;
+        Some(FollowHook {
+            map_fd: self.followed_fd?,
+        })
+    }
+
+    /// New tasks of followed processes that could not be followed because
+    /// the map of followed threads was full.
+    pub fn unfollowed(&self) -> Result<u64, KernelError> {
+        self.counter(COUNTER_FOLLOW_FULL)
     }
 
     /// The enabled categories.
@@ -571,11 +678,28 @@ impl KernelProvider {
         };
         let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
         let mut total = 0u64;
-        for index in 0..COUNTER_COUNT {
+        for index in (0..COUNTER_COUNT).filter(|&i| i != COUNTER_FOLLOW_FULL) {
             let values = counters.get(&index, 0).map_err(map_err)?;
             total += values.iter().sum::<u64>();
         }
         Ok(total)
+    }
+
+    /// Counter `index` of `COUNTERS`, summed over every CPU.
+    fn counter(&self, index: u32) -> Result<u64, KernelError> {
+        let map = self
+            .ebpf
+            .map(MAP_COUNTERS)
+            .ok_or(KernelError::MissingInObject {
+                what: "map",
+                name: MAP_COUNTERS,
+            })?;
+        let map_err = |e: MapError| KernelError::Map {
+            name: MAP_COUNTERS,
+            source: Box::new(e),
+        };
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
+        Ok(counters.get(&index, 0).map_err(map_err)?.iter().sum())
     }
 
     /// Detaches and unloads every program; events already in the ring buffer
@@ -597,6 +721,74 @@ impl KernelProvider {
     pub fn stop(self) {
         drop(self);
     }
+}
+
+/// Makes the pid filter follow the calling process; see
+/// [`KernelProvider::follow_hook`]. Valid while its provider lives.
+#[derive(Clone, Copy, Debug)]
+pub struct FollowHook {
+    map_fd: std::os::fd::RawFd,
+}
+
+impl FollowHook {
+    /// Follows the calling process (its calling thread: call it before the
+    /// process has other threads, as between fork and exec). Only makes two
+    /// system calls (getpid, bpf), so it is async-signal-safe.
+    pub fn follow_self(&self) -> io::Result<()> {
+        /// `union bpf_attr` as `BPF_MAP_UPDATE_ELEM` reads it.
+        #[repr(C, align(8))]
+        struct UpdateAttr {
+            map_fd: u32,
+            pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+        // SAFETY: getpid has no preconditions.
+        let tid = unsafe { libc::getpid() } as u32;
+        let value = 0u8;
+        let attr = UpdateAttr {
+            map_fd: self.map_fd as u32,
+            pad: 0,
+            key: &tid as *const u32 as u64,
+            value: &value as *const u8 as u64,
+            flags: 0,
+        };
+        // SAFETY: `attr` is a valid BPF_MAP_UPDATE_ELEM attribute whose key
+        // and value point at live locals of the map's key and value sizes;
+        // the kernel only reads them during the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_UPDATE_ELEM,
+                &attr as *const UpdateAttr,
+                std::mem::size_of::<UpdateAttr>() as libc::c_uint,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// Whether process `pid` exists now.
+fn process_exists(pid: u32) -> bool {
+    pid != 0 && std::path::Path::new(&format!("/proc/{pid}/task")).is_dir()
+}
+
+/// The thread ids of process `pid`, `None` if it does not exist.
+fn thread_ids(pid: u32) -> Option<Vec<u32>> {
+    if pid == 0 {
+        return None;
+    }
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
 }
 
 /// The enabled categories, deduplicated, or an error naming an unknown one.

@@ -32,6 +32,7 @@ fn config(categories: &[&str]) -> KernelConfig {
     KernelConfig {
         categories: categories.iter().map(|c| (*c).to_owned()).collect(),
         ring_buffer_bytes: 4 << 20,
+        pids: None,
     }
 }
 
@@ -307,6 +308,7 @@ fn root_full_ring_buffer_counts_drops() {
     let mut kernel = KernelProvider::start(&KernelConfig {
         categories: vec![KERNEL_SCHED.into(), KERNEL_PROC.into()],
         ring_buffer_bytes: 1,
+        pids: None,
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

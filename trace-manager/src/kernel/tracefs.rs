@@ -13,6 +13,15 @@ fn is_tracefs(dir: &Path) -> bool {
     dir.join("events").is_dir()
 }
 
+/// The tracefs root if tracefs is mounted (never mounts it).
+pub fn mounted_root() -> Option<PathBuf> {
+    [TRACEFS, DEBUGFS_TRACING]
+        .into_iter()
+        .map(Path::new)
+        .find(|d| is_tracefs(d))
+        .map(Path::to_path_buf)
+}
+
 /// The tracefs root, mounting tracefs at [`TRACEFS`] when neither it nor
 /// [`DEBUGFS_TRACING`] is mounted.
 pub fn tracefs_root() -> io::Result<PathBuf> {
