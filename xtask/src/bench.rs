@@ -9,17 +9,19 @@
 //! copying the same bytes, measured in the same rounds. It needs neither
 //! root nor a trace manager: the engine writes into a memfd in that process.
 //!
-//! `cargo xtask bench kernel` ([`bench`]) measures what recording costs the
-//! traced workload.
-//!
-//! The workload (`perf bench sched pipe`: two processes bouncing a message
-//! over pipes) runs pinned to CPU 0; the tracer runs pinned to CPU 1. Each
-//! round runs, interleaved, the workload untraced, under `trace-cli record -c
-//! kernel:sched`, and under `perf record -a -e sched:sched_switch -e
-//! sched:sched_wakeup`, so that the machine's noise spreads over all three.
-//! The report gives the medians, the extra nanoseconds per captured event,
-//! the slowdown, events captured and dropped, and bytes per event in the
-//! output file.
+//! `cargo xtask bench kernel` and `cargo xtask bench syscall` ([`bench`])
+//! measure what recording costs a traced workload: `perf bench sched pipe`
+//! (two processes bouncing a message over pipes: context switches and
+//! wake-ups) or `perf bench syscall basic` (a tight `getppid` loop: system
+//! calls). The workload runs pinned to the first CPU, the tracer to the
+//! second. Each round runs, interleaved, the workload untraced, under
+//! `trace-cli record -a` with the workload's category (`kernel:sched`,
+//! `kernel:syscall`), and under `perf record -a` with the matching
+//! tracepoints (`sched:sched_switch` and `sched:sched_wakeup`;
+//! `raw_syscalls:sys_enter` and `sys_exit`), so that the machine's noise
+//! spreads over all three. The report gives the medians, the extra
+//! nanoseconds per captured event, the slowdown, events captured and
+//! dropped, and bytes per event in the output file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,10 +49,53 @@ struct Sample {
 pub enum What {
     /// The userspace provider engine, in-process: ns per event.
     Provider,
-    /// Recording a workload with trace-cli, against perf (root).
+    /// Recording scheduling (`perf bench sched pipe`) with trace-cli,
+    /// against perf (root).
     Kernel,
-    /// Both.
+    /// Recording system calls (a `getppid` loop) with trace-cli, against
+    /// perf (root).
+    Syscall,
+    /// All of them.
     All,
+}
+
+/// A kernel workload and how each tracer records it.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelWorkload {
+    /// `perf bench` suite and benchmark, e.g. `["sched", "pipe"]`.
+    bench: [&'static str; 2],
+    /// Loops per run.
+    loops: u64,
+    /// What one loop is, for the report.
+    unit: &'static str,
+    /// `trace-cli record -c` categories.
+    categories: &'static str,
+    /// `perf record -e` events.
+    perf_events: [&'static str; 2],
+}
+
+impl KernelWorkload {
+    /// `perf bench sched pipe`: context switches and wake-ups.
+    pub fn sched_pipe(loops: u64) -> Self {
+        KernelWorkload {
+            bench: ["sched", "pipe"],
+            loops,
+            unit: "pipe round trips",
+            categories: "kernel:sched",
+            perf_events: ["sched:sched_switch", "sched:sched_wakeup"],
+        }
+    }
+
+    /// `perf bench syscall basic`: a tight `getppid` loop.
+    pub fn getppid(loops: u64) -> Self {
+        KernelWorkload {
+            bench: ["syscall", "basic"],
+            loops,
+            unit: "getppid calls",
+            categories: "kernel:syscall",
+            perf_events: ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
+        }
+    }
 }
 
 /// Runs the userspace provider engine's benchmark (`provider_bench`): ns per
@@ -82,8 +127,8 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Runs the benchmark: `rounds` interleaved rounds of `loops` pipe round trips.
-pub fn bench(rounds: usize, loops: u64) -> Result<()> {
+/// Runs the benchmark: `rounds` interleaved rounds of workload `w`.
+pub fn bench(rounds: usize, w: KernelWorkload) -> Result<()> {
     if !is_root() {
         bail!("the benchmark loads eBPF programs: run it as root");
     }
@@ -100,15 +145,24 @@ pub fn bench(rounds: usize, loops: u64) -> Result<()> {
     let mut perf = Vec::new();
     for round in 0..rounds {
         eprintln!("bench: round {}/{rounds}", round + 1);
-        untraced.push(run_untraced(loops)?);
-        traced.push(run_trace_cli(&cli, &dir, loops)?);
-        perf.push(run_perf(&dir, loops)?);
+        untraced.push(run_untraced(&w)?);
+        traced.push(run_trace_cli(&cli, &dir, &w)?);
+        perf.push(run_perf(&dir, &w)?);
     }
     std::fs::remove_dir_all(&dir).ok();
 
     let base = median(untraced.iter().map(|s| s.seconds));
     println!(
-        "workload: perf bench sched pipe -l {loops} on CPU 0, tracer on CPU 1, {rounds} rounds, medians"
+        "workload: perf bench {} {} -l {} ({} {}) on CPU 0, tracer on CPU 1, {rounds} rounds, \
+         medians; trace-cli -c {}, perf record -e {} -e {}",
+        w.bench[0],
+        w.bench[1],
+        w.loops,
+        w.loops,
+        w.unit,
+        w.categories,
+        w.perf_events[0],
+        w.perf_events[1]
     );
     println!("untraced         {:>8.3} s", base);
     for (name, samples) in [("trace-cli", &traced), ("perf record", &perf)] {
@@ -127,15 +181,17 @@ pub fn bench(rounds: usize, loops: u64) -> Result<()> {
     Ok(())
 }
 
-fn workload(loops: u64) -> Command {
+fn workload(w: &KernelWorkload) -> Command {
     let mut c = Command::new("taskset");
-    c.args(["-c", "0", "perf", "bench", "sched", "pipe", "-l"])
-        .arg(loops.to_string());
+    c.args(["-c", "0", "perf", "bench"])
+        .args(w.bench)
+        .arg("-l")
+        .arg(w.loops.to_string());
     c
 }
 
-fn workload_args(loops: u64) -> Vec<String> {
-    let c = workload(loops);
+fn workload_args(w: &KernelWorkload) -> Vec<String> {
+    let c = workload(w);
     std::iter::once(c.get_program())
         .chain(c.get_args())
         .map(|s| s.to_string_lossy().into_owned())
@@ -153,23 +209,24 @@ fn total_time(output: &str) -> Result<f64> {
         .with_context(|| format!("no total time in the workload's output: {output}"))
 }
 
-fn run_untraced(loops: u64) -> Result<Sample> {
-    let out = workload(loops).output().context("running the workload")?;
+fn run_untraced(w: &KernelWorkload) -> Result<Sample> {
+    let out = workload(w).output().context("running the workload")?;
     Ok(Sample {
         seconds: total_time(&String::from_utf8_lossy(&out.stdout))?,
         ..Default::default()
     })
 }
 
-fn run_trace_cli(cli: &Path, dir: &Path, loops: u64) -> Result<Sample> {
+fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     let file = dir.join("bench.fxt");
+    // Every process (`-a`), as `perf record -a`.
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .arg(cli)
-        .args(["record", "-a", "-c", "kernel:sched", "-o"])
+        .args(["record", "-a", "-c", w.categories, "-o"])
         .arg(&file)
         .arg("--")
-        .args(workload_args(loops))
+        .args(workload_args(w))
         .output()
         .context("running trace-cli record")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -184,25 +241,17 @@ fn run_trace_cli(cli: &Path, dir: &Path, loops: u64) -> Result<Sample> {
     })
 }
 
-fn run_perf(dir: &Path, loops: u64) -> Result<Sample> {
+fn run_perf(dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     let data = dir.join("perf.data");
     let out = Command::new("taskset")
-        .args([
-            "-c",
-            "1",
-            "perf",
-            "record",
-            "-q",
-            "-a",
-            "-e",
-            "sched:sched_switch",
-            "-e",
-        ])
-        .arg("sched:sched_wakeup")
+        .args(["-c", "1", "perf", "record", "-q", "-a", "-e"])
+        .arg(w.perf_events[0])
+        .arg("-e")
+        .arg(w.perf_events[1])
         .arg("-o")
         .arg(&data)
         .arg("--")
-        .args(workload_args(loops))
+        .args(workload_args(w))
         .output()
         .context("running perf record")?;
     if !out.status.success() {

@@ -44,9 +44,9 @@ enum Command {
         args: Vec<String>,
     },
     /// Measure what tracing costs: the userspace engine per event
-    /// (`cargo xtask bench provider`, no root needed), and recording a
-    /// workload against `perf record` (`cargo xtask bench kernel`, needs root
-    /// and perf); both by default.
+    /// (`cargo xtask bench provider`, no root needed), and recording
+    /// scheduling (`kernel`) and system calls (`syscall`) against `perf
+    /// record` (root and perf); all by default.
     Bench {
         /// Which benchmarks: `provider`, `kernel` or `all` (the default).
         #[arg(value_enum, conflicts_with = "what")]
@@ -60,6 +60,9 @@ enum Command {
         /// Pipe round trips per run of `perf bench sched pipe`.
         #[arg(long, default_value_t = 50_000)]
         loops: u64,
+        /// getppid calls per run of `perf bench syscall basic`.
+        #[arg(long, default_value_t = 2_000_000)]
+        syscalls: u64,
         /// Events per thread per run of the provider benchmark.
         #[arg(long, default_value_t = 3_000_000)]
         iterations: u64,
@@ -85,16 +88,22 @@ fn main() -> Result<()> {
             what,
             rounds,
             loops,
+            syscalls,
             iterations,
         } => {
-            let what = which.or(what).unwrap_or(bench::What::All);
-            if what != bench::What::Kernel {
+            use bench::{KernelWorkload, What};
+            let what = which.or(what).unwrap_or(What::All);
+            if matches!(what, What::Provider | What::All) {
                 // In-process: needs neither the eBPF toolchain nor root.
                 bench::provider_bench(iterations)?;
             }
-            if what != bench::What::Provider {
+            if matches!(what, What::Kernel | What::All) {
                 setup::setup()?;
-                bench::bench(rounds, loops)?;
+                bench::bench(rounds, KernelWorkload::sched_pipe(loops))?;
+            }
+            if matches!(what, What::Syscall | What::All) {
+                setup::setup()?;
+                bench::bench(rounds, KernelWorkload::getppid(syscalls))?;
             }
             Ok(())
         }
