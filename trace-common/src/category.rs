@@ -11,6 +11,9 @@ pub const KERNEL_PROC: &str = "kernel:proc";
 /// The kernel provider's system call category: every system call as a
 /// duration on its thread.
 pub const KERNEL_SYSCALL: &str = "kernel:syscall";
+/// The kernel provider's interrupt category: hard IRQ handlers and softirqs
+/// as durations on one track per CPU.
+pub const KERNEL_IRQ: &str = "kernel:irq";
 
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
@@ -25,6 +28,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_SYSCALL,
         "every system call as a duration on its thread: name, number, arguments, return value",
+    ),
+    (
+        KERNEL_IRQ,
+        "hard IRQ handlers (by handler name) and softirqs (by vector) as durations per CPU",
     ),
 ];
 

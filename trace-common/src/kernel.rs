@@ -22,7 +22,7 @@
 use core::fmt;
 use core::mem::size_of;
 
-use crate::category::{KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
+use crate::category::{KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
 
 /// Length of a kernel task name (`TASK_COMM_LEN`), NUL terminator included.
 pub const COMM_LEN: usize = 16;
@@ -71,6 +71,12 @@ pub const COUNTER_FOLLOW_FULL: u32 = 2;
 /// Number of entries in the [`MAP_COUNTERS`] map. Every counter counts lost
 /// events (or, for [`COUNTER_FOLLOW_FULL`], lost threads).
 pub const COUNTER_COUNT: u32 = 3;
+
+/// Bytes kept of an IRQ handler's name (NUL terminator included).
+pub const IRQ_NAME_LEN: usize = 32;
+
+/// [`SoftirqEvent::exit`] value of `irq:softirq_exit`.
+pub const SOFTIRQ_EXIT: u32 = 1;
 
 /// Arguments a system call passes (registers `raw_syscalls:sys_enter`
 /// records).
@@ -185,6 +191,30 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "sys_exit",
         group: "raw_syscalls",
         event: "sys_exit",
+    },
+    TracepointSpec {
+        category: KERNEL_IRQ,
+        program: "irq_handler_entry",
+        group: "irq",
+        event: "irq_handler_entry",
+    },
+    TracepointSpec {
+        category: KERNEL_IRQ,
+        program: "irq_handler_exit",
+        group: "irq",
+        event: "irq_handler_exit",
+    },
+    TracepointSpec {
+        category: KERNEL_IRQ,
+        program: "softirq_entry",
+        group: "irq",
+        event: "softirq_entry",
+    },
+    TracepointSpec {
+        category: KERNEL_IRQ,
+        program: "softirq_exit",
+        group: "irq",
+        event: "softirq_exit",
     },
 ];
 
@@ -379,6 +409,43 @@ pub struct SysExitLayout {
     pub ret: FieldLoc,
 }
 
+/// Field locations of `irq:irq_handler_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqHandlerEntryLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `int irq`.
+    pub irq: FieldLoc,
+    /// `__data_loc char[] name`: the handler's name.
+    pub name: FieldLoc,
+}
+
+/// Field locations of `irq:irq_handler_exit`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqHandlerExitLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `int irq`.
+    pub irq: FieldLoc,
+    /// `int ret`: non-zero when the handler handled the interrupt.
+    pub ret: FieldLoc,
+}
+
+/// Field locations of `irq:softirq_entry` and `irq:softirq_exit`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `unsigned int vec`: the softirq vector (0 HI .. 9 RCU).
+    pub vec: FieldLoc,
+}
+
 /// Every tracepoint's field locations, and when to wake the reader: the one
 /// value of the [`MAP_LAYOUT`] map. A tracepoint whose category is disabled
 /// keeps all fields absent.
@@ -414,6 +481,14 @@ pub struct KernelLayout {
     pub sys_enter: SysEnterLayout,
     /// `raw_syscalls:sys_exit`.
     pub sys_exit: SysExitLayout,
+    /// `irq:irq_handler_entry`.
+    pub irq_handler_entry: IrqHandlerEntryLayout,
+    /// `irq:irq_handler_exit`.
+    pub irq_handler_exit: IrqHandlerExitLayout,
+    /// `irq:softirq_entry`.
+    pub softirq_entry: SoftirqLayout,
+    /// `irq:softirq_exit`.
+    pub softirq_exit: SoftirqLayout,
     /// Zero (keeps the size a multiple of 4 without implicit padding).
     pub reserved_end: u16,
     /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
@@ -426,7 +501,7 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 3;
+    pub const VERSION: u16 = 4;
 }
 
 // ---------------------------------------------------------------------------
@@ -454,6 +529,12 @@ pub enum EventKind {
     SysEnter = 8,
     /// [`SysExitEvent`].
     SysExit = 9,
+    /// [`IrqEntryEvent`].
+    IrqEntry = 10,
+    /// [`IrqExitEvent`].
+    IrqExit = 11,
+    /// [`SoftirqEvent`].
+    Softirq = 12,
 }
 
 impl EventKind {
@@ -469,6 +550,9 @@ impl EventKind {
             7 => EventKind::Rename,
             8 => EventKind::SysEnter,
             9 => EventKind::SysExit,
+            10 => EventKind::IrqEntry,
+            11 => EventKind::IrqExit,
+            12 => EventKind::Softirq,
             _ => return None,
         })
     }
@@ -485,6 +569,9 @@ impl EventKind {
             EventKind::Rename => size_of::<TaskRenameEvent>(),
             EventKind::SysEnter => size_of::<SysEnterEvent>(),
             EventKind::SysExit => size_of::<SysExitEvent>(),
+            EventKind::IrqEntry => size_of::<IrqEntryEvent>(),
+            EventKind::IrqExit => size_of::<IrqExitEvent>(),
+            EventKind::Softirq => size_of::<SoftirqEvent>(),
         }
     }
 }
@@ -663,6 +750,55 @@ pub struct SysExitEvent {
     pub ret: i64,
 }
 
+/// `irq:irq_handler_entry`: a hard IRQ handler started on this CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqEntryEvent {
+    /// Common header; `cpu` is where it runs (`tid`/`tgid` are whatever
+    /// task it interrupted).
+    pub header: EventHeader,
+    /// IRQ number.
+    pub irq: i32,
+    /// Zero.
+    pub reserved: u32,
+    /// The handler's name, NUL-padded, truncated to [`IRQ_NAME_LEN`] - 1.
+    pub name: [u8; IRQ_NAME_LEN],
+}
+
+/// `irq:irq_handler_exit`: a hard IRQ handler returned on this CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqExitEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// IRQ number.
+    pub irq: i32,
+    /// Non-zero when the handler handled the interrupt.
+    pub ret: i32,
+}
+
+/// `irq:softirq_entry` or `irq:softirq_exit` on this CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftirqEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Softirq vector (0 HI, 1 TIMER, 2 NET_TX, 3 NET_RX, 4 BLOCK,
+    /// 5 IRQ_POLL, 6 TASKLET, 7 SCHED, 8 HRTIMER, 9 RCU).
+    pub vec: u32,
+    /// [`SOFTIRQ_EXIT`] for the exit, 0 for the entry.
+    pub exit: u32,
+}
+
+/// The kernel's name of softirq vector `vec`.
+pub fn softirq_name(vec: u32) -> Option<&'static str> {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    NAMES.get(vec as usize).copied()
+}
+
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
     assert!(size_of::<EventHeader>() == 24);
@@ -675,9 +811,12 @@ const _: () = {
     assert!(size_of::<TaskRenameEvent>() == 64);
     assert!(size_of::<SysEnterEvent>() == 80);
     assert!(size_of::<SysExitEvent>() == 40);
-    // version, reserved, wakeup_bytes, 10 record sizes, 35 fields,
+    assert!(size_of::<IrqEntryEvent>() == 64);
+    assert!(size_of::<IrqExitEvent>() == 32);
+    assert!(size_of::<SoftirqEvent>() == 32);
+    // version, reserved, wakeup_bytes, 14 record sizes, 41 fields,
     // reserved_end, filter, self_tgid: no implicit padding anywhere.
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 10 * 2 + 35 * 6 + 2 + 4 + 4);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 14 * 2 + 41 * 6 + 2 + 4 + 4);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 
@@ -705,6 +844,12 @@ pub enum KernelEvent {
     SysEnter(SysEnterEvent),
     /// A system call return.
     SysExit(SysExitEvent),
+    /// A hard IRQ handler start.
+    IrqEntry(IrqEntryEvent),
+    /// A hard IRQ handler end.
+    IrqExit(IrqExitEvent),
+    /// A softirq start or end.
+    Softirq(SoftirqEvent),
 }
 
 impl KernelEvent {
@@ -720,6 +865,9 @@ impl KernelEvent {
             KernelEvent::Rename(e) => &e.header,
             KernelEvent::SysEnter(e) => &e.header,
             KernelEvent::SysExit(e) => &e.header,
+            KernelEvent::IrqEntry(e) => &e.header,
+            KernelEvent::IrqExit(e) => &e.header,
+            KernelEvent::Softirq(e) => &e.header,
         }
     }
 
@@ -735,6 +883,9 @@ impl KernelEvent {
             KernelEvent::Rename(_) => EventKind::Rename,
             KernelEvent::SysEnter(_) => EventKind::SysEnter,
             KernelEvent::SysExit(_) => EventKind::SysExit,
+            KernelEvent::IrqEntry(_) => EventKind::IrqEntry,
+            KernelEvent::IrqExit(_) => EventKind::IrqExit,
+            KernelEvent::Softirq(_) => EventKind::Softirq,
         }
     }
 }
@@ -815,6 +966,9 @@ impl PlainData for ProcessExitEvent {}
 impl PlainData for TaskRenameEvent {}
 impl PlainData for SysEnterEvent {}
 impl PlainData for SysExitEvent {}
+impl PlainData for IrqEntryEvent {}
+impl PlainData for IrqExitEvent {}
+impl PlainData for SoftirqEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -850,6 +1004,9 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::Rename => KernelEvent::Rename(read_plain(bytes)?),
         EventKind::SysEnter => KernelEvent::SysEnter(read_plain(bytes)?),
         EventKind::SysExit => KernelEvent::SysExit(read_plain(bytes)?),
+        EventKind::IrqEntry => KernelEvent::IrqEntry(read_plain(bytes)?),
+        EventKind::IrqExit => KernelEvent::IrqExit(read_plain(bytes)?),
+        EventKind::Softirq => KernelEvent::Softirq(read_plain(bytes)?),
     })
 }
 
@@ -935,7 +1092,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=9u32 {
+        for kind in 1..=12u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

@@ -23,7 +23,10 @@
 //! - `kernel:proc`: `sched_process_fork`, `task_newtask`,
 //!   `sched_process_exec`, `sched_process_exit`, `task_rename`;
 //! - `kernel:syscall`: `sys_enter`, `sys_exit` (never for the recorder's own
-//!   process).
+//!   process);
+//! - `kernel:irq`: `irq_handler_entry`, `irq_handler_exit`, `softirq_entry`,
+//!   `softirq_exit` (not recorded under a pid filter: interrupts belong to
+//!   no process).
 //!
 //! With a pid filter (`FILTER_PIDS`), a program records only events of the
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
@@ -52,9 +55,10 @@ use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
     COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
     FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
-    ProcessExecEvent, ProcessExitEvent, ProcessForkEvent, SYSCALL_ARGS, SchedSwitchEvent,
-    SchedWakeupEvent, SchedWakeupLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
-    TaskRenameEvent, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+    IrqEntryEvent, IrqExitEvent, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
+    SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
+    WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
 /// Events for userspace. The size is a placeholder: userspace sets the real
@@ -780,6 +784,119 @@ pub fn sys_exit(ctx: TracePointContext) -> u32 {
         (*e).ret = r.int(&l.ret);
     }
     r.submit(layout, entry);
+    0
+}
+
+// ---------------------------------------------------------------------------
+// kernel:irq
+
+/// Whether interrupt events are recorded: not under a pid filter.
+#[inline(always)]
+fn irq_wanted(layout: &KernelLayout) -> bool {
+    layout.filter & FILTER_PIDS == 0
+}
+
+/// `irq:irq_handler_entry`.
+#[tracepoint]
+pub fn irq_handler_entry(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    if !irq_wanted(layout) {
+        return 0;
+    }
+    let l = &layout.irq_handler_entry;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<IrqEntryEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<IrqEntryEvent>() bytes; every field is written before the
+    // entry is submitted, and `name` is zeroed before a reference to it is
+    // taken.
+    unsafe {
+        (*e).header = header(EventKind::IrqEntry, ts);
+        (*e).irq = r.i32(&l.irq);
+        (*e).reserved = 0;
+        (*e).name = [0; trace_common::kernel::IRQ_NAME_LEN];
+        if l.name.flags & (FieldLoc::DATA_LOC | FieldLoc::REL_LOC) != 0 {
+            r.dynamic_str(&l.name, &mut (*e).name);
+        }
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `irq:irq_handler_exit`.
+#[tracepoint]
+pub fn irq_handler_exit(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    if !irq_wanted(layout) {
+        return 0;
+    }
+    let l = &layout.irq_handler_exit;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<IrqExitEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<IrqExitEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::IrqExit, ts);
+        (*e).irq = r.i32(&l.irq);
+        (*e).ret = r.i32(&l.ret);
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// Shared body of the two softirq tracepoints.
+#[inline(always)]
+fn softirq(ctx: &TracePointContext, layout: &KernelLayout, l: &SoftirqLayout, exit: u32, ts: u64) {
+    let Some(r) = Record::copy(ctx, l.record_size) else {
+        return;
+    };
+    let Some(mut entry) = reserve::<SoftirqEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SoftirqEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Softirq, ts);
+        (*e).vec = r.id(&l.vec);
+        (*e).exit = exit;
+    }
+    r.submit(layout, entry);
+}
+
+/// `irq:softirq_entry`.
+#[tracepoint]
+pub fn softirq_entry(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    if irq_wanted(layout) {
+        softirq(&ctx, layout, &layout.softirq_entry, 0, ts);
+    }
+    0
+}
+
+/// `irq:softirq_exit`.
+#[tracepoint]
+pub fn softirq_exit(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    if irq_wanted(layout) {
+        softirq(&ctx, layout, &layout.softirq_exit, SOFTIRQ_EXIT, ts);
+    }
     0
 }
 

@@ -20,6 +20,14 @@
 //!   call whose return was lost (a full ring buffer) ends where the thread's
 //!   next call begins, marked `return_lost`.
 //!
+//! - Hard IRQ handlers and softirqs become complete durations in
+//!   `kernel:irq` on one track per CPU: pseudo-threads `CPU n interrupts`
+//!   ([`irq_thread_koid`]) of a pseudo-process `kernel interrupts`
+//!   ([`IRQ_PROCESS_KOID`]), koids above any Linux pid. A softirq
+//!   interrupted by a hard IRQ nests it. A handler still running at the end
+//!   is written as begun; an exit without its entry (the recording started
+//!   inside the handler) is left out.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -59,6 +67,34 @@ pub struct KernelRecordCounts {
     pub names: u64,
     /// System call durations (complete, or begun and not ended).
     pub syscalls: u64,
+    /// Hard IRQ and softirq durations.
+    pub interrupts: u64,
+}
+
+/// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
+/// any Linux pid (at most 2^22), inside 31 bits.
+pub const IRQ_PROCESS_KOID: u32 = 0x7FFF_0000;
+
+/// Koid of CPU `cpu`'s interrupt track.
+pub fn irq_thread_koid(cpu: u32) -> u32 {
+    IRQ_PROCESS_KOID + 1 + cpu.min(0xFFFE)
+}
+
+/// A hard IRQ handler or softirq running on a CPU.
+#[derive(Clone, Debug)]
+struct PendingIrq {
+    ts: u64,
+    name: String,
+    args: Vec<(&'static str, ArgValue<'static>)>,
+    /// The IRQ number or softirq vector, to match the exit.
+    number: i64,
+}
+
+/// The interrupts running on one CPU.
+#[derive(Clone, Debug, Default)]
+struct CpuIrqs {
+    hard: Option<PendingIrq>,
+    soft: Option<PendingIrq>,
 }
 
 /// How a system call ended, as far as the events tell.
@@ -96,6 +132,8 @@ pub struct KernelTranslator {
     /// When the recording started (CLOCK_MONOTONIC ns): where calls that
     /// began before it start.
     start_ts: u64,
+    /// Interrupts running, by CPU.
+    irqs: HashMap<u32, CpuIrqs>,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -156,6 +194,7 @@ impl KernelTranslator {
             syscall_table: table,
             pending: HashMap::new(),
             start_ts: 0,
+            irqs: HashMap::new(),
         }
     }
 
@@ -642,6 +681,167 @@ impl KernelTranslator {
         }
     }
 
+    /// Hard IRQ `irq` (handler `name`) started on `cpu`.
+    pub fn irq_entry<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u32,
+        irq: i32,
+        name: &str,
+    ) -> Result<(), OutputError> {
+        let name = if name.is_empty() {
+            format!("irq {irq}")
+        } else {
+            name.to_owned()
+        };
+        let pending = PendingIrq {
+            ts,
+            name,
+            args: vec![("irq", ArgValue::Int32(irq))],
+            number: i64::from(irq),
+        };
+        if let Some(lost) = self.irqs.entry(cpu).or_default().hard.replace(pending) {
+            // Its exit was lost (a full ring buffer).
+            self.write_irq(
+                out,
+                cpu,
+                lost,
+                Some(ts),
+                &[("exit_lost", ArgValue::Bool(true))],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Hard IRQ `irq` ended on `cpu`; `ret` non-zero when it was handled.
+    pub fn irq_exit<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u32,
+        irq: i32,
+        ret: i32,
+    ) -> Result<(), OutputError> {
+        let slot = &mut self.irqs.entry(cpu).or_default().hard;
+        match slot.take() {
+            Some(p) if p.number == i64::from(irq) => self.write_irq(
+                out,
+                cpu,
+                p,
+                Some(ts),
+                &[("handled", ArgValue::Bool(ret != 0))],
+            ),
+            other => {
+                *slot = other;
+                Ok(())
+            }
+        }
+    }
+
+    /// Softirq vector `vec` started (`exit` false) or ended on `cpu`.
+    pub fn softirq<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u32,
+        vec: u32,
+        exit: bool,
+    ) -> Result<(), OutputError> {
+        let slot = &mut self.irqs.entry(cpu).or_default().soft;
+        if !exit {
+            let name = match trace_common::kernel::softirq_name(vec) {
+                Some(n) => format!("softirq {n}"),
+                None => format!("softirq {vec}"),
+            };
+            let pending = PendingIrq {
+                ts,
+                name,
+                args: vec![("vec", ArgValue::Uint32(vec))],
+                number: i64::from(vec),
+            };
+            if let Some(lost) = slot.replace(pending) {
+                self.write_irq(
+                    out,
+                    cpu,
+                    lost,
+                    Some(ts),
+                    &[("exit_lost", ArgValue::Bool(true))],
+                )?;
+            }
+            return Ok(());
+        }
+        match slot.take() {
+            Some(p) if p.number == i64::from(vec) => self.write_irq(out, cpu, p, Some(ts), &[]),
+            other => {
+                *slot = other;
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the interrupts still running as durations that begin and do
+    /// not end.
+    pub fn finish_irqs<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        let mut left: Vec<(u32, PendingIrq)> = Vec::new();
+        for (cpu, irqs) in self.irqs.iter_mut() {
+            left.extend(irqs.soft.take().map(|p| (*cpu, p)));
+            left.extend(irqs.hard.take().map(|p| (*cpu, p)));
+        }
+        left.sort_by_key(|(_, p)| p.ts);
+        for (cpu, p) in left {
+            self.write_irq(out, cpu, p, None, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Writes one interrupt on `cpu`'s track: complete when `end` is known.
+    fn write_irq<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        cpu: u32,
+        p: PendingIrq,
+        end: Option<u64>,
+        extra: &[(&str, ArgValue<'_>)],
+    ) -> Result<(), OutputError> {
+        let tid = irq_thread_koid(cpu);
+        if !self.processes.contains_key(&IRQ_PROCESS_KOID) {
+            self.name_process(out, IRQ_PROCESS_KOID, "kernel interrupts")?;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.name_thread(out, tid, IRQ_PROCESS_KOID, &format!("CPU {cpu} interrupts"))?;
+        }
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_IRQ)?;
+        let name = self.strings.intern(out, &p.name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(p.args.len() + extra.len());
+        for (k, v) in p.args.iter().chain(extra.iter()) {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        let kind = match end {
+            Some(end_ts) => EventKind::DurationComplete { end_ts },
+            None => EventKind::DurationBegin,
+        };
+        out.write(&Record::Event {
+            ts: p.ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(IRQ_PROCESS_KOID),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind,
+        })?;
+        self.counts.interrupts += 1;
+        Ok(())
+    }
+
     /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
     #[allow(clippy::too_many_arguments)]
     pub fn exit<W: Write>(
@@ -836,6 +1036,71 @@ mod tests {
         assert_eq!(arg(2, "return_lost").as_deref(), Some("Bool(true)"));
         assert_eq!(arg(4, "ret"), None);
         assert_eq!(arg(5, "arg0").as_deref(), Some("Uint64(2)"));
+    }
+
+    #[test]
+    fn interrupts_become_durations_on_per_cpu_tracks() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // CPU 1: a softirq interrupted by a hard IRQ.
+        t.softirq(&mut out, 100, 1, 1, false).unwrap();
+        t.irq_entry(&mut out, 110, 1, 36, "virtio1-req.0").unwrap();
+        t.irq_exit(&mut out, 120, 1, 36, 1).unwrap();
+        t.softirq(&mut out, 150, 1, 1, true).unwrap();
+        // CPU 0: an exit without its entry (left out), then a handler
+        // still running at the end.
+        t.irq_exit(&mut out, 200, 0, 5, 1).unwrap();
+        t.softirq(&mut out, 210, 0, 9, true).unwrap();
+        t.irq_entry(&mut out, 300, 0, 7, "").unwrap();
+        t.finish_irqs(&mut out).unwrap();
+        assert_eq!(t.counts().interrupts, 3);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let mut events = Vec::new();
+        let mut names = HashMap::new();
+        for r in &recs {
+            match r {
+                Record::Event {
+                    ts,
+                    thread,
+                    name,
+                    kind,
+                    ..
+                } => {
+                    let (p, tid) = st.thread(*thread).unwrap();
+                    assert_eq!(p, u64::from(IRQ_PROCESS_KOID));
+                    events.push((*ts, tid, st.string(name).unwrap().to_owned(), *kind));
+                }
+                Record::KernelObject { koid, name, .. } => {
+                    names.insert(*koid, st.string(name).unwrap().to_owned());
+                }
+                _ => {}
+            }
+        }
+        let cpu1 = u64::from(irq_thread_koid(1));
+        let cpu0 = u64::from(irq_thread_koid(0));
+        assert_eq!(
+            events,
+            [
+                (
+                    110,
+                    cpu1,
+                    "virtio1-req.0".to_owned(),
+                    EventKind::DurationComplete { end_ts: 120 }
+                ),
+                (
+                    100,
+                    cpu1,
+                    "softirq TIMER".to_owned(),
+                    EventKind::DurationComplete { end_ts: 150 }
+                ),
+                (300, cpu0, "irq 7".to_owned(), EventKind::DurationBegin),
+            ]
+        );
+        assert_eq!(names[&cpu1], "CPU 1 interrupts");
+        assert_eq!(names[&cpu0], "CPU 0 interrupts");
+        assert_eq!(names[&u64::from(IRQ_PROCESS_KOID)], "kernel interrupts");
+        assert!(cpu0 > 4_194_304 && cpu1 < i32::MAX as u64);
     }
 
     #[test]

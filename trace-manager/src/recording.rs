@@ -262,6 +262,7 @@ impl<W: Write> Recording<W> {
         // Events already in the ring buffer are still collected.
         self.drain()?;
         self.translator.finish_syscalls(&mut self.out)?;
+        self.translator.finish_irqs(&mut self.out)?;
         self.stats.dropped = match self.kernel.as_ref() {
             Some(k) => k.dropped()?,
             None => 0,
@@ -360,6 +361,17 @@ fn translate<W: Write>(
         KernelEvent::SysExit(e) => {
             t.sys_exit(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret)
         }
+        KernelEvent::IrqEntry(e) => {
+            t.irq_entry(out, e.header.ts, e.header.cpu, e.irq, &comm_str(&e.name))
+        }
+        KernelEvent::IrqExit(e) => t.irq_exit(out, e.header.ts, e.header.cpu, e.irq, e.ret),
+        KernelEvent::Softirq(e) => t.softirq(
+            out,
+            e.header.ts,
+            e.header.cpu,
+            e.vec,
+            e.exit == trace_common::kernel::SOFTIRQ_EXIT,
+        ),
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),

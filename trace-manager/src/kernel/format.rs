@@ -8,9 +8,10 @@
 use std::fmt;
 
 use trace_common::kernel::{
-    FieldLoc, KernelLayout, MAX_RECORD_BYTES, ProcessExecLayout, ProcessExitLayout,
-    ProcessForkLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SysEnterLayout,
-    SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
+    FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout, MAX_RECORD_BYTES,
+    ProcessExecLayout, ProcessExitLayout, ProcessForkLayout, SYSCALL_ARGS, SchedSwitchLayout,
+    SchedWakeupLayout, SoftirqLayout, SysEnterLayout, SysExitLayout, TaskNewtaskLayout,
+    TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -365,6 +366,36 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             l.record_size = seal(f, &mut [&mut l.id, &mut l.ret]);
             layout.sys_exit = l;
         }
+        ("irq", "irq_handler_entry") => {
+            let mut l = IrqHandlerEntryLayout {
+                record_size: 0,
+                irq: locate(f, "irq", Int),
+                name: locate(f, "name", Str),
+            };
+            l.record_size = seal(f, &mut [&mut l.irq, &mut l.name]);
+            layout.irq_handler_entry = l;
+        }
+        ("irq", "irq_handler_exit") => {
+            let mut l = IrqHandlerExitLayout {
+                record_size: 0,
+                irq: locate(f, "irq", Int),
+                ret: locate(f, "ret", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.irq, &mut l.ret]);
+            layout.irq_handler_exit = l;
+        }
+        ("irq", event @ ("softirq_entry" | "softirq_exit")) => {
+            let mut l = SoftirqLayout {
+                record_size: 0,
+                vec: locate(f, "vec", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.vec]);
+            if event == "softirq_entry" {
+                layout.softirq_entry = l;
+            } else {
+                layout.softirq_exit = l;
+            }
+        }
         ("task", "task_rename") => {
             let mut l = TaskRenameLayout {
                 record_size: 0,
@@ -422,6 +453,12 @@ mod tests {
     const SYS_ENTER: &str = include_str!("testdata/sys_enter.format");
     /// Captured from this project's development kernel (6.18).
     const SYS_EXIT: &str = include_str!("testdata/sys_exit.format");
+    /// Captured from this project's development kernel (6.18).
+    const IRQ_HANDLER_ENTRY: &str = include_str!("testdata/irq_handler_entry.format");
+    /// Captured from this project's development kernel (6.18).
+    const IRQ_HANDLER_EXIT: &str = include_str!("testdata/irq_handler_exit.format");
+    /// Captured from this project's development kernel (6.18).
+    const SOFTIRQ_ENTRY: &str = include_str!("testdata/softirq_entry.format");
 
     fn spec(event: &str) -> &'static TracepointSpec {
         TRACEPOINTS.iter().find(|t| t.event == event).unwrap()
@@ -592,6 +629,45 @@ mod tests {
             \tfield:unsigned int args[6];\toffset:20;\tsize:24;\tsigned:0;\n";
         let f = parse_format(odd).unwrap();
         assert_eq!(locate(&f, "args", Want::Words), FieldLoc::ABSENT);
+    }
+
+    #[test]
+    fn irq_layouts() {
+        let mut layout = KernelLayout::default();
+        let f = parse_format(IRQ_HANDLER_ENTRY).unwrap();
+        assert!(fill_layout(&mut layout, spec("irq_handler_entry"), &f));
+        assert_eq!(
+            layout.irq_handler_entry,
+            IrqHandlerEntryLayout {
+                record_size: 16,
+                irq: int(8, 4, true),
+                name: FieldLoc {
+                    offset: 12,
+                    size: 4,
+                    flags: FieldLoc::PRESENT | FieldLoc::DATA_LOC
+                },
+            }
+        );
+        let f = parse_format(IRQ_HANDLER_EXIT).unwrap();
+        assert!(fill_layout(&mut layout, spec("irq_handler_exit"), &f));
+        assert_eq!(
+            layout.irq_handler_exit,
+            IrqHandlerExitLayout {
+                record_size: 16,
+                irq: int(8, 4, true),
+                ret: int(12, 4, true),
+            }
+        );
+        let f = parse_format(SOFTIRQ_ENTRY).unwrap();
+        assert!(fill_layout(&mut layout, spec("softirq_exit"), &f));
+        assert_eq!(
+            layout.softirq_exit,
+            SoftirqLayout {
+                record_size: 12,
+                vec: int(8, 4, false),
+            }
+        );
+        assert_eq!(layout.softirq_entry, SoftirqLayout::default());
     }
 
     #[test]

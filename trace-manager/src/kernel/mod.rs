@@ -281,6 +281,15 @@ impl KernelProvider {
     pub fn start(config: &KernelConfig) -> Result<Self, KernelError> {
         let categories = check_categories(&config.categories)?;
         let filtering = config.pids.is_some();
+        if filtering
+            && categories
+                .iter()
+                .any(|c| c == trace_common::category::KERNEL_IRQ)
+        {
+            log::warn!(
+                "kernel:irq records nothing with a pid filter: interrupts belong to no process"
+            );
+        }
         // With a pid filter the programs that follow new and exiting tasks
         // are attached whatever the categories.
         let specs: Vec<&'static TracepointSpec> = TRACEPOINTS
