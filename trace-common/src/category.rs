@@ -14,6 +14,9 @@ pub const KERNEL_SYSCALL: &str = "kernel:syscall";
 /// The kernel provider's interrupt category: hard IRQ handlers and softirqs
 /// as durations on one track per CPU.
 pub const KERNEL_IRQ: &str = "kernel:irq";
+/// The kernel provider's block I/O category: requests from issue to
+/// completion as async events.
+pub const KERNEL_BLOCK: &str = "kernel:block";
 
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
@@ -32,6 +35,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_IRQ,
         "hard IRQ handlers (by handler name) and softirqs (by vector) as durations per CPU",
+    ),
+    (
+        KERNEL_BLOCK,
+        "block requests from issue to completion as async slices: device, sector, bytes, op",
     ),
 ];
 

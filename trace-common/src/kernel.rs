@@ -22,7 +22,7 @@
 use core::fmt;
 use core::mem::size_of;
 
-use crate::category::{KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
+use crate::category::{KERNEL_BLOCK, KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
 
 /// Length of a kernel task name (`TASK_COMM_LEN`), NUL terminator included.
 pub const COMM_LEN: usize = 16;
@@ -74,6 +74,9 @@ pub const COUNTER_COUNT: u32 = 3;
 
 /// Bytes kept of an IRQ handler's name (NUL terminator included).
 pub const IRQ_NAME_LEN: usize = 32;
+
+/// Bytes kept of a block request's `rwbs` flags (`R`, `WS`, `FF`...).
+pub const RWBS_LEN: usize = 8;
 
 /// [`SoftirqEvent::exit`] value of `irq:softirq_exit`.
 pub const SOFTIRQ_EXIT: u32 = 1;
@@ -215,6 +218,18 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "softirq_exit",
         group: "irq",
         event: "softirq_exit",
+    },
+    TracepointSpec {
+        category: KERNEL_BLOCK,
+        program: "block_rq_issue",
+        group: "block",
+        event: "block_rq_issue",
+    },
+    TracepointSpec {
+        category: KERNEL_BLOCK,
+        program: "block_rq_complete",
+        group: "block",
+        event: "block_rq_complete",
     },
 ];
 
@@ -446,6 +461,25 @@ pub struct SoftirqLayout {
     pub vec: FieldLoc,
 }
 
+/// Field locations of `block:block_rq_issue` and `block:block_rq_complete`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockRqLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `dev_t dev`: the device (major << 20 | minor).
+    pub dev: FieldLoc,
+    /// `sector_t sector`.
+    pub sector: FieldLoc,
+    /// `unsigned int nr_sector`.
+    pub nr_sector: FieldLoc,
+    /// `unsigned int bytes` (issue) or `int error` (completion).
+    pub bytes_or_error: FieldLoc,
+    /// `char rwbs[N]`: the operation and flags.
+    pub rwbs: FieldLoc,
+}
+
 /// Every tracepoint's field locations, and when to wake the reader: the one
 /// value of the [`MAP_LAYOUT`] map. A tracepoint whose category is disabled
 /// keeps all fields absent.
@@ -489,6 +523,10 @@ pub struct KernelLayout {
     pub softirq_entry: SoftirqLayout,
     /// `irq:softirq_exit`.
     pub softirq_exit: SoftirqLayout,
+    /// `block:block_rq_issue`.
+    pub block_rq_issue: BlockRqLayout,
+    /// `block:block_rq_complete`.
+    pub block_rq_complete: BlockRqLayout,
     /// Zero (keeps the size a multiple of 4 without implicit padding).
     pub reserved_end: u16,
     /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
@@ -501,7 +539,7 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 4;
+    pub const VERSION: u16 = 5;
 }
 
 // ---------------------------------------------------------------------------
@@ -535,6 +573,10 @@ pub enum EventKind {
     IrqExit = 11,
     /// [`SoftirqEvent`].
     Softirq = 12,
+    /// [`BlockRqEvent`], issue.
+    BlockIssue = 13,
+    /// [`BlockRqEvent`], completion.
+    BlockComplete = 14,
 }
 
 impl EventKind {
@@ -553,6 +595,8 @@ impl EventKind {
             10 => EventKind::IrqEntry,
             11 => EventKind::IrqExit,
             12 => EventKind::Softirq,
+            13 => EventKind::BlockIssue,
+            14 => EventKind::BlockComplete,
             _ => return None,
         })
     }
@@ -572,6 +616,7 @@ impl EventKind {
             EventKind::IrqEntry => size_of::<IrqEntryEvent>(),
             EventKind::IrqExit => size_of::<IrqExitEvent>(),
             EventKind::Softirq => size_of::<SoftirqEvent>(),
+            EventKind::BlockIssue | EventKind::BlockComplete => size_of::<BlockRqEvent>(),
         }
     }
 }
@@ -790,6 +835,27 @@ pub struct SoftirqEvent {
     pub exit: u32,
 }
 
+/// `block:block_rq_issue` (a request went to the device driver) or
+/// `block:block_rq_complete` (the device completed it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRqEvent {
+    /// Common header; at issue `tid`/`tgid` are the issuing task's.
+    pub header: EventHeader,
+    /// First sector.
+    pub sector: u64,
+    /// Device, `major << 20 | minor` as the kernel's `dev_t`.
+    pub dev: u32,
+    /// Sectors.
+    pub nr_sector: u32,
+    /// Bytes (issue) or the error (completion, 0 on success).
+    pub bytes_or_error: i32,
+    /// Zero.
+    pub reserved: u32,
+    /// `rwbs` flags, NUL-padded: R read, W write, D discard, F flush, ...
+    pub rwbs: [u8; RWBS_LEN],
+}
+
 /// The kernel's name of softirq vector `vec`.
 pub fn softirq_name(vec: u32) -> Option<&'static str> {
     const NAMES: [&str; 10] = [
@@ -814,9 +880,10 @@ const _: () = {
     assert!(size_of::<IrqEntryEvent>() == 64);
     assert!(size_of::<IrqExitEvent>() == 32);
     assert!(size_of::<SoftirqEvent>() == 32);
-    // version, reserved, wakeup_bytes, 14 record sizes, 41 fields,
+    assert!(size_of::<BlockRqEvent>() == 56);
+    // version, reserved, wakeup_bytes, 16 record sizes, 51 fields,
     // reserved_end, filter, self_tgid: no implicit padding anywhere.
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 14 * 2 + 41 * 6 + 2 + 4 + 4);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 16 * 2 + 51 * 6 + 2 + 4 + 4);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 
@@ -850,6 +917,10 @@ pub enum KernelEvent {
     IrqExit(IrqExitEvent),
     /// A softirq start or end.
     Softirq(SoftirqEvent),
+    /// A block request issued.
+    BlockIssue(BlockRqEvent),
+    /// A block request completed.
+    BlockComplete(BlockRqEvent),
 }
 
 impl KernelEvent {
@@ -868,6 +939,7 @@ impl KernelEvent {
             KernelEvent::IrqEntry(e) => &e.header,
             KernelEvent::IrqExit(e) => &e.header,
             KernelEvent::Softirq(e) => &e.header,
+            KernelEvent::BlockIssue(e) | KernelEvent::BlockComplete(e) => &e.header,
         }
     }
 
@@ -886,6 +958,8 @@ impl KernelEvent {
             KernelEvent::IrqEntry(_) => EventKind::IrqEntry,
             KernelEvent::IrqExit(_) => EventKind::IrqExit,
             KernelEvent::Softirq(_) => EventKind::Softirq,
+            KernelEvent::BlockIssue(_) => EventKind::BlockIssue,
+            KernelEvent::BlockComplete(_) => EventKind::BlockComplete,
         }
     }
 }
@@ -969,6 +1043,7 @@ impl PlainData for SysExitEvent {}
 impl PlainData for IrqEntryEvent {}
 impl PlainData for IrqExitEvent {}
 impl PlainData for SoftirqEvent {}
+impl PlainData for BlockRqEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -1007,6 +1082,8 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::IrqEntry => KernelEvent::IrqEntry(read_plain(bytes)?),
         EventKind::IrqExit => KernelEvent::IrqExit(read_plain(bytes)?),
         EventKind::Softirq => KernelEvent::Softirq(read_plain(bytes)?),
+        EventKind::BlockIssue => KernelEvent::BlockIssue(read_plain(bytes)?),
+        EventKind::BlockComplete => KernelEvent::BlockComplete(read_plain(bytes)?),
     })
 }
 
@@ -1092,7 +1169,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=12u32 {
+        for kind in 1..=14u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

@@ -26,7 +26,9 @@
 //!   process);
 //! - `kernel:irq`: `irq_handler_entry`, `irq_handler_exit`, `softirq_entry`,
 //!   `softirq_exit` (not recorded under a pid filter: interrupts belong to
-//!   no process).
+//!   no process);
+//! - `kernel:block`: `block_rq_issue` (under a pid filter, only requests a
+//!   followed task issues), `block_rq_complete`.
 //!
 //! With a pid filter (`FILTER_PIDS`), a program records only events of the
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
@@ -55,7 +57,7 @@ use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
     COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
     FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
-    IrqEntryEvent, IrqExitEvent, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    BlockRqEvent, BlockRqLayout, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
     SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
     WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
@@ -897,6 +899,66 @@ pub fn softirq_exit(ctx: TracePointContext) -> u32 {
     if irq_wanted(layout) {
         softirq(&ctx, layout, &layout.softirq_exit, SOFTIRQ_EXIT, ts);
     }
+    0
+}
+
+// ---------------------------------------------------------------------------
+// kernel:block
+
+/// Shared body of the two block request tracepoints.
+#[inline(always)]
+fn block_rq(ctx: &TracePointContext, layout: &KernelLayout, l: &BlockRqLayout, kind: EventKind) {
+    let ts = now();
+    let Some(r) = Record::copy(ctx, l.record_size) else {
+        return;
+    };
+    let Some(mut entry) = reserve::<BlockRqEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    let inline_rwbs = l.rwbs.is_present()
+        && l.rwbs.flags & (FieldLoc::DATA_LOC | FieldLoc::REL_LOC) == 0;
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<BlockRqEvent>() bytes; every field is written before the
+    // entry is submitted. The `rwbs` bytes read lie in the scratch copy
+    // (at most RWBS_LEN after a masked offset).
+    unsafe {
+        (*e).header = header(kind, ts);
+        (*e).sector = r.int(&l.sector) as u64;
+        (*e).dev = r.id(&l.dev);
+        (*e).nr_sector = r.id(&l.nr_sector);
+        (*e).bytes_or_error = r.i32(&l.bytes_or_error);
+        (*e).reserved = 0;
+        (*e).rwbs = [0; RWBS_LEN];
+        if inline_rwbs {
+            let src = r.at(l.rwbs.offset);
+            let n = l.rwbs.size as usize;
+            for i in 0..RWBS_LEN - 1 {
+                if i < n {
+                    (*e).rwbs[i] = *src.add(i);
+                }
+            }
+        }
+    }
+    r.submit(layout, entry);
+}
+
+/// `block:block_rq_issue`.
+#[tracepoint]
+pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
+    let Some(layout) = layout() else { return 0 };
+    if wanted(layout, bpf_get_current_pid_tgid() as u32) {
+        block_rq(&ctx, layout, &layout.block_rq_issue, EventKind::BlockIssue);
+    }
+    0
+}
+
+/// `block:block_rq_complete`: kept whatever the filter (the manager drops
+/// completions of requests it did not see issued).
+#[tracepoint]
+pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
+    let Some(layout) = layout() else { return 0 };
+    block_rq(&ctx, layout, &layout.block_rq_complete, EventKind::BlockComplete);
     0
 }
 

@@ -28,6 +28,13 @@
 //!   is written as begun; an exit without its entry (the recording started
 //!   inside the handler) is left out.
 //!
+//! - Block requests become async slices in `kernel:block` from issue to
+//!   completion, named by the operation (`read`, `write`, `flush`, ...), on
+//!   one track per device (`block 254:0`, a pseudo-thread of a pseudo-process
+//!   `kernel block I/O`, [`BLOCK_PROCESS_KOID`]), with the sector, size,
+//!   `rwbs` flags and issuing thread, and the error at completion. A
+//!   completion of a request issued before the recording is left out.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -69,6 +76,8 @@ pub struct KernelRecordCounts {
     pub syscalls: u64,
     /// Hard IRQ and softirq durations.
     pub interrupts: u64,
+    /// Block requests issued (async begins).
+    pub block_requests: u64,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -78,6 +87,30 @@ pub const IRQ_PROCESS_KOID: u32 = 0x7FFF_0000;
 /// Koid of CPU `cpu`'s interrupt track.
 pub fn irq_thread_koid(cpu: u32) -> u32 {
     IRQ_PROCESS_KOID + 1 + cpu.min(0xFFFE)
+}
+
+/// Koid of the pseudo-process holding the per-device block tracks.
+pub const BLOCK_PROCESS_KOID: u32 = 0x7FFE_0000;
+
+/// A block request issued and not yet completed.
+#[derive(Clone, Debug)]
+struct PendingBlock {
+    id: u64,
+    name: &'static str,
+}
+
+/// The operation a block request's `rwbs` flags describe.
+pub fn block_op(rwbs: &str) -> &'static str {
+    let op = rwbs.trim_start_matches('F');
+    match op.chars().next() {
+        Some('R') => "read",
+        Some('W') => "write",
+        Some('D') => "discard",
+        Some('E') => "secure erase",
+        Some('N') => "other",
+        _ if rwbs.starts_with('F') => "flush",
+        _ => "block I/O",
+    }
 }
 
 /// A hard IRQ handler or softirq running on a CPU.
@@ -134,6 +167,11 @@ pub struct KernelTranslator {
     start_ts: u64,
     /// Interrupts running, by CPU.
     irqs: HashMap<u32, CpuIrqs>,
+    /// Block requests in flight by (device, sector), oldest first.
+    block: HashMap<(u32, u64), std::collections::VecDeque<PendingBlock>>,
+    /// Block device tracks: device → pseudo-thread koid.
+    block_tracks: HashMap<u32, u32>,
+    next_block_id: u64,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -195,6 +233,9 @@ impl KernelTranslator {
             pending: HashMap::new(),
             start_ts: 0,
             irqs: HashMap::new(),
+            block: HashMap::new(),
+            block_tracks: HashMap::new(),
+            next_block_id: 1,
         }
     }
 
@@ -842,6 +883,113 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// Thread `tid` issued a block request to device `dev`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn block_issue<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        dev: u32,
+        sector: u64,
+        nr_sector: u32,
+        bytes: i32,
+        rwbs: &str,
+    ) -> Result<(), OutputError> {
+        let id = self.next_block_id;
+        self.next_block_id += 1;
+        let name = block_op(rwbs);
+        self.block
+            .entry((dev, sector))
+            .or_default()
+            .push_back(PendingBlock { id, name });
+        let device = format!("{}:{}", dev >> 20, dev & 0xF_FFFF);
+        let args = [
+            ("device", ArgValue::String(StringRef::inline(&device))),
+            ("sector", ArgValue::Uint64(sector)),
+            ("sectors", ArgValue::Uint32(nr_sector)),
+            ("bytes", ArgValue::Uint32(bytes as u32)),
+            ("rwbs", ArgValue::String(StringRef::inline(rwbs))),
+            ("issuer", ArgValue::Koid(u64::from(tid))),
+        ];
+        self.counts.block_requests += 1;
+        self.block_event(out, ts, dev, name, &args, EventKind::AsyncBegin { id })
+    }
+
+    /// Device `dev` completed the request at `sector`; `error` 0 on success.
+    pub fn block_complete<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        dev: u32,
+        sector: u64,
+        error: i32,
+    ) -> Result<(), OutputError> {
+        let Some(queue) = self.block.get_mut(&(dev, sector)) else {
+            // Issued before the recording (or not followed).
+            return Ok(());
+        };
+        let Some(p) = queue.pop_front() else {
+            return Ok(());
+        };
+        if queue.is_empty() {
+            self.block.remove(&(dev, sector));
+        }
+        let args = [("error", ArgValue::Int32(error))];
+        self.block_event(
+            out,
+            ts,
+            dev,
+            p.name,
+            &args,
+            EventKind::AsyncEnd { id: p.id },
+        )
+    }
+
+    fn block_event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        dev: u32,
+        name: &str,
+        args: &[(&str, ArgValue<'_>)],
+        kind: EventKind,
+    ) -> Result<(), OutputError> {
+        if !self.processes.contains_key(&BLOCK_PROCESS_KOID) {
+            self.name_process(out, BLOCK_PROCESS_KOID, "kernel block I/O")?;
+        }
+        let next = BLOCK_PROCESS_KOID + 1 + self.block_tracks.len().min(0xFFFE) as u32;
+        let track = *self.block_tracks.entry(dev).or_insert(next);
+        if !self.threads.contains_key(&track) {
+            let label = format!("block {}:{}", dev >> 20, dev & 0xF_FFFF);
+            self.name_thread(out, track, BLOCK_PROCESS_KOID, &label)?;
+        }
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_BLOCK)?;
+        let name = self.strings.intern(out, name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
+        for (k, v) in args {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        out.write(&Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(BLOCK_PROCESS_KOID),
+                thread: u64::from(track),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind,
+        })?;
+        Ok(())
+    }
+
     /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
     #[allow(clippy::too_many_arguments)]
     pub fn exit<W: Write>(
@@ -1101,6 +1249,65 @@ mod tests {
         assert_eq!(names[&cpu0], "CPU 0 interrupts");
         assert_eq!(names[&u64::from(IRQ_PROCESS_KOID)], "kernel interrupts");
         assert!(cpu0 > 4_194_304 && cpu1 < i32::MAX as u64);
+    }
+
+    #[test]
+    fn block_requests_pair_by_device_and_sector() {
+        assert_eq!(block_op("R"), "read");
+        assert_eq!(block_op("RA"), "read");
+        assert_eq!(block_op("WS"), "write");
+        assert_eq!(block_op("FWS"), "write");
+        assert_eq!(block_op("FF"), "flush");
+        assert_eq!(block_op("D"), "discard");
+        assert_eq!(block_op(""), "block I/O");
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        let dev = (254 << 20) | 16;
+        // Completed before it was seen issued: left out.
+        t.block_complete(&mut out, 50, dev, 8, 0).unwrap();
+        // Two requests at the same sector complete in order.
+        t.block_issue(&mut out, 100, 42, dev, 8, 8, 4096, "W")
+            .unwrap();
+        t.block_issue(&mut out, 110, 43, dev, 8, 8, 4096, "R")
+            .unwrap();
+        t.block_complete(&mut out, 200, dev, 8, 0).unwrap();
+        t.block_complete(&mut out, 210, dev, 8, -5).unwrap();
+        assert_eq!(t.counts().block_requests, 2);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let mut ev = Vec::new();
+        let mut track_name = String::new();
+        for r in &recs {
+            match r {
+                Record::Event {
+                    ts,
+                    name,
+                    kind,
+                    thread,
+                    ..
+                } => {
+                    let (p, _) = st.thread(*thread).unwrap();
+                    assert_eq!(p, u64::from(BLOCK_PROCESS_KOID));
+                    ev.push((*ts, st.string(name).unwrap().to_owned(), *kind));
+                }
+                Record::KernelObject {
+                    obj_type: o, name, ..
+                } if *o == obj_type::THREAD => {
+                    track_name = st.string(name).unwrap().to_owned();
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(track_name, "block 254:16");
+        assert_eq!(
+            ev,
+            [
+                (100, "write".to_owned(), EventKind::AsyncBegin { id: 1 }),
+                (110, "read".to_owned(), EventKind::AsyncBegin { id: 2 }),
+                (200, "write".to_owned(), EventKind::AsyncEnd { id: 1 }),
+                (210, "read".to_owned(), EventKind::AsyncEnd { id: 2 }),
+            ]
+        );
     }
 
     #[test]

@@ -372,6 +372,19 @@ fn translate<W: Write>(
             e.vec,
             e.exit == trace_common::kernel::SOFTIRQ_EXIT,
         ),
+        KernelEvent::BlockIssue(e) => t.block_issue(
+            out,
+            e.header.ts,
+            e.header.tid,
+            e.dev,
+            e.sector,
+            e.nr_sector,
+            e.bytes_or_error,
+            &comm_str(&e.rwbs),
+        ),
+        KernelEvent::BlockComplete(e) => {
+            t.block_complete(out, e.header.ts, e.dev, e.sector, e.bytes_or_error)
+        }
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),

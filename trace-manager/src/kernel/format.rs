@@ -8,10 +8,10 @@
 use std::fmt;
 
 use trace_common::kernel::{
-    FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout, MAX_RECORD_BYTES,
-    ProcessExecLayout, ProcessExitLayout, ProcessForkLayout, SYSCALL_ARGS, SchedSwitchLayout,
-    SchedWakeupLayout, SoftirqLayout, SysEnterLayout, SysExitLayout, TaskNewtaskLayout,
-    TaskRenameLayout, TracepointSpec,
+    BlockRqLayout, FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout,
+    MAX_RECORD_BYTES, ProcessExecLayout, ProcessExitLayout, ProcessForkLayout, SYSCALL_ARGS,
+    SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout, SysEnterLayout, SysExitLayout,
+    TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -394,6 +394,32 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
                 layout.softirq_entry = l;
             } else {
                 layout.softirq_exit = l;
+            }
+        }
+        ("block", event @ ("block_rq_issue" | "block_rq_complete")) => {
+            let issue = event == "block_rq_issue";
+            let mut l = BlockRqLayout {
+                record_size: 0,
+                dev: locate(f, "dev", Int),
+                sector: locate(f, "sector", Int),
+                nr_sector: locate(f, "nr_sector", Int),
+                bytes_or_error: locate(f, if issue { "bytes" } else { "error" }, Int),
+                rwbs: locate(f, "rwbs", Str),
+            };
+            l.record_size = seal(
+                f,
+                &mut [
+                    &mut l.dev,
+                    &mut l.sector,
+                    &mut l.nr_sector,
+                    &mut l.bytes_or_error,
+                    &mut l.rwbs,
+                ],
+            );
+            if issue {
+                layout.block_rq_issue = l;
+            } else {
+                layout.block_rq_complete = l;
             }
         }
         ("task", "task_rename") => {

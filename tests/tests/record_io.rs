@@ -1,13 +1,15 @@
-//! End-to-end: `kernel:irq` with `trace-cli record` and the real kernel
-//! provider, as root: hard IRQ handlers and softirqs under block I/O load,
-//! as durations on named per-CPU tracks.
+//! End-to-end: `kernel:irq` and `kernel:block` with `trace-cli record` and
+//! the real kernel provider, as root, under block I/O load: hard IRQ
+//! handlers and softirqs as durations on named per-CPU tracks, block
+//! requests as async slices from issue to completion.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use tests::{Event, parse, require_root, trace_cli};
-use trace_common::fxt::EventKind;
+use trace_common::fxt::{ArgValue, EventKind};
 
 /// The sum of every numbered (device) interrupt line of /proc/interrupts,
 /// and the text, for the handler names.
@@ -33,10 +35,13 @@ fn device_interrupts() -> (u64, String) {
     (total, text)
 }
 
-/// Writes and flushes a file on disk a few times: block requests, and the
-/// device's completion interrupts.
-fn block_io() {
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("irq-load.bin");
+/// Bytes [`block_io`] writes and flushes.
+const LOAD_BYTES: u64 = 16 << 20;
+
+/// Writes and flushes a file on disk a few times ([`LOAD_BYTES`] in all):
+/// block requests, and the device's completion interrupts.
+fn block_io(name: &str) {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let chunk = vec![0x5au8; 1 << 20];
     for _ in 0..8 {
         let mut f = std::fs::File::create(&path).unwrap();
@@ -48,12 +53,12 @@ fn block_io() {
     std::fs::remove_file(&path).ok();
 }
 
-#[test]
-fn interrupts_are_durations_on_named_per_cpu_tracks() {
-    require_root();
-    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("irq.fxt");
+/// Records `category` for 2 s while `load` runs; returns the file and what
+/// `trace-cli` printed after starting.
+fn record_during(category: &str, file: &str, load: impl FnOnce()) -> (PathBuf, String) {
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(file);
     let mut recorder = Command::new(trace_cli())
-        .args(["record", "-c", "kernel:irq", "-d", "2", "-o"])
+        .args(["record", "-c", category, "-d", "2", "-o"])
         .arg(&file)
         .stderr(Stdio::piped())
         .spawn()
@@ -67,13 +72,25 @@ fn interrupts_are_durations_on_named_per_cpu_tracks() {
             "trace-cli ended early"
         );
     }
-    let (before, _) = device_interrupts();
-    block_io();
-    let (after, table) = device_interrupts();
+    load();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(recorder.wait().unwrap().success(), "{rest}");
     assert!(rest.contains(", 0 dropped"), "{rest}");
+    (file, rest)
+}
+
+#[test]
+fn interrupts_are_durations_on_named_per_cpu_tracks() {
+    require_root();
+    let mut counts = None;
+    let (file, rest) = record_during("kernel:irq", "irq.fxt", || {
+        let (before, _) = device_interrupts();
+        block_io("irq-load.bin");
+        let (after, table) = device_interrupts();
+        counts = Some((before, after, table));
+    });
+    let (before, after, table) = counts.unwrap();
 
     let trace = parse(&file);
     assert!(trace.errors.is_empty(), "{:?}", trace.errors);
@@ -157,4 +174,59 @@ fn interrupts_are_durations_on_named_per_cpu_tracks() {
              completes by polling?): only softirqs were checked"
         );
     }
+}
+
+#[test]
+fn block_requests_are_async_slices_from_issue_to_completion() {
+    require_root();
+    let (file, rest) = record_during("kernel:block", "block.fxt", || block_io("block-load.bin"));
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let block: Vec<&Event> = trace
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:block")
+        .collect();
+    assert!(!block.is_empty(), "no block request: {rest}");
+    let process = block[0].pid;
+    assert_eq!(
+        trace.process_names.get(&process).and_then(|n| n.last()),
+        Some(&"kernel block I/O".to_owned())
+    );
+    // Every completion ends a request begun earlier, on the same device
+    // track, with the same name.
+    let mut begun: HashMap<u64, &Event> = HashMap::new();
+    let mut written = 0u64;
+    for e in &block {
+        assert_eq!(e.pid, process);
+        let (_, track) = trace.thread(e.tid).expect("device track named");
+        assert!(track.starts_with("block "), "{track}");
+        match e.kind {
+            EventKind::AsyncBegin { id } => {
+                assert!(begun.insert(id, e).is_none(), "id {id} twice");
+                assert!(e.args.contains_key("sector") && e.args.contains_key("issuer"));
+            }
+            EventKind::AsyncEnd { id } => {
+                let b = begun
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("end of {id} without begin"));
+                assert!(
+                    e.ts >= b.ts && e.tid == b.tid && e.name == b.name,
+                    "{b:?} {e:?}"
+                );
+                assert_eq!(e.args.get("error"), Some(&ArgValue::Int32(0)));
+                if b.name == "write"
+                    && let Some(ArgValue::Uint32(n)) = b.args.get("bytes")
+                {
+                    written += u64::from(*n);
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // The flushed data went to a device inside the recording.
+    assert!(
+        written >= LOAD_BYTES,
+        "{written} bytes written by completed requests, {LOAD_BYTES} flushed"
+    );
 }
