@@ -208,13 +208,15 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts) in {:.1} s, {} records, {} bytes, {} dropped{}{} -> {}",
+         calls, {} interrupts, {} block requests) in {:.1} s, {} records, {} bytes, {} \
+         dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
         stats.counts.proc_events,
         stats.counts.syscalls,
         stats.counts.interrupts,
+        stats.counts.block_requests,
         stats.duration.as_secs_f64(),
         stats.records,
         stats.bytes,
