@@ -1,7 +1,8 @@
-//! End-to-end: `kernel:irq` and `kernel:block` with `trace-cli record` and
-//! the real kernel provider, as root, under block I/O load: hard IRQ
-//! handlers and softirqs as durations on named per-CPU tracks, block
-//! requests as async slices from issue to completion.
+//! End-to-end: `kernel:irq`, `kernel:block` and `kernel:vm` with `trace-cli
+//! record` and the real kernel provider, as root, under load that causes
+//! them: hard IRQ handlers and softirqs as durations on named per-CPU
+//! tracks, block requests as async slices from issue to completion, page
+//! faults as instants and resident-set sizes as counters.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -229,4 +230,91 @@ fn block_requests_are_async_slices_from_issue_to_completion() {
         written >= LOAD_BYTES,
         "{written} bytes written by completed requests, {LOAD_BYTES} flushed"
     );
+}
+
+#[test]
+fn page_faults_and_resident_set_of_a_command() {
+    require_root();
+    let mb = 32u64;
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm.fxt");
+    let out = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:vm", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_touch_pages"))
+        .arg(mb.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(", 0 dropped"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ids: HashMap<&str, u64> = stdout
+        .lines()
+        .find(|l| l.starts_with("pid="))
+        .unwrap_or_else(|| panic!("no output: {stdout}"))
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            let v = match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+                None => v.parse().unwrap(),
+            };
+            (k, v)
+        })
+        .collect();
+    let (pid, start, len) = (ids["pid"], ids["start"], ids["len"]);
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let vm: Vec<&Event> = trace
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:vm")
+        .collect();
+    // Only the command (its tree) is recorded.
+    assert!(
+        vm.iter().all(|e| e.pid == pid),
+        "another process in the trace"
+    );
+
+    // Resident set: the anonymous counter of the process grew by the pages
+    // it touched.
+    let anon: Vec<i64> = vm
+        .iter()
+        .filter(|e| e.name == "rss" && matches!(e.kind, EventKind::Counter { .. }))
+        .filter_map(|e| match e.args.get("anon") {
+            Some(ArgValue::Int64(v)) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let max = anon.iter().copied().max().unwrap_or(0);
+    assert!(max >= (len as i64), "anon rss at most {max}, {len} touched");
+
+    let faults: Vec<&&Event> = vm.iter().filter(|e| e.name == "page_fault").collect();
+    if !std::path::Path::new("/sys/kernel/tracing/events/exceptions/page_fault_user").exists() {
+        eprintln!("this kernel has no exceptions:page_fault_user (x86 only): faults not checked");
+        return;
+    }
+    // One write fault per touched page, inside the mapping.
+    let in_mapping = faults
+        .iter()
+        .filter(|e| match e.args.get("address") {
+            Some(ArgValue::Pointer(a)) => (start..start + len).contains(a),
+            _ => false,
+        })
+        .filter(|e| {
+            e.args.get("access")
+                == Some(&ArgValue::String(trace_common::fxt::StringRef::inline(
+                    "write",
+                )))
+        })
+        .count() as u64;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    assert!(
+        in_mapping >= len / page,
+        "{in_mapping} write faults in the mapping, {} pages touched",
+        len / page
+    );
+    assert!(matches!(faults[0].kind, EventKind::Instant));
 }

@@ -208,8 +208,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts, {} block requests) in {:.1} s, {} records, {} bytes, {} \
-         dropped{}{} -> {}",
+         calls, {} interrupts, {} block requests, {} memory events) in {:.1} s, {} records, {} \
+         bytes, {} dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
@@ -217,6 +217,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         stats.counts.syscalls,
         stats.counts.interrupts,
         stats.counts.block_requests,
+        stats.counts.memory_events,
         stats.duration.as_secs_f64(),
         stats.records,
         stats.bytes,

@@ -17,6 +17,9 @@ pub const KERNEL_IRQ: &str = "kernel:irq";
 /// The kernel provider's block I/O category: requests from issue to
 /// completion as async events.
 pub const KERNEL_BLOCK: &str = "kernel:block";
+/// The kernel provider's memory category: user page faults and resident-set
+/// counters.
+pub const KERNEL_VM: &str = "kernel:vm";
 
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
@@ -39,6 +42,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_BLOCK,
         "block requests from issue to completion as async slices: device, sector, bytes, op",
+    ),
+    (
+        KERNEL_VM,
+        "user page faults as instants (address, access), resident-set sizes as counters",
     ),
 ];
 

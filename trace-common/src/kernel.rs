@@ -22,7 +22,9 @@
 use core::fmt;
 use core::mem::size_of;
 
-use crate::category::{KERNEL_BLOCK, KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL};
+use crate::category::{
+    KERNEL_BLOCK, KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL, KERNEL_VM,
+};
 
 /// Length of a kernel task name (`TASK_COMM_LEN`), NUL terminator included.
 pub const COMM_LEN: usize = 16;
@@ -130,6 +132,9 @@ pub struct TracepointSpec {
     pub group: &'static str,
     /// The tracepoint name, e.g. `sched_switch`.
     pub event: &'static str,
+    /// Whether a kernel may lack it (architecture- or configuration-
+    /// specific): then the program is left out, not the recording.
+    pub optional: bool,
 }
 
 /// Every program in the eBPF object, with its category and tracepoint.
@@ -140,96 +145,126 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "sched_switch",
         group: "sched",
         event: "sched_switch",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_SCHED,
         program: "sched_wakeup",
         group: "sched",
         event: "sched_wakeup",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_SCHED,
         program: "sched_wakeup_new",
         group: "sched",
         event: "sched_wakeup_new",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_PROC,
         program: "sched_process_fork",
         group: "sched",
         event: "sched_process_fork",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_PROC,
         program: "task_newtask",
         group: "task",
         event: "task_newtask",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_PROC,
         program: "sched_process_exec",
         group: "sched",
         event: "sched_process_exec",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_PROC,
         program: "sched_process_exit",
         group: "sched",
         event: "sched_process_exit",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_PROC,
         program: "task_rename",
         group: "task",
         event: "task_rename",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_SYSCALL,
         program: "sys_enter",
         group: "raw_syscalls",
         event: "sys_enter",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_SYSCALL,
         program: "sys_exit",
         group: "raw_syscalls",
         event: "sys_exit",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_IRQ,
         program: "irq_handler_entry",
         group: "irq",
         event: "irq_handler_entry",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_IRQ,
         program: "irq_handler_exit",
         group: "irq",
         event: "irq_handler_exit",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_IRQ,
         program: "softirq_entry",
         group: "irq",
         event: "softirq_entry",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_IRQ,
         program: "softirq_exit",
         group: "irq",
         event: "softirq_exit",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_BLOCK,
         program: "block_rq_issue",
         group: "block",
         event: "block_rq_issue",
+        optional: false,
     },
     TracepointSpec {
         category: KERNEL_BLOCK,
         program: "block_rq_complete",
         group: "block",
         event: "block_rq_complete",
+        optional: false,
+    },
+    TracepointSpec {
+        category: KERNEL_VM,
+        program: "page_fault_user",
+        group: "exceptions",
+        event: "page_fault_user",
+        optional: true,
+    },
+    TracepointSpec {
+        category: KERNEL_VM,
+        program: "rss_stat",
+        group: "kmem",
+        event: "rss_stat",
+        optional: true,
     },
 ];
 
@@ -480,6 +515,38 @@ pub struct BlockRqLayout {
     pub rwbs: FieldLoc,
 }
 
+/// Field locations of `exceptions:page_fault_user` (x86).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageFaultLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `unsigned long address`: the faulting address.
+    pub address: FieldLoc,
+    /// `unsigned long ip`: the instruction that faulted.
+    pub ip: FieldLoc,
+    /// `unsigned long error_code`: the architecture's fault flags.
+    pub error_code: FieldLoc,
+}
+
+/// Field locations of `kmem:rss_stat`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RssStatLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `unsigned int mm_id`: a hash of the address space.
+    pub mm_id: FieldLoc,
+    /// `unsigned int curr`: whether it is the current task's.
+    pub curr: FieldLoc,
+    /// `int member`: 0 file, 1 anon, 2 swap entries, 3 shmem.
+    pub member: FieldLoc,
+    /// `long size`: the new value, in bytes.
+    pub size: FieldLoc,
+}
+
 /// Every tracepoint's field locations, and when to wake the reader: the one
 /// value of the [`MAP_LAYOUT`] map. A tracepoint whose category is disabled
 /// keeps all fields absent.
@@ -527,8 +594,10 @@ pub struct KernelLayout {
     pub block_rq_issue: BlockRqLayout,
     /// `block:block_rq_complete`.
     pub block_rq_complete: BlockRqLayout,
-    /// Zero (keeps the size a multiple of 4 without implicit padding).
-    pub reserved_end: u16,
+    /// `exceptions:page_fault_user`.
+    pub page_fault_user: PageFaultLayout,
+    /// `kmem:rss_stat`.
+    pub rss_stat: RssStatLayout,
     /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
@@ -539,7 +608,7 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 5;
+    pub const VERSION: u16 = 6;
 }
 
 // ---------------------------------------------------------------------------
@@ -577,6 +646,10 @@ pub enum EventKind {
     BlockIssue = 13,
     /// [`BlockRqEvent`], completion.
     BlockComplete = 14,
+    /// [`PageFaultEvent`].
+    PageFault = 15,
+    /// [`RssStatEvent`].
+    RssStat = 16,
 }
 
 impl EventKind {
@@ -597,6 +670,8 @@ impl EventKind {
             12 => EventKind::Softirq,
             13 => EventKind::BlockIssue,
             14 => EventKind::BlockComplete,
+            15 => EventKind::PageFault,
+            16 => EventKind::RssStat,
             _ => return None,
         })
     }
@@ -617,6 +692,8 @@ impl EventKind {
             EventKind::IrqExit => size_of::<IrqExitEvent>(),
             EventKind::Softirq => size_of::<SoftirqEvent>(),
             EventKind::BlockIssue | EventKind::BlockComplete => size_of::<BlockRqEvent>(),
+            EventKind::PageFault => size_of::<PageFaultEvent>(),
+            EventKind::RssStat => size_of::<RssStatEvent>(),
         }
     }
 }
@@ -856,6 +933,51 @@ pub struct BlockRqEvent {
     pub rwbs: [u8; RWBS_LEN],
 }
 
+/// `exceptions:page_fault_user`: the current task faulted in user mode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageFaultEvent {
+    /// Common header; `tid`/`tgid` are the faulting task's.
+    pub header: EventHeader,
+    /// The faulting address.
+    pub address: u64,
+    /// The instruction that faulted.
+    pub ip: u64,
+    /// The architecture's fault flags (x86: bit 0 protection violation,
+    /// 1 write, 2 user, 3 reserved bit, 4 instruction fetch, 5 protection
+    /// key).
+    pub error_code: u64,
+}
+
+/// `kmem:rss_stat`: one resident-set counter of an address space changed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RssStatEvent {
+    /// Common header; when `curr` is 1, `tgid` owns the address space.
+    pub header: EventHeader,
+    /// The new value, in bytes.
+    pub size: i64,
+    /// A hash of the address space.
+    pub mm_id: u32,
+    /// 1 when the address space is the current task's.
+    pub curr: u32,
+    /// 0 file pages, 1 anonymous pages, 2 swap entries, 3 shared memory.
+    pub member: i32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// The name of `kmem:rss_stat` member `member` as a counter argument.
+pub fn rss_member_name(member: i32) -> Option<&'static str> {
+    match member {
+        0 => Some("file"),
+        1 => Some("anon"),
+        2 => Some("swap"),
+        3 => Some("shmem"),
+        _ => None,
+    }
+}
+
 /// The kernel's name of softirq vector `vec`.
 pub fn softirq_name(vec: u32) -> Option<&'static str> {
     const NAMES: [&str; 10] = [
@@ -881,9 +1003,12 @@ const _: () = {
     assert!(size_of::<IrqExitEvent>() == 32);
     assert!(size_of::<SoftirqEvent>() == 32);
     assert!(size_of::<BlockRqEvent>() == 56);
-    // version, reserved, wakeup_bytes, 16 record sizes, 51 fields,
-    // reserved_end, filter, self_tgid: no implicit padding anywhere.
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 16 * 2 + 51 * 6 + 2 + 4 + 4);
+    assert!(size_of::<PageFaultEvent>() == 48);
+    assert!(size_of::<RssStatEvent>() == 48);
+    // version, reserved, wakeup_bytes, 18 record sizes, 58 fields, filter,
+    // self_tgid: no implicit padding anywhere (add a `u16` before `filter`
+    // when the fields stop ending on a multiple of 4).
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 18 * 2 + 58 * 6 + 4 + 4);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 
@@ -921,6 +1046,10 @@ pub enum KernelEvent {
     BlockIssue(BlockRqEvent),
     /// A block request completed.
     BlockComplete(BlockRqEvent),
+    /// A user page fault.
+    PageFault(PageFaultEvent),
+    /// A resident-set counter change.
+    RssStat(RssStatEvent),
 }
 
 impl KernelEvent {
@@ -940,6 +1069,8 @@ impl KernelEvent {
             KernelEvent::IrqExit(e) => &e.header,
             KernelEvent::Softirq(e) => &e.header,
             KernelEvent::BlockIssue(e) | KernelEvent::BlockComplete(e) => &e.header,
+            KernelEvent::PageFault(e) => &e.header,
+            KernelEvent::RssStat(e) => &e.header,
         }
     }
 
@@ -960,6 +1091,8 @@ impl KernelEvent {
             KernelEvent::Softirq(_) => EventKind::Softirq,
             KernelEvent::BlockIssue(_) => EventKind::BlockIssue,
             KernelEvent::BlockComplete(_) => EventKind::BlockComplete,
+            KernelEvent::PageFault(_) => EventKind::PageFault,
+            KernelEvent::RssStat(_) => EventKind::RssStat,
         }
     }
 }
@@ -1044,6 +1177,8 @@ impl PlainData for IrqEntryEvent {}
 impl PlainData for IrqExitEvent {}
 impl PlainData for SoftirqEvent {}
 impl PlainData for BlockRqEvent {}
+impl PlainData for PageFaultEvent {}
+impl PlainData for RssStatEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -1084,6 +1219,8 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::Softirq => KernelEvent::Softirq(read_plain(bytes)?),
         EventKind::BlockIssue => KernelEvent::BlockIssue(read_plain(bytes)?),
         EventKind::BlockComplete => KernelEvent::BlockComplete(read_plain(bytes)?),
+        EventKind::PageFault => KernelEvent::PageFault(read_plain(bytes)?),
+        EventKind::RssStat => KernelEvent::RssStat(read_plain(bytes)?),
     })
 }
 
@@ -1169,7 +1306,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=14u32 {
+        for kind in 1..=16u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

@@ -28,7 +28,9 @@
 //!   `softirq_exit` (not recorded under a pid filter: interrupts belong to
 //!   no process);
 //! - `kernel:block`: `block_rq_issue` (under a pid filter, only requests a
-//!   followed task issues), `block_rq_complete`.
+//!   followed task issues), `block_rq_complete`;
+//! - `kernel:vm`: `page_fault_user` (x86), `rss_stat` (under a pid filter,
+//!   only changes a followed task makes).
 //!
 //! With a pid filter (`FILTER_PIDS`), a program records only events of the
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
@@ -57,7 +59,7 @@ use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
     COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
     FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
-    BlockRqEvent, BlockRqLayout, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    BlockRqEvent, BlockRqLayout, PageFaultEvent, RssStatEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
     SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
     WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
@@ -959,6 +961,71 @@ pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
 pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
     let Some(layout) = layout() else { return 0 };
     block_rq(&ctx, layout, &layout.block_rq_complete, EventKind::BlockComplete);
+    0
+}
+
+// ---------------------------------------------------------------------------
+// kernel:vm
+
+/// `exceptions:page_fault_user`.
+#[tracepoint]
+pub fn page_fault_user(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wanted(layout, pid_tgid as u32) {
+        return 0;
+    }
+    let l = &layout.page_fault_user;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<PageFaultEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<PageFaultEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::PageFault, ts, pid_tgid);
+        (*e).address = r.int(&l.address) as u64;
+        (*e).ip = r.int(&l.ip) as u64;
+        (*e).error_code = r.int(&l.error_code) as u64;
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// `kmem:rss_stat`.
+#[tracepoint]
+pub fn rss_stat(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wanted(layout, pid_tgid as u32) {
+        return 0;
+    }
+    let l = &layout.rss_stat;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    let Some(mut entry) = reserve::<RssStatEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<RssStatEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::RssStat, ts, pid_tgid);
+        (*e).size = r.int(&l.size);
+        (*e).mm_id = r.id(&l.mm_id);
+        (*e).curr = r.id(&l.curr);
+        (*e).member = r.i32(&l.member);
+        (*e).reserved = 0;
+    }
+    r.submit(layout, entry);
     0
 }
 

@@ -35,6 +35,14 @@
 //!   `rwbs` flags and issuing thread, and the error at completion. A
 //!   completion of a request issued before the recording is left out.
 //!
+//! - User page faults become instants `page_fault` in `kernel:vm` on the
+//!   faulting thread (address and instruction as pointers, the raw error
+//!   code, and on x86 the access — `read`, `write`, `exec` — and whether
+//!   the page was present); resident-set changes become counters `rss` of
+//!   the owning process with one argument per kind (`file`, `anon`, `swap`,
+//!   `shmem`, bytes). A change made from another process is attributed once
+//!   that address space has been seen from its own process.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -78,6 +86,8 @@ pub struct KernelRecordCounts {
     pub interrupts: u64,
     /// Block requests issued (async begins).
     pub block_requests: u64,
+    /// Page fault instants and resident-set counter events.
+    pub memory_events: u64,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -172,6 +182,8 @@ pub struct KernelTranslator {
     /// Block device tracks: device → pseudo-thread koid.
     block_tracks: HashMap<u32, u32>,
     next_block_id: u64,
+    /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
+    mm_owners: HashMap<u32, u32>,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -236,6 +248,7 @@ impl KernelTranslator {
             block: HashMap::new(),
             block_tracks: HashMap::new(),
             next_block_id: 1,
+            mm_owners: HashMap::new(),
         }
     }
 
@@ -883,6 +896,121 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// Thread `tid` of `tgid` faulted at `address` (instruction `ip`) with
+    /// the architecture's `error_code`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn page_fault<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        address: u64,
+        ip: u64,
+        error_code: u64,
+    ) -> Result<(), OutputError> {
+        let mut args = vec![
+            ("address", ArgValue::Pointer(address)),
+            ("ip", ArgValue::Pointer(ip)),
+            ("error_code", ArgValue::Uint64(error_code)),
+        ];
+        if cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
+            // x86 page fault error code: P, W/R, U/S, RSVD, I/D, PK.
+            let access = if error_code & 0x10 != 0 {
+                "exec"
+            } else if error_code & 0x2 != 0 {
+                "write"
+            } else {
+                "read"
+            };
+            args.push(("access", ArgValue::String(StringRef::inline(access))));
+            args.push(("present", ArgValue::Bool(error_code & 0x1 != 0)));
+        }
+        self.know_thread(out, tid, tgid)?;
+        self.vm_event(out, ts, tgid, tid, "page_fault", &args, EventKind::Instant)
+    }
+
+    /// A resident-set counter (`member`: 0 file, 1 anon, 2 swap, 3 shmem)
+    /// of address space `mm_id` became `size` bytes; `curr` when it is the
+    /// address space of `tgid`, the process that changed it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rss_stat<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tgid: u32,
+        curr: bool,
+        mm_id: u32,
+        member: i32,
+        size: i64,
+    ) -> Result<(), OutputError> {
+        let owner = if curr {
+            self.mm_owners.insert(mm_id, tgid);
+            tgid
+        } else {
+            match self.mm_owners.get(&mm_id) {
+                Some(&o) => o,
+                // Not seen from its own process yet: no owner to show it on.
+                None => return Ok(()),
+            }
+        };
+        let Some(kind) = trace_common::kernel::rss_member_name(member) else {
+            return Ok(());
+        };
+        if owner == 0 {
+            return Ok(());
+        }
+        self.know_thread(out, owner, owner)?;
+        let args = [(kind, ArgValue::Int64(size))];
+        self.vm_event(
+            out,
+            ts,
+            owner,
+            owner,
+            "rss",
+            &args,
+            EventKind::Counter { id: 0 },
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn vm_event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tgid: u32,
+        tid: u32,
+        name: &str,
+        args: &[(&str, ArgValue<'_>)],
+        kind: EventKind,
+    ) -> Result<(), OutputError> {
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_VM)?;
+        let name = self.strings.intern(out, name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
+        for (k, v) in args {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        out.write(&Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind,
+        })?;
+        self.counts.memory_events += 1;
+        Ok(())
+    }
+
     /// Thread `tid` issued a block request to device `dev`.
     #[allow(clippy::too_many_arguments)]
     pub fn block_issue<W: Write>(
@@ -1308,6 +1436,65 @@ mod tests {
                 (210, "read".to_owned(), EventKind::AsyncEnd { id: 2 }),
             ]
         );
+    }
+
+    #[test]
+    fn resident_set_changes_go_to_the_owning_process() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        let (a, b) = (4_000_010_u32, 4_000_020_u32);
+        // Seen from another process before its own: no owner yet, left out.
+        t.rss_stat(&mut out, 10, b, false, 77, 1, 4096).unwrap();
+        t.rss_stat(&mut out, 20, a, true, 77, 1, 8192).unwrap();
+        // Now known: b's reclaim of a's pages lands on a.
+        t.rss_stat(&mut out, 30, b, false, 77, 0, 100).unwrap();
+        // Unknown member: left out.
+        t.rss_stat(&mut out, 40, a, true, 77, 9, 1).unwrap();
+        t.page_fault(&mut out, 50, a + 1, a, 0x1000, 0x2000, 0x6)
+            .unwrap();
+        assert_eq!(t.counts().memory_events, 3);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let mut ev = Vec::new();
+        for r in &recs {
+            if let Record::Event {
+                ts,
+                thread,
+                name,
+                args,
+                kind,
+                ..
+            } = r
+            {
+                let (p, _) = st.thread(*thread).unwrap();
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|x| format!("{}={:?}", st.string(&x.name).unwrap(), x.value))
+                    .collect();
+                ev.push((*ts, p, st.string(name).unwrap().to_owned(), *kind, args));
+            }
+        }
+        let a = u64::from(a);
+        assert_eq!(ev[0].0, 20);
+        assert_eq!(ev[0].1, a);
+        assert_eq!(ev[0].3, EventKind::Counter { id: 0 });
+        assert_eq!(ev[0].4, ["anon=Int64(8192)"]);
+        assert_eq!((ev[1].0, ev[1].1), (30, a));
+        assert_eq!(ev[1].4, ["file=Int64(100)"]);
+        assert_eq!(
+            (ev[2].2.as_str(), ev[2].3),
+            ("page_fault", EventKind::Instant)
+        );
+        assert_eq!(ev[2].4[0], "address=Pointer(4096)");
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                ev[2]
+                    .4
+                    .iter()
+                    .any(|x| x.starts_with("access=") && x.contains("write"))
+            );
+            assert!(ev[2].4.contains(&"present=Bool(false)".to_owned()));
+        }
     }
 
     #[test]

@@ -385,6 +385,24 @@ fn translate<W: Write>(
         KernelEvent::BlockComplete(e) => {
             t.block_complete(out, e.header.ts, e.dev, e.sector, e.bytes_or_error)
         }
+        KernelEvent::PageFault(e) => t.page_fault(
+            out,
+            e.header.ts,
+            e.header.tid,
+            e.header.tgid,
+            e.address,
+            e.ip,
+            e.error_code,
+        ),
+        KernelEvent::RssStat(e) => t.rss_stat(
+            out,
+            e.header.ts,
+            e.header.tgid,
+            e.curr != 0,
+            e.mm_id,
+            e.member,
+            e.size,
+        ),
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),

@@ -9,9 +9,9 @@ use std::fmt;
 
 use trace_common::kernel::{
     BlockRqLayout, FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout,
-    MAX_RECORD_BYTES, ProcessExecLayout, ProcessExitLayout, ProcessForkLayout, SYSCALL_ARGS,
-    SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout, SysEnterLayout, SysExitLayout,
-    TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
+    MAX_RECORD_BYTES, PageFaultLayout, ProcessExecLayout, ProcessExitLayout, ProcessForkLayout,
+    RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout,
+    SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -421,6 +421,30 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             } else {
                 layout.block_rq_complete = l;
             }
+        }
+        ("exceptions", "page_fault_user") => {
+            let mut l = PageFaultLayout {
+                record_size: 0,
+                address: locate(f, "address", Int),
+                ip: locate(f, "ip", Int),
+                error_code: locate(f, "error_code", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.address, &mut l.ip, &mut l.error_code]);
+            layout.page_fault_user = l;
+        }
+        ("kmem", "rss_stat") => {
+            let mut l = RssStatLayout {
+                record_size: 0,
+                mm_id: locate(f, "mm_id", Int),
+                curr: locate(f, "curr", Int),
+                member: locate(f, "member", Int),
+                size: locate(f, "size", Int),
+            };
+            l.record_size = seal(
+                f,
+                &mut [&mut l.mm_id, &mut l.curr, &mut l.member, &mut l.size],
+            );
+            layout.rss_stat = l;
         }
         ("task", "task_rename") => {
             let mut l = TaskRenameLayout {

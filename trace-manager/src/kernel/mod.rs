@@ -332,6 +332,21 @@ impl KernelProvider {
             self_tgid: std::process::id(),
             ..KernelLayout::default()
         };
+        // A tracepoint some kernels lack (architecture, configuration) is
+        // left out with a warning; any other missing one is an error.
+        let mut specs = specs;
+        specs.retain(|spec| {
+            let there = tracefs::format_path(&root, spec.group, spec.event).exists();
+            if !there && spec.optional {
+                log::warn!(
+                    "tracepoint {}:{} does not exist on this kernel: {} records without it",
+                    spec.group,
+                    spec.event,
+                    spec.category
+                );
+            }
+            there || !spec.optional
+        });
         for spec in &specs {
             let path = tracefs::format_path(&root, spec.group, spec.event);
             let text = std::fs::read_to_string(&path).map_err(|source| {
