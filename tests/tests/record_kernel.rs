@@ -285,6 +285,26 @@ fn sigint_writes_a_complete_file() {
     assert!(!trace.switches.is_empty());
     // Only the selected category was recorded.
     assert!(trace.events.iter().all(|e| e.category != "kernel:proc"));
+    // CPU idle states as counters, one argument per CPU, where the kernel
+    // has the tracepoint (a CPU goes idle within 1.5 s on any machine).
+    if Path::new("/sys/kernel/tracing/events/power/cpu_idle").exists() {
+        let idle: Vec<_> = trace
+            .events
+            .iter()
+            .filter(|e| e.name == "cpu_idle")
+            .collect();
+        assert!(!idle.is_empty(), "no cpu_idle counter");
+        for e in &idle {
+            assert!(matches!(e.kind, EventKind::Counter { .. }), "{e:?}");
+            assert_eq!(
+                trace.process_names.get(&e.pid).and_then(|n| n.last()),
+                Some(&"kernel CPUs".to_owned())
+            );
+            let (cpu, value) = e.args.iter().next().expect("one argument");
+            assert!(cpu.starts_with("cpu"), "{cpu}");
+            assert!(matches!(value, ArgValue::Int64(v) if *v >= -1), "{value:?}");
+        }
+    }
     check_dump_and_convert(&file);
 }
 

@@ -253,6 +253,20 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         optional: false,
     },
     TracepointSpec {
+        category: KERNEL_SCHED,
+        program: "cpu_idle",
+        group: "power",
+        event: "cpu_idle",
+        optional: true,
+    },
+    TracepointSpec {
+        category: KERNEL_SCHED,
+        program: "cpu_frequency",
+        group: "power",
+        event: "cpu_frequency",
+        optional: true,
+    },
+    TracepointSpec {
         category: KERNEL_VM,
         program: "page_fault_user",
         group: "exceptions",
@@ -530,6 +544,20 @@ pub struct PageFaultLayout {
     pub error_code: FieldLoc,
 }
 
+/// Field locations of `power:cpu_idle` and `power:cpu_frequency`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PowerLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `u32 state`: the idle state (`u32::MAX` when leaving idle) or the
+    /// frequency in kHz.
+    pub state: FieldLoc,
+    /// `u32 cpu_id`.
+    pub cpu_id: FieldLoc,
+}
+
 /// Field locations of `kmem:rss_stat`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -598,6 +626,10 @@ pub struct KernelLayout {
     pub page_fault_user: PageFaultLayout,
     /// `kmem:rss_stat`.
     pub rss_stat: RssStatLayout,
+    /// `power:cpu_idle`.
+    pub cpu_idle: PowerLayout,
+    /// `power:cpu_frequency`.
+    pub cpu_frequency: PowerLayout,
     /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
@@ -608,7 +640,7 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 6;
+    pub const VERSION: u16 = 7;
 }
 
 // ---------------------------------------------------------------------------
@@ -650,6 +682,8 @@ pub enum EventKind {
     PageFault = 15,
     /// [`RssStatEvent`].
     RssStat = 16,
+    /// [`PowerEvent`].
+    Power = 17,
 }
 
 impl EventKind {
@@ -672,6 +706,7 @@ impl EventKind {
             14 => EventKind::BlockComplete,
             15 => EventKind::PageFault,
             16 => EventKind::RssStat,
+            17 => EventKind::Power,
             _ => return None,
         })
     }
@@ -694,6 +729,7 @@ impl EventKind {
             EventKind::BlockIssue | EventKind::BlockComplete => size_of::<BlockRqEvent>(),
             EventKind::PageFault => size_of::<PageFaultEvent>(),
             EventKind::RssStat => size_of::<RssStatEvent>(),
+            EventKind::Power => size_of::<PowerEvent>(),
         }
     }
 }
@@ -967,6 +1003,29 @@ pub struct RssStatEvent {
     pub reserved: u32,
 }
 
+/// [`PowerEvent::what`]: `power:cpu_idle`.
+pub const POWER_IDLE: u32 = 0;
+/// [`PowerEvent::what`]: `power:cpu_frequency`.
+pub const POWER_FREQUENCY: u32 = 1;
+/// [`PowerEvent::state`] of `power:cpu_idle` when the CPU leaves idle.
+pub const IDLE_EXIT: u32 = u32::MAX;
+
+/// `power:cpu_idle` or `power:cpu_frequency`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PowerEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// [`POWER_IDLE`] or [`POWER_FREQUENCY`].
+    pub what: u32,
+    /// The CPU the state is about.
+    pub cpu_id: u32,
+    /// Idle state index ([`IDLE_EXIT`] when leaving idle) or kHz.
+    pub state: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
 /// The name of `kmem:rss_stat` member `member` as a counter argument.
 pub fn rss_member_name(member: i32) -> Option<&'static str> {
     match member {
@@ -1005,10 +1064,11 @@ const _: () = {
     assert!(size_of::<BlockRqEvent>() == 56);
     assert!(size_of::<PageFaultEvent>() == 48);
     assert!(size_of::<RssStatEvent>() == 48);
-    // version, reserved, wakeup_bytes, 18 record sizes, 58 fields, filter,
+    assert!(size_of::<PowerEvent>() == 40);
+    // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
     // self_tgid: no implicit padding anywhere (add a `u16` before `filter`
     // when the fields stop ending on a multiple of 4).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 18 * 2 + 58 * 6 + 4 + 4);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 62 * 6 + 4 + 4);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 
@@ -1050,6 +1110,8 @@ pub enum KernelEvent {
     PageFault(PageFaultEvent),
     /// A resident-set counter change.
     RssStat(RssStatEvent),
+    /// A CPU idle state or frequency change.
+    Power(PowerEvent),
 }
 
 impl KernelEvent {
@@ -1071,6 +1133,7 @@ impl KernelEvent {
             KernelEvent::BlockIssue(e) | KernelEvent::BlockComplete(e) => &e.header,
             KernelEvent::PageFault(e) => &e.header,
             KernelEvent::RssStat(e) => &e.header,
+            KernelEvent::Power(e) => &e.header,
         }
     }
 
@@ -1093,6 +1156,7 @@ impl KernelEvent {
             KernelEvent::BlockComplete(_) => EventKind::BlockComplete,
             KernelEvent::PageFault(_) => EventKind::PageFault,
             KernelEvent::RssStat(_) => EventKind::RssStat,
+            KernelEvent::Power(_) => EventKind::Power,
         }
     }
 }
@@ -1179,6 +1243,7 @@ impl PlainData for SoftirqEvent {}
 impl PlainData for BlockRqEvent {}
 impl PlainData for PageFaultEvent {}
 impl PlainData for RssStatEvent {}
+impl PlainData for PowerEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -1221,6 +1286,7 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::BlockComplete => KernelEvent::BlockComplete(read_plain(bytes)?),
         EventKind::PageFault => KernelEvent::PageFault(read_plain(bytes)?),
         EventKind::RssStat => KernelEvent::RssStat(read_plain(bytes)?),
+        EventKind::Power => KernelEvent::Power(read_plain(bytes)?),
     })
 }
 
@@ -1306,7 +1372,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=16u32 {
+        for kind in 1..=17u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

@@ -19,7 +19,8 @@
 //! which spares a wake-up (an inter-processor interrupt) per event.
 //!
 //! Programs by category (userspace attaches only the enabled ones):
-//! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`;
+//! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`,
+//!   `cpu_idle`, `cpu_frequency` (the last two not under a pid filter);
 //! - `kernel:proc`: `sched_process_fork`, `task_newtask`,
 //!   `sched_process_exec`, `sched_process_exit`, `task_rename`;
 //! - `kernel:syscall`: `sys_enter`, `sys_exit` (never for the recorder's own
@@ -59,7 +60,8 @@ use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
     COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
     FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
-    BlockRqEvent, BlockRqLayout, PageFaultEvent, RssStatEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    BlockRqEvent, BlockRqLayout, POWER_FREQUENCY, POWER_IDLE, PageFaultEvent, PowerEvent,
+    PowerLayout, RssStatEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
     SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
     WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
@@ -523,6 +525,49 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
     wakeup(&ctx, layout, &layout.sched_wakeup_new, WAKEUP_NEW, ts);
+    0
+}
+
+/// Shared body of the two power tracepoints.
+#[inline(always)]
+fn power(ctx: &TracePointContext, layout: &KernelLayout, l: &PowerLayout, what: u32) {
+    let ts = now();
+    if layout.filter & FILTER_PIDS != 0 {
+        return;
+    }
+    let Some(r) = Record::copy(ctx, l.record_size) else {
+        return;
+    };
+    let Some(mut entry) = reserve::<PowerEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<PowerEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Power, ts);
+        (*e).what = what;
+        (*e).cpu_id = r.id(&l.cpu_id);
+        (*e).state = r.id(&l.state);
+        (*e).reserved = 0;
+    }
+    r.submit(layout, entry);
+}
+
+/// `power:cpu_idle`.
+#[tracepoint]
+pub fn cpu_idle(ctx: TracePointContext) -> u32 {
+    let Some(layout) = layout() else { return 0 };
+    power(&ctx, layout, &layout.cpu_idle, POWER_IDLE);
+    0
+}
+
+/// `power:cpu_frequency`.
+#[tracepoint]
+pub fn cpu_frequency(ctx: TracePointContext) -> u32 {
+    let Some(layout) = layout() else { return 0 };
+    power(&ctx, layout, &layout.cpu_frequency, POWER_FREQUENCY);
     0
 }
 

@@ -43,6 +43,11 @@
 //!   `shmem`, bytes). A change made from another process is attributed once
 //!   that address space has been seen from its own process.
 //!
+//! - CPU idle states and frequencies become counters `cpu_idle` (the idle
+//!   state index, -1 while running) and `cpu_frequency` (kHz) with one
+//!   argument per CPU (`cpu0`, `cpu1`, ...) on a pseudo-process `kernel
+//!   CPUs` ([`CPUS_PROCESS_KOID`]).
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -88,6 +93,8 @@ pub struct KernelRecordCounts {
     pub block_requests: u64,
     /// Page fault instants and resident-set counter events.
     pub memory_events: u64,
+    /// CPU idle and frequency counter events.
+    pub cpu_counters: u64,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -98,6 +105,9 @@ pub const IRQ_PROCESS_KOID: u32 = 0x7FFF_0000;
 pub fn irq_thread_koid(cpu: u32) -> u32 {
     IRQ_PROCESS_KOID + 1 + cpu.min(0xFFFE)
 }
+
+/// Koid of the pseudo-process holding the per-CPU counters.
+pub const CPUS_PROCESS_KOID: u32 = 0x7FFD_0000;
 
 /// Koid of the pseudo-process holding the per-device block tracks.
 pub const BLOCK_PROCESS_KOID: u32 = 0x7FFE_0000;
@@ -1011,6 +1021,55 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// CPU `cpu` entered idle state `state` (`IDLE_EXIT`: left idle), or
+    /// (with `frequency`) runs at `state` kHz.
+    pub fn cpu_power<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u32,
+        frequency: bool,
+        state: u32,
+    ) -> Result<(), OutputError> {
+        let tid = CPUS_PROCESS_KOID + 1;
+        if !self.processes.contains_key(&CPUS_PROCESS_KOID) {
+            self.name_process(out, CPUS_PROCESS_KOID, "kernel CPUs")?;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.name_thread(out, tid, CPUS_PROCESS_KOID, "CPU counters")?;
+        }
+        let (name, value) = if frequency {
+            ("cpu_frequency", i64::from(state))
+        } else if state == trace_common::kernel::IDLE_EXIT {
+            ("cpu_idle", -1)
+        } else {
+            ("cpu_idle", i64::from(state))
+        };
+        let category = self
+            .strings
+            .intern(out, trace_common::category::KERNEL_SCHED)?;
+        let name = self.strings.intern(out, name)?;
+        let cpu_name = format!("cpu{cpu}");
+        let key = self.strings.intern(out, &cpu_name)?;
+        out.write(&Record::Event {
+            ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(CPUS_PROCESS_KOID),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: vec![Arg {
+                name: key,
+                value: ArgValue::Int64(value),
+            }]
+            .into(),
+            kind: EventKind::Counter { id: 0 },
+        })?;
+        self.counts.cpu_counters += 1;
+        Ok(())
+    }
+
     /// Thread `tid` issued a block request to device `dev`.
     #[allow(clippy::too_many_arguments)]
     pub fn block_issue<W: Write>(
@@ -1495,6 +1554,50 @@ mod tests {
             );
             assert!(ev[2].4.contains(&"present=Bool(false)".to_owned()));
         }
+    }
+
+    #[test]
+    fn cpu_idle_and_frequency_are_counters_per_cpu() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.cpu_power(&mut out, 10, 1, false, 2).unwrap();
+        t.cpu_power(&mut out, 20, 1, false, trace_common::kernel::IDLE_EXIT)
+            .unwrap();
+        t.cpu_power(&mut out, 30, 0, true, 2_400_000).unwrap();
+        assert_eq!(t.counts().cpu_counters, 3);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let ev: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event {
+                    ts,
+                    name,
+                    args,
+                    kind: EventKind::Counter { .. },
+                    ..
+                } => Some((
+                    *ts,
+                    st.string(name).unwrap().to_owned(),
+                    st.string(&args[0].name).unwrap().to_owned(),
+                    args[0].value.clone().into_owned(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                (10, "cpu_idle".into(), "cpu1".into(), ArgValue::Int64(2)),
+                (20, "cpu_idle".into(), "cpu1".into(), ArgValue::Int64(-1)),
+                (
+                    30,
+                    "cpu_frequency".into(),
+                    "cpu0".into(),
+                    ArgValue::Int64(2_400_000)
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -403,6 +403,13 @@ fn translate<W: Write>(
             e.member,
             e.size,
         ),
+        KernelEvent::Power(e) => t.cpu_power(
+            out,
+            e.header.ts,
+            e.cpu_id,
+            e.what == trace_common::kernel::POWER_FREQUENCY,
+            e.state,
+        ),
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),

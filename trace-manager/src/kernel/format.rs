@@ -9,9 +9,10 @@ use std::fmt;
 
 use trace_common::kernel::{
     BlockRqLayout, FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout,
-    MAX_RECORD_BYTES, PageFaultLayout, ProcessExecLayout, ProcessExitLayout, ProcessForkLayout,
-    RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout,
-    SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
+    MAX_RECORD_BYTES, PageFaultLayout, PowerLayout, ProcessExecLayout, ProcessExitLayout,
+    ProcessForkLayout, RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout,
+    SoftirqLayout, SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout,
+    TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -431,6 +432,19 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             };
             l.record_size = seal(f, &mut [&mut l.address, &mut l.ip, &mut l.error_code]);
             layout.page_fault_user = l;
+        }
+        ("power", event @ ("cpu_idle" | "cpu_frequency")) => {
+            let mut l = PowerLayout {
+                record_size: 0,
+                state: locate(f, "state", Int),
+                cpu_id: locate(f, "cpu_id", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.state, &mut l.cpu_id]);
+            if event == "cpu_idle" {
+                layout.cpu_idle = l;
+            } else {
+                layout.cpu_frequency = l;
+            }
         }
         ("kmem", "rss_stat") => {
             let mut l = RssStatLayout {
