@@ -34,14 +34,15 @@ pub struct RecordArgs {
         value_delimiter = ','
     )]
     categories: Vec<String>,
-    /// Size of the kernel ring buffer in megabytes.
+    /// Size of the kernel ring buffer in megabytes (fractions allowed; it
+    /// is rounded up to a power of two pages).
     #[arg(
         short = 'b',
         long = "buffer-size",
         value_name = "MEGABYTES",
-        default_value_t = 64
+        default_value_t = 64.0
     )]
-    buffer_megabytes: u32,
+    buffer_megabytes: f64,
     /// What userspace providers do when their buffer fills.
     #[arg(long, value_name = "MODE", default_value = "oneshot", value_parser = ["oneshot", "circular", "streaming"])]
     buffering_mode: String,
@@ -73,8 +74,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     {
         bail!("the duration must be a positive number of seconds, not {d}");
     }
-    if args.buffer_megabytes == 0 || args.buffer_megabytes > 4096 {
-        bail!("the buffer size must be between 1 and 4096 megabytes");
+    if !(args.buffer_megabytes > 0.0 && args.buffer_megabytes <= 4096.0) {
+        bail!("the buffer size must be more than 0 and at most 4096 megabytes");
     }
     let categories: Vec<String> = args
         .categories
@@ -129,7 +130,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     }
     let config = RecordConfig {
         categories: categories.clone(),
-        buffer_bytes: args.buffer_megabytes as usize * 1024 * 1024,
+        buffer_bytes: (args.buffer_megabytes * 1024.0 * 1024.0) as usize,
         userspace: Some(UserspaceConfig {
             socket_path: trace_manager::userspace::socket_path(),
             mode: BufferingMode::from_name(&args.buffering_mode).unwrap_or(BufferingMode::Oneshot),

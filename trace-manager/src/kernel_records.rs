@@ -480,29 +480,15 @@ impl KernelTranslator {
         name: &str,
         args: &[(&str, ArgValue<'_>)],
     ) -> Result<(), OutputError> {
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_PROC)?;
-        let name = self.strings.intern(out, name)?;
-        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
-        for (k, v) in args {
-            let key = self.strings.intern(out, k)?;
-            list.push(Arg {
-                name: key,
-                value: v.clone(),
-            });
-        }
-        out.write(&Record::Event {
+        self.event(
+            out,
             ts,
-            thread: ThreadRef::Inline {
-                process: u64::from(tgid),
-                thread: u64::from(tid),
-            },
-            category,
+            trace_common::category::KERNEL_PROC,
+            (tgid, tid),
             name,
-            args: list.into(),
-            kind: EventKind::Instant,
-        })?;
+            args,
+            EventKind::Instant,
+        )?;
         self.counts.proc_events += 1;
         Ok(())
     }
@@ -687,9 +673,32 @@ impl KernelTranslator {
         kind: EventKind,
     ) -> Result<(), OutputError> {
         self.know_thread(out, tid, tgid)?;
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_SYSCALL)?;
+        self.event(
+            out,
+            ts,
+            trace_common::category::KERNEL_SYSCALL,
+            (tgid, tid),
+            name,
+            args,
+            kind,
+        )?;
+        self.counts.syscalls += 1;
+        Ok(())
+    }
+
+    /// Writes an event of `category` named `name` on thread `(tgid, tid)`.
+    #[allow(clippy::too_many_arguments)]
+    fn event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        category: &str,
+        (tgid, tid): (u32, u32),
+        name: &str,
+        args: &[(&str, ArgValue<'_>)],
+        kind: EventKind,
+    ) -> Result<(), OutputError> {
+        let category = self.strings.intern(out, category)?;
         let name = self.strings.intern(out, name)?;
         let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
         for (k, v) in args {
@@ -709,9 +718,7 @@ impl KernelTranslator {
             name,
             args: list.into(),
             kind,
-        })?;
-        self.counts.syscalls += 1;
-        Ok(())
+        })
     }
 
     /// Names thread `tid` of `tgid` from /proc if nothing has named it yet.
@@ -875,33 +882,21 @@ impl KernelTranslator {
         if !self.threads.contains_key(&tid) {
             self.name_thread(out, tid, IRQ_PROCESS_KOID, &format!("CPU {cpu} interrupts"))?;
         }
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_IRQ)?;
-        let name = self.strings.intern(out, &p.name)?;
-        let mut list: Vec<Arg<'_>> = Vec::with_capacity(p.args.len() + extra.len());
-        for (k, v) in p.args.iter().chain(extra.iter()) {
-            let key = self.strings.intern(out, k)?;
-            list.push(Arg {
-                name: key,
-                value: v.clone(),
-            });
-        }
+        let mut args: Vec<(&str, ArgValue<'_>)> = p.args.clone();
+        args.extend(extra.iter().cloned());
         let kind = match end {
             Some(end_ts) => EventKind::DurationComplete { end_ts },
             None => EventKind::DurationBegin,
         };
-        out.write(&Record::Event {
-            ts: p.ts,
-            thread: ThreadRef::Inline {
-                process: u64::from(IRQ_PROCESS_KOID),
-                thread: u64::from(tid),
-            },
-            category,
-            name,
-            args: list.into(),
+        self.event(
+            out,
+            p.ts,
+            trace_common::category::KERNEL_IRQ,
+            (IRQ_PROCESS_KOID, tid),
+            &p.name,
+            &args,
             kind,
-        })?;
+        )?;
         self.counts.interrupts += 1;
         Ok(())
     }
@@ -994,29 +989,15 @@ impl KernelTranslator {
         args: &[(&str, ArgValue<'_>)],
         kind: EventKind,
     ) -> Result<(), OutputError> {
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_VM)?;
-        let name = self.strings.intern(out, name)?;
-        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
-        for (k, v) in args {
-            let key = self.strings.intern(out, k)?;
-            list.push(Arg {
-                name: key,
-                value: v.clone(),
-            });
-        }
-        out.write(&Record::Event {
+        self.event(
+            out,
             ts,
-            thread: ThreadRef::Inline {
-                process: u64::from(tgid),
-                thread: u64::from(tid),
-            },
-            category,
+            trace_common::category::KERNEL_VM,
+            (tgid, tid),
             name,
-            args: list.into(),
+            args,
             kind,
-        })?;
+        )?;
         self.counts.memory_events += 1;
         Ok(())
     }
@@ -1045,27 +1026,16 @@ impl KernelTranslator {
         } else {
             ("cpu_idle", i64::from(state))
         };
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_SCHED)?;
-        let name = self.strings.intern(out, name)?;
         let cpu_name = format!("cpu{cpu}");
-        let key = self.strings.intern(out, &cpu_name)?;
-        out.write(&Record::Event {
+        self.event(
+            out,
             ts,
-            thread: ThreadRef::Inline {
-                process: u64::from(CPUS_PROCESS_KOID),
-                thread: u64::from(tid),
-            },
-            category,
+            trace_common::category::KERNEL_SCHED,
+            (CPUS_PROCESS_KOID, tid),
             name,
-            args: vec![Arg {
-                name: key,
-                value: ArgValue::Int64(value),
-            }]
-            .into(),
-            kind: EventKind::Counter { id: 0 },
-        })?;
+            &[(&cpu_name, ArgValue::Int64(value))],
+            EventKind::Counter { id: 0 },
+        )?;
         self.counts.cpu_counters += 1;
         Ok(())
     }
@@ -1151,29 +1121,15 @@ impl KernelTranslator {
             let label = format!("block {}:{}", dev >> 20, dev & 0xF_FFFF);
             self.name_thread(out, track, BLOCK_PROCESS_KOID, &label)?;
         }
-        let category = self
-            .strings
-            .intern(out, trace_common::category::KERNEL_BLOCK)?;
-        let name = self.strings.intern(out, name)?;
-        let mut list: Vec<Arg<'_>> = Vec::with_capacity(args.len());
-        for (k, v) in args {
-            let key = self.strings.intern(out, k)?;
-            list.push(Arg {
-                name: key,
-                value: v.clone(),
-            });
-        }
-        out.write(&Record::Event {
+        self.event(
+            out,
             ts,
-            thread: ThreadRef::Inline {
-                process: u64::from(BLOCK_PROCESS_KOID),
-                thread: u64::from(track),
-            },
-            category,
+            trace_common::category::KERNEL_BLOCK,
+            (BLOCK_PROCESS_KOID, track),
             name,
-            args: list.into(),
+            args,
             kind,
-        })?;
+        )?;
         Ok(())
     }
 

@@ -116,8 +116,14 @@ impl Value<'_> {
     /// Writes the whole argument, named by string table index `name`.
     #[inline(always)]
     pub(crate) fn write_indexed(&self, name: u16, w: &mut Words) {
-        let words = 1 + self.value_words();
-        let (ty, bits, word) = match *self {
+        self.write_parts(name, None, 1 + self.value_words(), w);
+    }
+
+    /// The argument type, the 32 bits that go in the header, and the value
+    /// word if any; `None` for a string.
+    #[inline(always)]
+    fn scalar(&self) -> Option<(u8, u32, Option<u64>)> {
+        Some(match *self {
             Value::Null => (arg_type::NULL, 0, None),
             Value::I32(v) => (arg_type::INT32, v as u32, None),
             Value::U32(v) => (arg_type::UINT32, v, None),
@@ -127,51 +133,42 @@ impl Value<'_> {
             Value::F64(v) => (arg_type::DOUBLE, 0, Some(v.to_bits())),
             Value::Pointer(v) => (arg_type::POINTER, 0, Some(v as u64)),
             Value::Koid(v) => (arg_type::KOID, 0, Some(v)),
-            Value::Str(s) => {
+            Value::Str(_) => return None,
+        })
+    }
+
+    /// Writes the argument of `words` words named by reference `name`,
+    /// followed by `inline`'s bytes when the name is written inline.
+    #[inline(always)]
+    fn write_parts(&self, name: u16, inline: Option<&Name>, words: usize, w: &mut Words) {
+        match self.scalar() {
+            Some((ty, bits, word)) => {
+                w.push(wire::arg_header(ty, words, name) | (u64::from(bits) << 32));
+                if let Some(n) = inline {
+                    n.write_inline(w);
+                }
+                if let Some(v) = word {
+                    w.push(v);
+                }
+            }
+            None => {
+                let Value::Str(s) = *self else { return };
                 let s = clip(s);
                 w.push(
                     wire::arg_header(arg_type::STRING, words, name)
                         | (u64::from(wire::inline_string_ref(s.len())) << 32),
                 );
+                if let Some(n) = inline {
+                    n.write_inline(w);
+                }
                 w.push_bytes(s.as_bytes());
-                return;
             }
-        };
-        w.push(wire::arg_header(ty, words, name) | (u64::from(bits) << 32));
-        if let Some(v) = word {
-            w.push(v);
         }
     }
 
     /// Writes the whole argument.
     #[inline(always)]
     pub(crate) fn write(&self, name: &Name, w: &mut Words) {
-        let words = self.words(name);
-        let (ty, bits, word) = match *self {
-            Value::Null => (arg_type::NULL, 0, None),
-            Value::I32(v) => (arg_type::INT32, v as u32, None),
-            Value::U32(v) => (arg_type::UINT32, v, None),
-            Value::Bool(v) => (arg_type::BOOL, u32::from(v), None),
-            Value::I64(v) => (arg_type::INT64, 0, Some(v as u64)),
-            Value::U64(v) => (arg_type::UINT64, 0, Some(v)),
-            Value::F64(v) => (arg_type::DOUBLE, 0, Some(v.to_bits())),
-            Value::Pointer(v) => (arg_type::POINTER, 0, Some(v as u64)),
-            Value::Koid(v) => (arg_type::KOID, 0, Some(v)),
-            Value::Str(s) => {
-                let s = clip(s);
-                w.push(
-                    wire::arg_header(arg_type::STRING, words, name.reference)
-                        | (u64::from(wire::inline_string_ref(s.len())) << 32),
-                );
-                name.write_inline(w);
-                w.push_bytes(s.as_bytes());
-                return;
-            }
-        };
-        w.push(wire::arg_header(ty, words, name.reference) | (u64::from(bits) << 32));
-        name.write_inline(w);
-        if let Some(v) = word {
-            w.push(v);
-        }
+        self.write_parts(name.reference, Some(name), self.words(name), w);
     }
 }

@@ -689,22 +689,9 @@ impl KernelProvider {
 
     /// Events the programs counted as lost (`COUNTERS`), over every CPU.
     fn lost_in_programs(&self) -> Result<u64, KernelError> {
-        let map = self
-            .ebpf
-            .map(MAP_COUNTERS)
-            .ok_or(KernelError::MissingInObject {
-                what: "map",
-                name: MAP_COUNTERS,
-            })?;
-        let map_err = |e: MapError| KernelError::Map {
-            name: MAP_COUNTERS,
-            source: Box::new(e),
-        };
-        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
         let mut total = 0u64;
         for index in (0..COUNTER_COUNT).filter(|&i| i != COUNTER_FOLLOW_FULL) {
-            let values = counters.get(&index, 0).map_err(map_err)?;
-            total += values.iter().sum::<u64>();
+            total += self.counter(index)?;
         }
         Ok(total)
     }
