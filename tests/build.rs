@@ -1,16 +1,37 @@
-//! Compiles the C example provider (`c/provider_app.c`) with the system C
-//! compiler against `trace-provider`'s header, warnings as errors, into a
-//! static library the `provider_app_c` binary links.
+//! Compiles the C parts of the test programs with the system C compiler,
+//! warnings as errors, into static libraries the binaries link: the example
+//! provider (`c/provider_app.c`, against `trace-provider`'s header) for
+//! `provider_app_c`, and the probed C functions (`c/uprobe_target.c`) for
+//! `uprobe_target`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let include = manifest.join("../trace-provider/include");
-    let source = manifest.join("c/provider_app.c");
-    let object = out.join("provider_app.o");
+    compile(
+        &manifest.join("c/provider_app.c"),
+        &include,
+        &out,
+        "provider_app_c",
+    );
+    compile(
+        &manifest.join("c/uprobe_target.c"),
+        &include,
+        &out,
+        "uprobe_target_c",
+    );
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rerun-if-changed=c/provider_app.c");
+    println!("cargo:rerun-if-changed=c/uprobe_target.c");
+    println!("cargo:rerun-if-changed=../trace-provider/include/trace/event.h");
+}
+
+/// Compiles `source` into `lib<name>.a` in `out`.
+fn compile(source: &Path, include: &Path, out: &Path, name: &str) {
+    let object = out.join(format!("{name}.o"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
         .args([
@@ -23,14 +44,14 @@ fn main() {
             "-fPIC",
             "-I",
         ])
-        .arg(&include)
-        .arg(&source)
+        .arg(include)
+        .arg(source)
         .arg("-o")
         .arg(&object)
         .status()
         .unwrap_or_else(|e| panic!("running the C compiler {cc:?}: {e}"));
     assert!(status.success(), "compiling {} failed", source.display());
-    let lib = out.join("libprovider_app_c.a");
+    let lib = out.join(format!("lib{name}.a"));
     let _ = std::fs::remove_file(&lib);
     let status = Command::new("ar")
         .arg("crs")
@@ -38,8 +59,5 @@ fn main() {
         .arg(&object)
         .status()
         .unwrap_or_else(|e| panic!("running ar: {e}"));
-    assert!(status.success(), "archiving the C example failed");
-    println!("cargo:rustc-link-search=native={}", out.display());
-    println!("cargo:rerun-if-changed=c/provider_app.c");
-    println!("cargo:rerun-if-changed=../trace-provider/include/trace/event.h");
+    assert!(status.success(), "archiving {} failed", source.display());
 }

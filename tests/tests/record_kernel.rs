@@ -286,8 +286,10 @@ fn sigint_writes_a_complete_file() {
     // Only the selected category was recorded.
     assert!(trace.events.iter().all(|e| e.category != "kernel:proc"));
     // CPU idle states as counters, one argument per CPU, where the kernel
-    // has the tracepoint (a CPU goes idle within 1.5 s on any machine).
-    if Path::new("/sys/kernel/tracing/events/power/cpu_idle").exists() {
+    // has the tracepoint and a CPU went idle (switched to the idle task).
+    if Path::new("/sys/kernel/tracing/events/power/cpu_idle").exists()
+        && trace.switches.iter().any(|s| s.in_tid == 0)
+    {
         let idle: Vec<_> = trace
             .events
             .iter()

@@ -57,6 +57,13 @@ pub struct RecordArgs {
     /// or be comma-separated.
     #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
     pids: Vec<u32>,
+    /// Probe a function: its calls become durations (category `uprobe`) on
+    /// the calling threads. `BINARY:SYMBOL`, `BINARY:0xOFFSET`, or `SYMBOL`
+    /// with `-p` (in the process's program; `LIB:SYMBOL` such as
+    /// `libc:malloc` in a library it has loaded). Rust and C++ names may be
+    /// given demangled. May repeat.
+    #[arg(long = "uprobe", value_name = "SPEC")]
+    uprobes: Vec<String>,
     /// With a COMMAND, record kernel events of every process, not only the
     /// command's.
     #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
@@ -101,6 +108,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         .find(|&&p| p == 0 || !std::path::Path::new(&format!("/proc/{p}")).is_dir())
     {
         bail!("no process with id {pid}");
+    }
+    if !args.uprobes.is_empty() {
+        check_privileges()?;
     }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -147,6 +157,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         } else {
             None
         },
+        // Resolved now: a wrong probe is an error before recording starts.
+        uprobes: args
+            .uprobes
+            .iter()
+            .map(|spec| trace_manager::uprobes::resolve(spec, args.pids.first().copied()))
+            .collect::<Result<Vec<_>, _>>()?,
     };
     let mut recording =
         Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
@@ -209,8 +225,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts, {} block requests, {} memory events) in {:.1} s, {} records, {} \
-         bytes, {} dropped{}{} -> {}",
+         calls, {} interrupts, {} block requests, {} memory events, {} probe hits) in {:.1} s, {} \
+         records, {} bytes, {} dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
@@ -219,6 +235,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         stats.counts.interrupts,
         stats.counts.block_requests,
         stats.counts.memory_events,
+        stats.counts.probes,
         stats.duration.as_secs_f64(),
         stats.records,
         stats.bytes,

@@ -684,6 +684,8 @@ pub enum EventKind {
     RssStat = 16,
     /// [`PowerEvent`].
     Power = 17,
+    /// [`UprobeEvent`].
+    Uprobe = 18,
 }
 
 impl EventKind {
@@ -707,6 +709,7 @@ impl EventKind {
             15 => EventKind::PageFault,
             16 => EventKind::RssStat,
             17 => EventKind::Power,
+            18 => EventKind::Uprobe,
             _ => return None,
         })
     }
@@ -730,6 +733,7 @@ impl EventKind {
             EventKind::PageFault => size_of::<PageFaultEvent>(),
             EventKind::RssStat => size_of::<RssStatEvent>(),
             EventKind::Power => size_of::<PowerEvent>(),
+            EventKind::Uprobe => size_of::<UprobeEvent>(),
         }
     }
 }
@@ -1026,6 +1030,30 @@ pub struct PowerEvent {
     pub reserved: u32,
 }
 
+/// Name of the eBPF program attached (once per probe) at the entry of each
+/// `--uprobe` function.
+pub const UPROBE_ENTRY_PROGRAM: &str = "uprobe_entry";
+/// Name of the eBPF program attached (once per probe) at the return of each
+/// `--uprobe` function.
+pub const UPROBE_RETURN_PROGRAM: &str = "uprobe_return";
+/// [`UprobeEvent::ret`] of a return.
+pub const UPROBE_RETURN: u32 = 1;
+
+/// A dynamic probe fired: the current task entered or returned from a
+/// probed function.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UprobeEvent {
+    /// Common header; `tid`/`tgid` are the calling task's.
+    pub header: EventHeader,
+    /// The probe: the attach cookie, its index in the recorder's list.
+    pub probe: u64,
+    /// 0 at entry, [`UPROBE_RETURN`] at return.
+    pub ret: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
 /// The name of `kmem:rss_stat` member `member` as a counter argument.
 pub fn rss_member_name(member: i32) -> Option<&'static str> {
     match member {
@@ -1065,6 +1093,7 @@ const _: () = {
     assert!(size_of::<PageFaultEvent>() == 48);
     assert!(size_of::<RssStatEvent>() == 48);
     assert!(size_of::<PowerEvent>() == 40);
+    assert!(size_of::<UprobeEvent>() == 40);
     // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
     // self_tgid: no implicit padding anywhere (add a `u16` before `filter`
     // when the fields stop ending on a multiple of 4).
@@ -1112,6 +1141,8 @@ pub enum KernelEvent {
     RssStat(RssStatEvent),
     /// A CPU idle state or frequency change.
     Power(PowerEvent),
+    /// A probed function entered or returned.
+    Uprobe(UprobeEvent),
 }
 
 impl KernelEvent {
@@ -1134,6 +1165,7 @@ impl KernelEvent {
             KernelEvent::PageFault(e) => &e.header,
             KernelEvent::RssStat(e) => &e.header,
             KernelEvent::Power(e) => &e.header,
+            KernelEvent::Uprobe(e) => &e.header,
         }
     }
 
@@ -1157,6 +1189,7 @@ impl KernelEvent {
             KernelEvent::PageFault(_) => EventKind::PageFault,
             KernelEvent::RssStat(_) => EventKind::RssStat,
             KernelEvent::Power(_) => EventKind::Power,
+            KernelEvent::Uprobe(_) => EventKind::Uprobe,
         }
     }
 }
@@ -1244,6 +1277,7 @@ impl PlainData for BlockRqEvent {}
 impl PlainData for PageFaultEvent {}
 impl PlainData for RssStatEvent {}
 impl PlainData for PowerEvent {}
+impl PlainData for UprobeEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -1287,6 +1321,7 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::PageFault => KernelEvent::PageFault(read_plain(bytes)?),
         EventKind::RssStat => KernelEvent::RssStat(read_plain(bytes)?),
         EventKind::Power => KernelEvent::Power(read_plain(bytes)?),
+        EventKind::Uprobe => KernelEvent::Uprobe(read_plain(bytes)?),
     })
 }
 
@@ -1372,7 +1407,7 @@ mod tests {
         assert_eq!(parse(&[0u8; 64]), Err(ParseError::UnknownKind(0)));
         let mut buf = [0xffu8; 400];
         assert_eq!(parse(&buf), Err(ParseError::UnknownKind(u32::MAX)));
-        for kind in 1..=17u32 {
+        for kind in 1..=18u32 {
             buf[..4].copy_from_slice(&kind.to_le_bytes());
             let k = EventKind::from_u32(kind).unwrap();
             assert!(parse(&buf[..k.event_size()]).is_ok());

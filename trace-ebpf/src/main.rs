@@ -31,7 +31,9 @@
 //! - `kernel:block`: `block_rq_issue` (under a pid filter, only requests a
 //!   followed task issues), `block_rq_complete`;
 //! - `kernel:vm`: `page_fault_user` (x86), `rss_stat` (under a pid filter,
-//!   only changes a followed task makes).
+//!   only changes a followed task makes);
+//! - `--uprobe`: `uprobe_entry` and `uprobe_return`, attached once per probed
+//!   function with its index as the attach cookie.
 //!
 //! With a pid filter (`FILTER_PIDS`), a program records only events of the
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
@@ -52,16 +54,16 @@ use aya_ebpf::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel_str_bytes, generated,
     },
-    macros::{map, tracepoint},
+    macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
-    programs::TracePointContext,
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
     COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
     FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
     BlockRqEvent, BlockRqLayout, POWER_FREQUENCY, POWER_IDLE, PageFaultEvent, PowerEvent,
-    PowerLayout, RssStatEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    PowerLayout, RssStatEvent, UPROBE_RETURN, UprobeEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
     SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
     WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
@@ -1071,6 +1073,76 @@ pub fn rss_stat(ctx: TracePointContext) -> u32 {
         (*e).reserved = 0;
     }
     r.submit(layout, entry);
+    0
+}
+
+// ---------------------------------------------------------------------------
+// --uprobe
+
+/// Writes a probe event of the function with attach cookie of `ctx`.
+#[inline(always)]
+fn probe_event(ctx: *mut c_void, ret: u32) {
+    let ts = now();
+    let Some(layout) = layout() else { return };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wanted(layout, pid_tgid as u32) {
+        return;
+    }
+    // SAFETY: `ctx` is the context the kernel passed to this uprobe program.
+    let probe = unsafe { generated::bpf_get_attach_cookie(ctx) };
+    let Some(mut entry) = reserve::<UprobeEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<UprobeEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::Uprobe, ts, pid_tgid);
+        (*e).probe = probe;
+        (*e).ret = ret;
+        (*e).reserved = 0;
+    }
+    entry.submit(wakeup_flags(layout));
+}
+
+/// The submit flags [`Record::submit_flags`] computes, for programs that
+/// copy no tracepoint record.
+#[inline(always)]
+fn wakeup_flags(layout: &KernelLayout) -> u64 {
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: the program owns this CPU's scratch for this run.
+    let events = unsafe {
+        let count = ptr::addr_of_mut!((*scratch).events);
+        let n = count.read().wrapping_add(1);
+        count.write(n);
+        n
+    };
+    if layout.wakeup_bytes == 0 {
+        return 0;
+    }
+    if events & (WAKEUP_CHECK_INTERVAL - 1) == 0
+        && EVENTS.query(BPF_RB_AVAIL_DATA.into()) >= u64::from(layout.wakeup_bytes)
+    {
+        BPF_RB_FORCE_WAKEUP.into()
+    } else {
+        BPF_RB_NO_WAKEUP.into()
+    }
+}
+
+/// Entry of a probed function.
+#[uprobe]
+pub fn uprobe_entry(ctx: ProbeContext) -> u32 {
+    probe_event(ctx.as_ptr(), 0);
+    0
+}
+
+/// Return of a probed function.
+#[uretprobe]
+pub fn uprobe_return(ctx: RetProbeContext) -> u32 {
+    probe_event(ctx.as_ptr(), UPROBE_RETURN);
     0
 }
 

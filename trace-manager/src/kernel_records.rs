@@ -48,6 +48,12 @@
 //!   argument per CPU (`cpu0`, `cpu1`, ...) on a pseudo-process `kernel
 //!   CPUs` ([`CPUS_PROCESS_KOID`]).
 //!
+//! - Probed functions (`--uprobe`) become complete durations in `uprobe`
+//!   on the calling thread, named by the function, paired entry to return
+//!   per thread as a stack (recursion nests). A return whose entry came
+//!   before the recording is left out; a function still running at the end
+//!   is written as begun.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -95,6 +101,8 @@ pub struct KernelRecordCounts {
     pub memory_events: u64,
     /// CPU idle and frequency counter events.
     pub cpu_counters: u64,
+    /// Probed function durations.
+    pub probes: u64,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -194,6 +202,11 @@ pub struct KernelTranslator {
     next_block_id: u64,
     /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
     mm_owners: HashMap<u32, u32>,
+    /// Names of the probed functions, by probe index.
+    probe_names: Vec<String>,
+    /// Probed functions entered and not returned, by thread: (probe,
+    /// process, entry time), innermost last.
+    probe_stacks: HashMap<u32, Vec<(u64, u32, u64)>>,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -259,6 +272,8 @@ impl KernelTranslator {
             block_tracks: HashMap::new(),
             next_block_id: 1,
             mm_owners: HashMap::new(),
+            probe_names: Vec::new(),
+            probe_stacks: HashMap::new(),
         }
     }
 
@@ -1002,6 +1017,74 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// Names the probes: `names[i]` is probe `i`'s function.
+    pub fn set_probe_names(&mut self, names: Vec<String>) {
+        self.probe_names = names;
+    }
+
+    /// Thread `tid` of `tgid` entered (`ret` false) or returned from probed
+    /// function `probe`.
+    pub fn probe<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        probe: u64,
+        ret: bool,
+    ) -> Result<(), OutputError> {
+        let stack = self.probe_stacks.entry(tid).or_default();
+        if !ret {
+            stack.push((probe, tgid, ts));
+            return Ok(());
+        }
+        // The innermost call of this function (returns of others in between
+        // were lost).
+        let Some(at) = stack.iter().rposition(|&(p, _, _)| p == probe) else {
+            return Ok(());
+        };
+        let (_, tgid, start) = stack[at];
+        stack.truncate(at);
+        self.write_probe(out, tid, tgid, probe, start, Some(ts))
+    }
+
+    /// Writes the probed functions still running as begun durations.
+    pub fn finish_probes<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        let mut left: Vec<(u32, (u64, u32, u64))> = self
+            .probe_stacks
+            .drain()
+            .flat_map(|(tid, s)| s.into_iter().map(move |c| (tid, c)))
+            .collect();
+        left.sort_by_key(|&(_, (_, _, ts))| ts);
+        for (tid, (probe, tgid, ts)) in left {
+            self.write_probe(out, tid, tgid, probe, ts, None)?;
+        }
+        Ok(())
+    }
+
+    fn write_probe<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+        probe: u64,
+        start: u64,
+        end: Option<u64>,
+    ) -> Result<(), OutputError> {
+        self.know_thread(out, tid, tgid)?;
+        let name = usize::try_from(probe)
+            .ok()
+            .and_then(|i| self.probe_names.get(i).cloned())
+            .unwrap_or_else(|| format!("probe {probe}"));
+        let kind = match end {
+            Some(end_ts) => EventKind::DurationComplete { end_ts },
+            None => EventKind::DurationBegin,
+        };
+        self.event(out, start, "uprobe", (tgid, tid), &name, &[], kind)?;
+        self.counts.probes += 1;
+        Ok(())
+    }
+
     /// CPU `cpu` entered idle state `state` (`IDLE_EXIT`: left idle), or
     /// (with `frequency`) runs at `state` kHz.
     pub fn cpu_power<W: Write>(
@@ -1552,6 +1635,47 @@ mod tests {
                     "cpu0".into(),
                     ArgValue::Int64(2_400_000)
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn probe_hits_pair_as_a_stack_per_thread() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_probe_names(vec!["f".into(), "g".into()]);
+        let (pid, tid) = (4_000_030_u32, 4_000_031_u32);
+        // A return whose entry came before the recording: left out.
+        t.probe(&mut out, 5, tid, pid, 0, true).unwrap();
+        // f → f → g, returns in reverse.
+        t.probe(&mut out, 10, tid, pid, 0, false).unwrap();
+        t.probe(&mut out, 20, tid, pid, 0, false).unwrap();
+        t.probe(&mut out, 30, tid, pid, 1, false).unwrap();
+        t.probe(&mut out, 40, tid, pid, 1, true).unwrap();
+        t.probe(&mut out, 50, tid, pid, 0, true).unwrap();
+        t.probe(&mut out, 60, tid, pid, 0, true).unwrap();
+        // Still inside f at the end.
+        t.probe(&mut out, 70, tid, pid, 0, false).unwrap();
+        t.finish_probes(&mut out).unwrap();
+        assert_eq!(t.counts().probes, 4);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let ev: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event { ts, name, kind, .. } => {
+                    Some((*ts, st.string(name).unwrap().to_owned(), *kind))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                (30, "g".into(), EventKind::DurationComplete { end_ts: 40 }),
+                (20, "f".into(), EventKind::DurationComplete { end_ts: 50 }),
+                (10, "f".into(), EventKind::DurationComplete { end_ts: 60 }),
+                (70, "f".into(), EventKind::DurationBegin),
             ]
         );
     }

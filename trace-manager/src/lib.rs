@@ -7,6 +7,7 @@
 //! - [`output`]: the merged FXT stream and per-provider string tables.
 //! - [`recording`]: one recording session run in the calling process.
 //! - [`syscalls`]: system call names and argument descriptions.
+//! - [`uprobes`]: where `--uprobe` probes go.
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
 pub mod kernel;
 pub mod kernel_records;
@@ -14,4 +15,5 @@ pub mod output;
 pub mod procfs;
 pub mod recording;
 pub mod syscalls;
+pub mod uprobes;
 pub mod userspace;

@@ -40,6 +40,8 @@ pub struct RecordConfig {
     /// processes and what they create during the recording (see
     /// [`KernelConfig::pids`]); [`Recording::follow`] adds more.
     pub pids: Option<Vec<u32>>,
+    /// Functions to probe (`--uprobe`), resolved.
+    pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
 }
 
 /// Why a recording failed.
@@ -113,7 +115,9 @@ impl<W: Write> Recording<W> {
         let unknown_kernel = config.categories.iter().find(|c| {
             c.starts_with("kernel:") && kernel_categories(std::slice::from_ref(c)).is_empty()
         });
-        if unknown_kernel.is_some() || (categories.is_empty() && config.userspace.is_none()) {
+        if unknown_kernel.is_some()
+            || (categories.is_empty() && config.userspace.is_none() && config.uprobes.is_empty())
+        {
             return Err(RecordError::NoCategory {
                 patterns: config.categories.clone(),
                 known: KERNEL_CATEGORIES
@@ -127,7 +131,9 @@ impl<W: Write> Recording<W> {
             Some(u) => match Registry::bind(u.clone()) {
                 Ok(r) => Some(r),
                 // Another manager owns the providers; the kernel is still ours.
-                Err(e @ UserspaceError::Busy(_)) if !categories.is_empty() => {
+                Err(e @ UserspaceError::Busy(_))
+                    if !categories.is_empty() || !config.uprobes.is_empty() =>
+                {
                     log::warn!("{e}; recording without userspace providers");
                     None
                 }
@@ -135,18 +141,20 @@ impl<W: Write> Recording<W> {
             },
             None => None,
         };
-        let kernel = if categories.is_empty() {
+        let kernel = if categories.is_empty() && config.uprobes.is_empty() {
             None
         } else {
             Some(KernelProvider::start(&KernelConfig {
                 categories: categories.clone(),
                 ring_buffer_bytes: config.buffer_bytes,
                 pids: config.pids.clone(),
+                uprobes: config.uprobes.clone(),
             })?)
         };
         let mut out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
         translator.set_start(monotonic_ns());
+        translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
         if kernel.is_some() {
             out.write(&Record::ProviderInfo {
                 id: KERNEL_PROVIDER_ID,
@@ -263,6 +271,7 @@ impl<W: Write> Recording<W> {
         self.drain()?;
         self.translator.finish_syscalls(&mut self.out)?;
         self.translator.finish_irqs(&mut self.out)?;
+        self.translator.finish_probes(&mut self.out)?;
         self.stats.dropped = match self.kernel.as_ref() {
             Some(k) => k.dropped()?,
             None => 0,
@@ -402,6 +411,14 @@ fn translate<W: Write>(
             e.mm_id,
             e.member,
             e.size,
+        ),
+        KernelEvent::Uprobe(e) => t.probe(
+            out,
+            e.header.ts,
+            e.header.tid,
+            e.header.tgid,
+            e.probe,
+            e.ret == trace_common::kernel::UPROBE_RETURN,
         ),
         KernelEvent::Power(e) => t.cpu_power(
             out,

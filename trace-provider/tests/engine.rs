@@ -469,8 +469,10 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
         // One writer at a pace the saver keeps up with.
         trace_provider::instant!("load", "ev", "seq" => tids.len() as u64, "pad" => 0u64);
         tids.push(());
-        if tids.len() % 64 == 0 {
-            std::thread::sleep(std::time::Duration::from_micros(200));
+        // About 1 ms per kilobyte: the saver has several milliseconds for
+        // each 24 KiB rolling buffer, even on a busy machine.
+        if tids.len() % 16 == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(500));
         }
     }
     let stats = engine::stop();

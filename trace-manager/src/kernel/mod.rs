@@ -89,6 +89,9 @@ pub struct KernelConfig {
     /// processes (all their threads) and every task they create from the
     /// start on; more can be added with [`KernelProvider::follow`].
     pub pids: Option<Vec<u32>>,
+    /// Functions to probe (entry and return), resolved; their events carry
+    /// their index in this list.
+    pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
 }
 
 impl Default for KernelConfig {
@@ -101,6 +104,7 @@ impl Default for KernelConfig {
                 .collect(),
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             pids: None,
+            uprobes: Vec::new(),
         }
     }
 }
@@ -457,6 +461,9 @@ impl KernelProvider {
         for spec in specs {
             provider.attach(spec)?;
         }
+        if !config.uprobes.is_empty() {
+            provider.attach_uprobes(&config.uprobes, pids)?;
+        }
         // Threads created between the first look and the attachment.
         for &pid in pids {
             provider.follow(pid)?;
@@ -468,6 +475,63 @@ impl KernelProvider {
             provider.ring_buffer_bytes >> 10
         );
         Ok(provider)
+    }
+
+    /// Attaches the entry and return programs to every probe, with its index
+    /// as the cookie: to the `pids` processes only when given (a probe in a
+    /// shared library would otherwise trap in every process using it), else
+    /// to every process.
+    fn attach_uprobes(
+        &mut self,
+        probes: &[crate::uprobes::ResolvedProbe],
+        pids: &[u32],
+    ) -> Result<(), KernelError> {
+        use aya::programs::{UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeAttachPoint};
+        use trace_common::kernel::{UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM};
+        let scopes: Vec<aya::programs::uprobe::UProbeScope> = if pids.is_empty() {
+            vec![aya::programs::uprobe::UProbeScope::AllProcesses]
+        } else {
+            pids.iter()
+                .filter_map(|&p| std::num::NonZeroU32::new(p))
+                .map(aya::programs::uprobe::UProbeScope::OneProcess)
+                .collect()
+        };
+        for program in [UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM] {
+            let up: &mut UProbe = self
+                .ebpf
+                .program_mut(program)
+                .ok_or(KernelError::MissingInObject {
+                    what: "program",
+                    name: program,
+                })?
+                .try_into()
+                .map_err(|e: ProgramError| program_error(program, e))?;
+            up.load().map_err(|e| program_error(program, e))?;
+            for (index, probe) in probes.iter().enumerate() {
+                for &scope in &scopes {
+                    let location = match &probe.location {
+                        crate::uprobes::ProbeLocation::Symbol(s) => {
+                            UProbeAttachLocation::Symbol(s.as_str())
+                        }
+                        crate::uprobes::ProbeLocation::Offset(o) => {
+                            UProbeAttachLocation::AbsoluteOffset(*o)
+                        }
+                    };
+                    let point = UProbeAttachPoint {
+                        location,
+                        cookie: Some(index as u64),
+                    };
+                    up.attach(point, &probe.binary, scope)
+                        .map_err(|e| KernelError::Attach {
+                            program,
+                            tracepoint: format!("uprobe {}", probe.spec),
+                            source: Box::new(e),
+                        })?;
+                }
+            }
+            self.attached.push(program);
+        }
+        Ok(())
     }
 
     /// Loads program `spec.program` and attaches it to its tracepoint.
@@ -721,8 +785,14 @@ impl KernelProvider {
             let Some(program) = self.ebpf.program_mut(name) else {
                 continue;
             };
-            let tp: Result<&mut TracePoint, _> = program.try_into();
-            if let Err(e) = tp.and_then(|tp| tp.unload()) {
+            let result = match program {
+                aya::programs::Program::UProbe(up) => up.unload(),
+                other => {
+                    let tp: Result<&mut TracePoint, _> = other.try_into();
+                    tp.and_then(|tp| tp.unload())
+                }
+            };
+            if let Err(e) = result {
                 log::warn!("detaching eBPF program `{name}`: {e}");
             }
         }

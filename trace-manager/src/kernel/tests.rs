@@ -33,6 +33,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         categories: categories.iter().map(|c| (*c).to_owned()).collect(),
         ring_buffer_bytes: 4 << 20,
         pids: None,
+        uprobes: Vec::new(),
     }
 }
 
@@ -318,6 +319,7 @@ fn root_full_ring_buffer_counts_drops() {
         categories: vec![KERNEL_SCHED.into(), KERNEL_PROC.into()],
         ring_buffer_bytes: 1,
         pids: None,
+        uprobes: Vec::new(),
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

@@ -1,0 +1,163 @@
+//! End-to-end: `--uprobe` with `trace-cli record` and real uprobes, as root:
+//! a Rust function (named demangled) and a C function of a test program
+//! called with known nesting become exactly that many durations, nested as
+//! they ran, on the calling thread; probes that cannot be placed fail
+//! before recording.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use tests::{Event, parse, require_root, trace_cli};
+use trace_common::fxt::EventKind;
+
+fn target_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_uprobe_target")
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// `(start, end)` of the complete durations named `name` on thread `tid`.
+fn spans(events: &[Event], name: &str, tid: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e.category == "uprobe" && e.name == name && e.tid == tid)
+        .filter_map(|e| match e.kind {
+            EventKind::DurationComplete { end_ts } => Some((e.ts, end_ts)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// How many of `spans` contain each one: its nesting depth.
+fn depths(spans: &[(u64, u64)]) -> Vec<usize> {
+    spans
+        .iter()
+        .map(|&(s, e)| {
+            spans
+                .iter()
+                .filter(|&&(s2, e2)| (s2, e2) != (s, e) && s2 <= s && e <= e2)
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn probed_functions_become_nested_durations_on_the_calling_thread() {
+    require_root();
+    let mut target = Command::new(target_bin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = target.stdin.take().unwrap();
+    let mut stdout = BufReader::new(target.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid: u64 = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+
+    let file = tmp("uprobe.fxt");
+    let mut recorder = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:proc", "-d", "2", "-p"])
+        .arg(pid.to_string())
+        .args([
+            "--uprobe",
+            "uprobe_target::recurse",
+            "--uprobe",
+            "c_recurse",
+        ])
+        .arg("-o")
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recorder.stderr.take().unwrap());
+    line.clear();
+    while !line.starts_with("trace-cli: recording") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "trace-cli ended early"
+        );
+    }
+    // 5 top-level Rust calls 4 deep, 4 top-level C calls 3 deep.
+    stdin.write_all(b"5 4\n").unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done 32");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{rest}");
+    drop(stdin);
+    let _ = target.wait();
+
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let rust = spans(&trace.events, "uprobe_target::recurse", pid);
+    let c = spans(&trace.events, "c_recurse", pid);
+    assert_eq!(rust.len(), 20, "{rust:?}");
+    assert_eq!(c.len(), 12, "{c:?}");
+    // Each level of the recursion as often as there were top-level calls.
+    let mut d = depths(&rust);
+    d.sort();
+    assert_eq!(d, [[0; 5], [1; 5], [2; 5], [3; 5]].concat());
+    let mut d = depths(&c);
+    d.sort();
+    assert_eq!(d, [[0; 4], [1; 4], [2; 4]].concat());
+    // Nothing else was probed.
+    assert_eq!(
+        trace
+            .events
+            .iter()
+            .filter(|e| e.category == "uprobe")
+            .count(),
+        32
+    );
+}
+
+#[test]
+fn probes_that_cannot_be_placed_fail_before_recording() {
+    require_root();
+    let out_file = tmp("never.fxt");
+    let run = |probe: &str| {
+        let out = Command::new(trace_cli())
+            .args([
+                "record",
+                "-c",
+                "kernel:proc",
+                "-d",
+                "1",
+                "--uprobe",
+                probe,
+                "-o",
+            ])
+            .arg(&out_file)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{probe} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("trace-cli: recording"), "{err}");
+        err
+    };
+    let bin = target_bin();
+    let err = run(&format!("{bin}:no_such_function_here"));
+    assert!(err.contains("no function `no_such_function_here`"), "{err}");
+    let err = run("/no/such/program:main");
+    assert!(err.contains("cannot read"), "{err}");
+    let err = run("c_recurse");
+    assert!(err.contains("needs -p"), "{err}");
+    // A stripped copy has no symbol table: the error says so.
+    let stripped = tmp("uprobe_target.stripped");
+    std::fs::copy(bin, &stripped).unwrap();
+    let status = Command::new("strip").arg(&stripped).status();
+    if status.is_ok_and(|s| s.success()) {
+        let err = run(&format!("{}:c_recurse", stripped.display()));
+        assert!(err.contains("stripped"), "{err}");
+    } else {
+        eprintln!("no `strip` here: the stripped case was not checked");
+    }
+}

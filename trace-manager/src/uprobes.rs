@@ -1,0 +1,270 @@
+//! Dynamic probes (`--uprobe`): where a probe goes, resolved before the
+//! recording starts so that a mistake is one clear error, not an empty
+//! trace.
+//!
+//! A probe is written `BINARY:SYMBOL`, `BINARY:0xOFFSET`, or `SYMBOL` with a
+//! process to attach to (the binary is then `/proc/PID/exe`). `BINARY` is a
+//! path, or with a process a library it has mapped named by the start of its
+//! file name (`libc` for `libc.so.6`), or a program on `PATH`. Symbols come
+//! from the ELF symbol tables (`.symtab`, then `.dynsym`) and match either
+//! their raw name or their demangled Rust (`crate::module::function`, without
+//! the hash) or C++ (`ns::function`, without the parameters) name.
+
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+/// Where one probe goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedProbe {
+    /// The probe as the user wrote it.
+    pub spec: String,
+    /// The ELF file holding the function.
+    pub binary: PathBuf,
+    /// Where in it.
+    pub location: ProbeLocation,
+    /// The name its durations get: the symbol as given, or
+    /// `binary+0xoffset`.
+    pub name: String,
+}
+
+/// A place in an ELF file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeLocation {
+    /// A symbol, by its name in the file (mangled).
+    Symbol(String),
+    /// A file offset.
+    Offset(u64),
+}
+
+/// Why a probe cannot be placed.
+#[derive(Debug, thiserror::Error)]
+pub enum UprobeError {
+    /// The text is not a probe.
+    #[error("--uprobe {spec:?}: {why}")]
+    Syntax {
+        /// The probe as given.
+        spec: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The binary cannot be found or read.
+    #[error("--uprobe {spec:?}: cannot read {path}: {source}")]
+    Binary {
+        /// The probe as given.
+        spec: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The binary is not an ELF file this can read.
+    #[error("--uprobe {spec:?}: {path} is not a readable ELF file: {why}")]
+    NotElf {
+        /// The probe as given.
+        spec: String,
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint.
+        why: String,
+    },
+    /// No function of that name.
+    #[error("--uprobe {spec:?}: no function `{symbol}` in {path}{hint}")]
+    NoSymbol {
+        /// The probe as given.
+        spec: String,
+        /// The symbol asked for.
+        symbol: String,
+        /// The file searched.
+        path: PathBuf,
+        /// Why it may be missing.
+        hint: &'static str,
+    },
+}
+
+/// Resolves `spec`; `pid` is the process given with `-p`, if any.
+pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeError> {
+    let syntax = |why: &str| UprobeError::Syntax {
+        spec: spec.to_owned(),
+        why: why.to_owned(),
+    };
+    let (binary, what) = match split_binary(spec) {
+        Some((b, w)) => (Some(b), w),
+        None => (None, spec),
+    };
+    if what.is_empty() {
+        return Err(syntax("no function or offset after the binary"));
+    }
+    let path = match binary {
+        Some(b) => find_binary(b, pid).ok_or_else(|| UprobeError::Binary {
+            spec: spec.to_owned(),
+            path: PathBuf::from(b),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file, program on PATH, or library mapped by the -p process",
+            ),
+        })?,
+        None => {
+            let pid = pid
+                .ok_or_else(|| syntax("a bare function needs -p PID (or write BINARY:FUNCTION)"))?;
+            std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| {
+                UprobeError::Binary {
+                    spec: spec.to_owned(),
+                    path: PathBuf::from(format!("/proc/{pid}/exe")),
+                    source,
+                }
+            })?
+        }
+    };
+    let data = std::fs::read(&path).map_err(|source| UprobeError::Binary {
+        spec: spec.to_owned(),
+        path: path.clone(),
+        source,
+    })?;
+    let file = object::File::parse(&*data).map_err(|e| UprobeError::NotElf {
+        spec: spec.to_owned(),
+        path: path.clone(),
+        why: e.to_string(),
+    })?;
+    if let Some(hex) = what.strip_prefix("0x") {
+        let offset = u64::from_str_radix(hex, 16).map_err(|_| syntax("bad hexadecimal offset"))?;
+        let base = path.file_name().unwrap_or_default().to_string_lossy();
+        return Ok(ResolvedProbe {
+            spec: spec.to_owned(),
+            binary: path.clone(),
+            location: ProbeLocation::Offset(offset),
+            name: format!("{base}+{offset:#x}"),
+        });
+    }
+    let found = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+        .find_map(|s| {
+            let raw = s.name().ok()?;
+            matches(raw, what).then(|| raw.to_owned())
+        });
+    match found {
+        Some(mangled) => Ok(ResolvedProbe {
+            spec: spec.to_owned(),
+            binary: path,
+            location: ProbeLocation::Symbol(mangled),
+            name: what.to_owned(),
+        }),
+        None => Err(UprobeError::NoSymbol {
+            spec: spec.to_owned(),
+            symbol: what.to_owned(),
+            hint: if file.symbols().next().is_none() {
+                " (it has no symbol table: stripped? only exported functions can be found)"
+            } else {
+                ""
+            },
+            path,
+        }),
+    }
+}
+
+/// Splits `BINARY:REST` at the first `:` that is not part of a `::`.
+fn split_binary(spec: &str) -> Option<(&str, &str)> {
+    let b = spec.as_bytes();
+    (0..b.len()).find_map(|i| {
+        let single = b[i] == b':' && b.get(i + 1) != Some(&b':') && (i == 0 || b[i - 1] != b':');
+        single.then(|| (&spec[..i], &spec[i + 1..]))
+    })
+}
+
+/// Whether symbol `raw` is the function the user named `wanted`.
+fn matches(raw: &str, wanted: &str) -> bool {
+    if raw == wanted {
+        return true;
+    }
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        // `{:#}` leaves out the hash.
+        if format!("{d:#}") == wanted {
+            return true;
+        }
+    }
+    if let Ok(sym) = cpp_demangle::Symbol::new(raw)
+        && let Ok(d) = sym.demangle(&cpp_demangle::DemangleOptions::default())
+    {
+        let without_params = d.split('(').next().unwrap_or(&d);
+        if d == wanted || without_params == wanted {
+            return true;
+        }
+    }
+    false
+}
+
+/// The file `name` stands for: a path, a library mapped by `pid`, or a
+/// program on `PATH`.
+fn find_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.exists().then_some(p);
+    }
+    if let Some(pid) = pid
+        && let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+    {
+        let found = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .map(Path::new)
+            .find(|p| {
+                p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+                    f == name
+                        || f.strip_prefix(name)
+                            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'))
+                })
+            });
+        if let Some(p) = found {
+            // Through the process's root, which is where the path is valid.
+            let via_root = PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
+            return Some(if via_root.exists() {
+                via_root
+            } else {
+                p.to_path_buf()
+            });
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_a_single_colon() {
+        assert_eq!(split_binary("libc:malloc"), Some(("libc", "malloc")));
+        assert_eq!(split_binary("/bin/x:ns::f"), Some(("/bin/x", "ns::f")));
+        assert_eq!(split_binary("ns::f"), None);
+        assert_eq!(split_binary("a:0x10"), Some(("a", "0x10")));
+    }
+
+    #[test]
+    fn demangled_names_match() {
+        assert!(matches("malloc", "malloc"));
+        // Rust legacy mangling of `foo::bar`, with a hash.
+        assert!(matches("_ZN3foo3bar17h0123456789abcdefE", "foo::bar"));
+        // C++ `ns::f(int)`.
+        assert!(matches("_ZN2ns1fEi", "ns::f"));
+        assert!(!matches("_ZN2ns1fEi", "ns::g"));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let e = resolve("no_such_function_anywhere", None).unwrap_err();
+        assert!(e.to_string().contains("needs -p"), "{e}");
+        let e = resolve("/no/such/binary:main", None).unwrap_err();
+        assert!(matches!(e, UprobeError::Binary { .. }), "{e}");
+        let me = std::env::current_exe().unwrap();
+        let e = resolve(&format!("{}:surely_not_a_function_xyz", me.display()), None).unwrap_err();
+        assert!(matches!(e, UprobeError::NoSymbol { .. }), "{e}");
+        let ok = resolve(&format!("{}:0x1000", me.display()), None).unwrap();
+        assert_eq!(ok.location, ProbeLocation::Offset(0x1000));
+    }
+}
