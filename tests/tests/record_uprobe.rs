@@ -92,8 +92,14 @@ fn probed_functions_become_nested_durations_on_the_calling_thread() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(recorder.wait().unwrap().success(), "{rest}");
+    // Detached: the program goes on unharmed, with the same results.
+    stdin.write_all(b"5 4\n").unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done 32");
     drop(stdin);
-    let _ = target.wait();
+    assert!(target.wait().unwrap().success());
 
     let trace = parse(&file);
     assert!(trace.errors.is_empty(), "{:?}", trace.errors);
