@@ -59,14 +59,14 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use trace_common::kernel::{
-    ABSENT_ID, ABSENT_INT, CLONE_THREAD, COMM_LEN, COUNTER_COUNT, COUNTER_FOLLOW_FULL,
-    COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader, EventKind, FILENAME_LEN,
-    FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN, KernelLayout, MAX_RECORD_BYTES,
-    BlockRqEvent, BlockRqLayout, POWER_FREQUENCY, POWER_IDLE, PageFaultEvent, PowerEvent,
-    PowerLayout, RssStatEvent, UPROBE_RETURN, UprobeEvent, IrqEntryEvent, IrqExitEvent, RWBS_LEN, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
-    SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
-    SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent, TaskRenameEvent,
-    WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+    ABSENT_ID, ABSENT_INT, BlockRqEvent, BlockRqLayout, CLONE_THREAD, COMM_LEN, COUNTER_COUNT,
+    COUNTER_FOLLOW_FULL, COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader,
+    EventKind, FILENAME_LEN, FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN,
+    IrqEntryEvent, IrqExitEvent, KernelLayout, MAX_RECORD_BYTES, POWER_FREQUENCY, POWER_IDLE,
+    PageFaultEvent, PowerEvent, PowerLayout, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
+    RWBS_LEN, RssStatEvent, SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent,
+    SchedWakeupLayout, SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
+    TaskRenameEvent, UPROBE_RETURN, UprobeEvent, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
 /// Events for userspace. The size is a placeholder: userspace sets the real
@@ -157,6 +157,16 @@ fn layout() -> Option<&'static KernelLayout> {
 #[inline(always)]
 fn wanted(layout: &KernelLayout, tid: u32) -> bool {
     layout.filter & FILTER_PIDS == 0 || FOLLOWED.get_ptr(tid).is_some()
+}
+
+/// [`wanted`] for the current task, asking the kernel for its id only
+/// under a filter.
+#[inline(always)]
+fn current_wanted(layout: &KernelLayout) -> bool {
+    layout.filter & FILTER_PIDS == 0
+        || FOLLOWED
+            .get_ptr(bpf_get_current_pid_tgid() as u32)
+            .is_some()
 }
 
 /// Whether the `kernel:proc` programs write events.
@@ -455,7 +465,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    if !wanted(layout, bpf_get_current_pid_tgid() as u32) && !wanted(layout, r.id(&l.next_pid)) {
+    if !current_wanted(layout) && !wanted(layout, r.id(&l.next_pid)) {
         return 0;
     }
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
@@ -491,7 +501,7 @@ fn wakeup(
     let Some(r) = Record::copy(ctx, l.record_size) else {
         return;
     };
-    if !wanted(layout, r.id(&l.pid)) && !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+    if !wanted(layout, r.id(&l.pid)) && !current_wanted(layout) {
         return;
     }
     let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
@@ -581,7 +591,7 @@ pub fn cpu_frequency(ctx: TracePointContext) -> u32 {
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
-    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+    if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
     let l = &layout.process_fork;
@@ -652,7 +662,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
-    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+    if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
     let l = &layout.process_exec;
@@ -728,7 +738,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 pub fn task_rename(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout() else { return 0 };
-    if !emit_proc(layout) || !wanted(layout, bpf_get_current_pid_tgid() as u32) {
+    if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
     let l = &layout.task_rename;
@@ -965,8 +975,8 @@ fn block_rq(ctx: &TracePointContext, layout: &KernelLayout, l: &BlockRqLayout, k
         return;
     };
     let e = MaybeUninit::as_mut_ptr(&mut entry);
-    let inline_rwbs = l.rwbs.is_present()
-        && l.rwbs.flags & (FieldLoc::DATA_LOC | FieldLoc::REL_LOC) == 0;
+    let inline_rwbs =
+        l.rwbs.is_present() && l.rwbs.flags & (FieldLoc::DATA_LOC | FieldLoc::REL_LOC) == 0;
     // SAFETY: `e` points at a reserved, writable ring-buffer entry of
     // size_of::<BlockRqEvent>() bytes; every field is written before the
     // entry is submitted. The `rwbs` bytes read lie in the scratch copy
@@ -996,7 +1006,7 @@ fn block_rq(ctx: &TracePointContext, layout: &KernelLayout, l: &BlockRqLayout, k
 #[tracepoint]
 pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
     let Some(layout) = layout() else { return 0 };
-    if wanted(layout, bpf_get_current_pid_tgid() as u32) {
+    if current_wanted(layout) {
         block_rq(&ctx, layout, &layout.block_rq_issue, EventKind::BlockIssue);
     }
     0
@@ -1007,7 +1017,12 @@ pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
     let Some(layout) = layout() else { return 0 };
-    block_rq(&ctx, layout, &layout.block_rq_complete, EventKind::BlockComplete);
+    block_rq(
+        &ctx,
+        layout,
+        &layout.block_rq_complete,
+        EventKind::BlockComplete,
+    );
     0
 }
 
