@@ -389,3 +389,54 @@ fn a_tiny_buffer_reports_exactly_what_is_missing() {
         "{dropped} reported dropped, {missing} getppid events missing"
     );
 }
+
+/// Records `syscall_loop` with a 256 KiB budget in kernel buffering `mode`;
+/// returns the system call events and the dropped count.
+fn record_loop(mode: &str) -> (Vec<Event>, u64) {
+    let file = temp_path(&format!("mode-{mode}.fxt"));
+    let out = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:syscall", "-b", "0.25"])
+        .args(["--kernel-buffering-mode", mode, "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_syscall_loop"))
+        .arg("200000")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let at = stderr.find(" dropped").expect("summary");
+    let dropped = stderr[..at]
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let calls = syscalls(&trace).into_iter().cloned().collect();
+    (calls, dropped)
+}
+
+#[test]
+fn oneshot_keeps_the_first_kernel_events_and_circular_the_newest() {
+    require_root();
+    // 200 000 getppid calls are far more than 256 KiB of events.
+    let (first, dropped) = record_loop("oneshot");
+    assert!(dropped > 0, "oneshot refused nothing");
+    let names: Vec<&str> = first.iter().map(|e| e.name.as_str()).collect();
+    assert!(
+        names.contains(&"execve"),
+        "the start is kept: {:?}",
+        &names[..10.min(names.len())]
+    );
+    assert!(!names.contains(&"exit_group"), "the end is not");
+    assert!(names.iter().filter(|n| **n == "getppid").count() < 100_000);
+
+    let (newest, _) = record_loop("circular");
+    let names: Vec<&str> = newest.iter().map(|e| e.name.as_str()).collect();
+    assert!(names.contains(&"exit_group"), "the end is kept");
+    assert!(!names.contains(&"execve"), "the start is not");
+    let getppid = names.iter().filter(|n| **n == "getppid").count();
+    assert!(getppid > 100 && getppid < 100_000, "{getppid} calls kept");
+}

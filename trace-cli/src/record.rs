@@ -46,6 +46,12 @@ pub struct RecordArgs {
     /// What userspace providers do when their buffer fills.
     #[arg(long, value_name = "MODE", default_value = "oneshot", value_parser = ["oneshot", "circular", "streaming"])]
     buffering_mode: String,
+    /// What happens to kernel events: `streaming` (the default) writes them
+    /// as they come; `oneshot` keeps the first `-b` megabytes of them and
+    /// counts the rest as dropped; `circular` keeps the newest `-b`
+    /// megabytes and writes them at the end.
+    #[arg(long, value_name = "MODE", default_value = "streaming", value_parser = ["oneshot", "circular", "streaming"])]
+    kernel_buffering_mode: String,
     /// Size of each userspace provider's buffer in megabytes.
     #[arg(long, value_name = "MEGABYTES", default_value_t = 4)]
     provider_buffer_size: u32,
@@ -157,6 +163,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         } else {
             None
         },
+        kernel_mode: BufferingMode::from_name(&args.kernel_buffering_mode)
+            .unwrap_or(BufferingMode::Streaming),
         // Resolved now: a wrong probe is an error before recording starts.
         uprobes: args
             .uprobes

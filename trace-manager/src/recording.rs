@@ -15,6 +15,7 @@ use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
 use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
+use trace_common::provider::BufferingMode;
 
 use crate::kernel::{FollowHook, KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, comm_str};
@@ -42,6 +43,22 @@ pub struct RecordConfig {
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
     pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
+    /// What happens to kernel events: written as they come (streaming),
+    /// the first `buffer_bytes` of them kept (oneshot), or the newest
+    /// `buffer_bytes` of them kept and written at the end (circular).
+    pub kernel_mode: BufferingMode,
+}
+
+/// Kernel events held back by the oneshot and circular modes.
+#[derive(Debug, Default)]
+struct KernelKeep {
+    /// Bytes of events written so far (oneshot).
+    used: u64,
+    /// Events refused because the oneshot budget was spent.
+    refused: u64,
+    /// The newest events (circular): each a little-endian `u16` length and
+    /// the entry's bytes.
+    ring: std::collections::VecDeque<u8>,
 }
 
 /// Why a recording failed.
@@ -92,6 +109,9 @@ pub struct RecordStats {
 /// A running recording writing FXT into `W`.
 pub struct Recording<W: Write> {
     kernel: Option<KernelProvider>,
+    kernel_mode: BufferingMode,
+    keep: KernelKeep,
+    budget: u64,
     registry: Option<Registry>,
     out: FxtStream<W>,
     translator: KernelTranslator,
@@ -177,6 +197,9 @@ impl<W: Write> Recording<W> {
         }
         Ok(Recording {
             kernel,
+            kernel_mode: config.kernel_mode,
+            keep: KernelKeep::default(),
+            budget: config.buffer_bytes as u64,
             registry,
             out,
             translator,
@@ -240,19 +263,44 @@ impl<W: Write> Recording<W> {
         let mut result = Ok(());
         let translator = &mut self.translator;
         let out = &mut self.out;
+        let keep = &mut self.keep;
+        let (mode, budget) = (self.kernel_mode, self.budget);
         let mut n = 0u64;
+        let mut malformed = 0u64;
         let Some(kernel) = self.kernel.as_mut() else {
             return Ok(());
         };
-        let malformed_before = kernel.malformed();
-        kernel.drain(&mut |event| {
+        kernel.drain_raw(&mut |bytes| {
             n += 1;
-            if result.is_ok() {
-                result = translate(translator, out, &event);
+            match mode {
+                BufferingMode::Circular => {
+                    let len = bytes.len().min(usize::from(u16::MAX));
+                    keep.ring.extend((len as u16).to_le_bytes());
+                    keep.ring.extend(&bytes[..len]);
+                    // Forget the oldest whole events beyond the budget.
+                    while keep.ring.len() as u64 > budget {
+                        let old = usize::from(u16::from_le_bytes([keep.ring[0], keep.ring[1]]));
+                        keep.ring.drain(..(2 + old).min(keep.ring.len()));
+                    }
+                }
+                BufferingMode::Oneshot if keep.used + bytes.len() as u64 > budget => {
+                    keep.refused += 1;
+                }
+                _ => {
+                    keep.used += bytes.len() as u64;
+                    match trace_common::kernel::parse(bytes) {
+                        Ok(event) if result.is_ok() => {
+                            result = translate(translator, out, &event);
+                        }
+                        Ok(_) => {}
+                        Err(_) => malformed += 1,
+                    }
+                }
             }
         });
+        kernel.add_malformed(malformed);
         self.stats.kernel_events += n;
-        self.stats.malformed += kernel.malformed() - malformed_before;
+        self.stats.malformed += malformed;
         result.map_err(RecordError::from)
     }
 
@@ -269,13 +317,28 @@ impl<W: Write> Recording<W> {
         }
         // Events already in the ring buffer are still collected.
         self.drain()?;
+        // Circular: the newest window, oldest first.
+        let ring = std::mem::take(&mut self.keep.ring);
+        let mut at = 0;
+        while at + 2 <= ring.len() {
+            let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
+            let bytes: Vec<u8> = ring
+                .range(at + 2..(at + 2 + len).min(ring.len()))
+                .copied()
+                .collect();
+            at += 2 + len;
+            match trace_common::kernel::parse(&bytes) {
+                Ok(event) => translate(&mut self.translator, &mut self.out, &event)?,
+                Err(_) => self.stats.malformed += 1,
+            }
+        }
         self.translator.finish_syscalls(&mut self.out)?;
         self.translator.finish_irqs(&mut self.out)?;
         self.translator.finish_probes(&mut self.out)?;
         self.stats.dropped = match self.kernel.as_ref() {
             Some(k) => k.dropped()?,
             None => 0,
-        };
+        } + self.keep.refused;
         if self.stats.dropped > 0 {
             self.out.write(&Record::ProviderEvent {
                 id: KERNEL_PROVIDER_ID,

@@ -692,37 +692,47 @@ impl KernelProvider {
     /// stops with more left, the next [`KernelProvider::readable`] returns at
     /// once.
     pub fn drain(&mut self, f: &mut dyn FnMut(KernelEvent)) -> usize {
+        let (mut delivered, mut malformed) = (0usize, 0u64);
+        self.drain_raw(&mut |bytes| match parse(bytes) {
+            Ok(event) => {
+                f(event);
+                delivered += 1;
+            }
+            Err(e) => {
+                if malformed == 0 {
+                    log::warn!("skipping malformed kernel event: {e}");
+                }
+                malformed += 1;
+            }
+        });
+        self.malformed += malformed;
+        delivered
+    }
+
+    /// [`KernelProvider::drain`] handing on the undecoded entries (decode
+    /// them with `trace_common::kernel::parse`); returns how many.
+    pub fn drain_raw(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         let limit = self.drain_limit;
         let Some(ring) = self.ring_mut() else {
             return 0;
         };
-        let (mut taken, mut delivered, mut malformed) = (0usize, 0usize, 0u64);
+        let mut taken = 0usize;
         let mut pending = false;
         while let Some(item) = ring.next() {
-            let parsed = parse(&item);
-            // Release the entry before handing the copy on.
-            drop(item);
+            f(&item);
             taken += 1;
-            match parsed {
-                Ok(event) => {
-                    f(event);
-                    delivered += 1;
-                }
-                Err(e) => {
-                    if malformed == 0 {
-                        log::warn!("skipping malformed kernel event: {e}");
-                    }
-                    malformed += 1;
-                }
-            }
             if taken >= limit {
                 pending = true;
                 break;
             }
         }
         self.pending = pending;
-        self.malformed += malformed;
-        delivered
+        taken
+    }
+
+    /// Counts entries found malformed outside [`KernelProvider::drain`].
+    pub fn add_malformed(&mut self, n: u64) {
+        self.malformed += n;
     }
 
     /// Ring-buffer entries skipped so far because they did not decode.
