@@ -1,8 +1,10 @@
 //! Compiles the C parts of the test programs with the system C compiler,
 //! warnings as errors, into static libraries the binaries link: the example
 //! provider (`c/provider_app.c`, against `trace-provider`'s header) for
-//! `provider_app_c`, and the probed C functions (`c/uprobe_target.c`) for
-//! `uprobe_target`.
+//! `provider_app_c`, the probed C functions (`c/uprobe_target.c`) for
+//! `uprobe_target`, and the C USDT probes (`c/usdt_target.c`, with the
+//! system's `sys/sdt.h`, unoptimised so that their arguments are memory
+//! operands) for `usdt_target`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,27 +18,38 @@ fn main() {
         &include,
         &out,
         "provider_app_c",
+        "-O2",
     );
     compile(
         &manifest.join("c/uprobe_target.c"),
         &include,
         &out,
         "uprobe_target_c",
+        "-O2",
+    );
+    compile(
+        &manifest.join("c/usdt_target.c"),
+        &include,
+        &out,
+        "usdt_target_c",
+        "-O0",
     );
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rerun-if-changed=c/provider_app.c");
     println!("cargo:rerun-if-changed=c/uprobe_target.c");
+    println!("cargo:rerun-if-changed=c/usdt_target.c");
     println!("cargo:rerun-if-changed=../trace-provider/include/trace/event.h");
 }
 
-/// Compiles `source` into `lib<name>.a` in `out`.
-fn compile(source: &Path, include: &Path, out: &Path, name: &str) {
+/// Compiles `source` at optimisation level `opt` into `lib<name>.a` in
+/// `out`.
+fn compile(source: &Path, include: &Path, out: &Path, name: &str, opt: &str) {
     let object = out.join(format!("{name}.o"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
         .args([
             "-c",
-            "-O2",
+            opt,
             "-std=gnu11",
             "-Wall",
             "-Wextra",

@@ -2,7 +2,9 @@
 //! kernel's monotonic clock, and parsing a trace file into plain facts.
 
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
@@ -49,6 +51,35 @@ pub fn require_root() {
         euid, 0,
         "this end-to-end test records with real eBPF and must run as root"
     );
+}
+
+/// Reads `trace-cli record`'s standard error until it says it is recording
+/// (every probe and program attached); panics if it ends first.
+pub fn wait_for_recording(stderr: &mut impl BufRead) {
+    let mut line = String::new();
+    while !line.starts_with("trace-cli: recording") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "trace-cli ended before recording"
+        );
+    }
+}
+
+/// Runs `trace-cli record ARGS -o OUTPUT`, which must fail before it starts
+/// recording; returns its standard error.
+pub fn record_fails(args: &[&str], output: &Path) -> String {
+    let out = Command::new(trace_cli())
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} was accepted: {err}");
+    assert!(!err.contains("trace-cli: recording"), "{err}");
+    err
 }
 
 /// A context switch, resolved.

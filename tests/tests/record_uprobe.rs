@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use tests::{Event, parse, require_root, trace_cli};
+use tests::{Event, parse, record_fails, require_root, trace_cli, wait_for_recording};
 use trace_common::fxt::EventKind;
 
 fn target_bin() -> &'static str {
@@ -75,14 +75,7 @@ fn probed_functions_become_nested_durations_on_the_calling_thread() {
         .spawn()
         .unwrap();
     let mut err = BufReader::new(recorder.stderr.take().unwrap());
-    line.clear();
-    while !line.starts_with("trace-cli: recording") {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "trace-cli ended early"
-        );
-    }
+    wait_for_recording(&mut err);
     // 5 top-level Rust calls 4 deep, 4 top-level C calls 3 deep.
     stdin.write_all(b"5 4\n").unwrap();
     stdin.flush().unwrap();
@@ -130,24 +123,10 @@ fn probes_that_cannot_be_placed_fail_before_recording() {
     require_root();
     let out_file = tmp("never.fxt");
     let run = |probe: &str| {
-        let out = Command::new(trace_cli())
-            .args([
-                "record",
-                "-c",
-                "kernel:proc",
-                "-d",
-                "1",
-                "--uprobe",
-                probe,
-                "-o",
-            ])
-            .arg(&out_file)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{probe} was accepted");
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!err.contains("trace-cli: recording"), "{err}");
-        err
+        record_fails(
+            &["-c", "kernel:proc", "-d", "1", "--uprobe", probe],
+            &out_file,
+        )
     };
     let bin = target_bin();
     let err = run(&format!("{bin}:no_such_function_here"));

@@ -14,6 +14,7 @@ use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::provider::BufferingMode;
 use trace_manager::kernel::{FollowHook, KernelError};
 use trace_manager::recording::{RecordConfig, RecordError, Recording, kernel_categories};
+use trace_manager::usdt::UsdtSite;
 use trace_manager::userspace::UserspaceConfig;
 
 /// Arguments of `trace-cli record`.
@@ -70,6 +71,13 @@ pub struct RecordArgs {
     /// given demangled. May repeat.
     #[arg(long = "uprobe", value_name = "SPEC")]
     uprobes: Vec<String>,
+    /// Record a USDT static probe: each time a thread passes it, an instant
+    /// (category `usdt`, named `PROVIDER:NAME`) with its arguments.
+    /// `BINARY:PROVIDER:NAME`, or `PROVIDER:NAME` with `-p` (searched in the
+    /// process's program and libraries); globs such as `app:*` work. May
+    /// repeat.
+    #[arg(long = "usdt", value_name = "SPEC")]
+    usdt: Vec<String>,
     /// With a COMMAND, record kernel events of every process, not only the
     /// command's.
     #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
@@ -115,7 +123,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     {
         bail!("no process with id {pid}");
     }
-    if !args.uprobes.is_empty() {
+    if !args.uprobes.is_empty() || !args.usdt.is_empty() {
         check_privileges()?;
     }
 
@@ -124,6 +132,17 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(record(args, categories))
+}
+
+/// Every site of every `--usdt` probe, each spec matching at least one.
+fn resolve_usdt(specs: &[String], pid: Option<u32>) -> Result<Vec<UsdtSite>> {
+    let mut sites = Vec::new();
+    for spec in specs {
+        let found = trace_manager::usdt::resolve(spec, pid)?;
+        log::info!("--usdt {spec}: {} sites", found.len());
+        sites.extend(found);
+    }
+    Ok(sites)
 }
 
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
@@ -171,6 +190,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             .iter()
             .map(|spec| trace_manager::uprobes::resolve(spec, args.pids.first().copied()))
             .collect::<Result<Vec<_>, _>>()?,
+        usdt: resolve_usdt(&args.usdt, args.pids.first().copied())?,
     };
     let mut recording =
         Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
@@ -233,8 +253,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts, {} block requests, {} memory events, {} probe hits) in {:.1} s, {} \
-         records, {} bytes, {} dropped{}{} -> {}",
+         calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
+         events) in {:.1} s, {} records, {} bytes, {} dropped{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
@@ -244,6 +264,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         stats.counts.block_requests,
         stats.counts.memory_events,
         stats.counts.probes,
+        stats.counts.usdt,
         stats.duration.as_secs_f64(),
         stats.records,
         stats.bytes,

@@ -686,6 +686,8 @@ pub enum EventKind {
     Power = 17,
     /// [`UprobeEvent`].
     Uprobe = 18,
+    /// [`UsdtEvent`].
+    Usdt = 19,
 }
 
 impl EventKind {
@@ -710,6 +712,7 @@ impl EventKind {
             16 => EventKind::RssStat,
             17 => EventKind::Power,
             18 => EventKind::Uprobe,
+            19 => EventKind::Usdt,
             _ => return None,
         })
     }
@@ -734,6 +737,7 @@ impl EventKind {
             EventKind::RssStat => size_of::<RssStatEvent>(),
             EventKind::Power => size_of::<PowerEvent>(),
             EventKind::Uprobe => size_of::<UprobeEvent>(),
+            EventKind::Usdt => size_of::<UsdtEvent>(),
         }
     }
 }
@@ -1054,6 +1058,81 @@ pub struct UprobeEvent {
     pub reserved: u32,
 }
 
+/// Name of the eBPF program attached at every `--usdt` probe site.
+pub const USDT_PROGRAM: &str = "usdt";
+/// Name of the array of [`UsdtSpec`]s, indexed by the attach cookie.
+pub const MAP_USDT_SPECS: &str = "USDT_SPECS";
+/// Most arguments a USDT probe has (the `sys/sdt.h` limit).
+pub const USDT_MAX_ARGS: usize = 12;
+/// Most bytes of the register file (`struct pt_regs`) a USDT program copies:
+/// all 168 on x86-64, `x0`..`x30` and `sp` on arm64; a multiple of 8.
+pub const USDT_MAX_REGS_BYTES: u16 = 256;
+
+/// [`UsdtArg::kind`]: the argument is not recorded (its location could not
+/// be understood).
+pub const USDT_ARG_ABSENT: u8 = 0;
+/// [`UsdtArg::kind`]: a constant, [`UsdtArg::value`].
+pub const USDT_ARG_CONST: u8 = 1;
+/// [`UsdtArg::kind`]: the value of the register at [`UsdtArg::reg_offset`].
+pub const USDT_ARG_REG: u8 = 2;
+/// [`UsdtArg::kind`]: the value in user memory at the register's value plus
+/// [`UsdtArg::value`].
+pub const USDT_ARG_DEREF: u8 = 3;
+
+/// Where one argument of a USDT probe site is, as the eBPF program reads
+/// it (the `sys/sdt.h` argument string, parsed by userspace).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsdtArg {
+    /// `USDT_ARG_*`.
+    pub kind: u8,
+    /// Size in bytes: 1, 2, 4 or 8.
+    pub size: u8,
+    /// 1 when the value is signed (sign-extended from `size` bytes).
+    pub signed: u8,
+    /// Zero.
+    pub reserved: u8,
+    /// Offset of the register in the copied register file (a multiple of 8,
+    /// below [`UsdtSpec::regs_size`]).
+    pub reg_offset: u32,
+    /// The constant, or the displacement added to the register.
+    pub value: i64,
+}
+
+/// The arguments of one USDT probe site: the value of `USDT_SPECS[cookie]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsdtSpec {
+    /// How many of `args` are used.
+    pub nargs: u32,
+    /// Bytes of the register file (`struct pt_regs`) to copy, a multiple of
+    /// 8 and at most [`USDT_MAX_REGS_BYTES`]; 0 when no argument is in a
+    /// register.
+    pub regs_size: u32,
+    /// The arguments.
+    pub args: [UsdtArg; USDT_MAX_ARGS],
+}
+
+/// A USDT probe site fired: the current task passed a `DTRACE_PROBE` /
+/// `STAP_PROBE` point of a `--usdt` probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsdtEvent {
+    /// Common header; `tid`/`tgid` are the task's.
+    pub header: EventHeader,
+    /// The site: the attach cookie, its index in the recorder's list.
+    pub site: u32,
+    /// How many of `args` were read ([`UsdtSpec::nargs`]).
+    pub nargs: u32,
+    /// Bit `i` set when argument `i` could not be read (user memory paged
+    /// out, or an argument the recorder could not place).
+    pub unreadable: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The arguments' values, sign- or zero-extended to 64 bits.
+    pub args: [u64; USDT_MAX_ARGS],
+}
+
 /// The name of `kmem:rss_stat` member `member` as a counter argument.
 pub fn rss_member_name(member: i32) -> Option<&'static str> {
     match member {
@@ -1094,6 +1173,10 @@ const _: () = {
     assert!(size_of::<RssStatEvent>() == 48);
     assert!(size_of::<PowerEvent>() == 40);
     assert!(size_of::<UprobeEvent>() == 40);
+    assert!(size_of::<UsdtArg>() == 16);
+    assert!(size_of::<UsdtSpec>() == 8 + 16 * USDT_MAX_ARGS);
+    assert!(size_of::<UsdtEvent>() == 40 + 8 * USDT_MAX_ARGS);
+    assert!(USDT_MAX_REGS_BYTES.is_multiple_of(8));
     // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
     // self_tgid: no implicit padding anywhere (add a `u16` before `filter`
     // when the fields stop ending on a multiple of 4).
@@ -1143,6 +1226,8 @@ pub enum KernelEvent {
     Power(PowerEvent),
     /// A probed function entered or returned.
     Uprobe(UprobeEvent),
+    /// A USDT probe site fired.
+    Usdt(UsdtEvent),
 }
 
 impl KernelEvent {
@@ -1166,6 +1251,7 @@ impl KernelEvent {
             KernelEvent::RssStat(e) => &e.header,
             KernelEvent::Power(e) => &e.header,
             KernelEvent::Uprobe(e) => &e.header,
+            KernelEvent::Usdt(e) => &e.header,
         }
     }
 
@@ -1190,6 +1276,7 @@ impl KernelEvent {
             KernelEvent::RssStat(_) => EventKind::RssStat,
             KernelEvent::Power(_) => EventKind::Power,
             KernelEvent::Uprobe(_) => EventKind::Uprobe,
+            KernelEvent::Usdt(_) => EventKind::Usdt,
         }
     }
 }
@@ -1278,6 +1365,7 @@ impl PlainData for PageFaultEvent {}
 impl PlainData for RssStatEvent {}
 impl PlainData for PowerEvent {}
 impl PlainData for UprobeEvent {}
+impl PlainData for UsdtEvent {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
 fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
@@ -1322,6 +1410,7 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
         EventKind::RssStat => KernelEvent::RssStat(read_plain(bytes)?),
         EventKind::Power => KernelEvent::Power(read_plain(bytes)?),
         EventKind::Uprobe => KernelEvent::Uprobe(read_plain(bytes)?),
+        EventKind::Usdt => KernelEvent::Usdt(read_plain(bytes)?),
     })
 }
 

@@ -34,6 +34,8 @@
 //!   only changes a followed task makes);
 //! - `--uprobe`: `uprobe_entry` and `uprobe_return`, attached once per probed
 //!   function with its index as the attach cookie.
+//! - `--usdt`: `usdt`, attached at every USDT probe site with the site's
+//!   index in `USDT_SPECS` (where its arguments are) as the attach cookie.
 //!
 //! With a pid filter (`FILTER_PIDS`), a program records only events of the
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
@@ -52,7 +54,7 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes, generated,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
@@ -66,7 +68,8 @@ use trace_common::kernel::{
     PageFaultEvent, PowerEvent, PowerLayout, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     RWBS_LEN, RssStatEvent, SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent,
     SchedWakeupLayout, SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
-    TaskRenameEvent, UPROBE_RETURN, UprobeEvent, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+    TaskRenameEvent, UPROBE_RETURN, USDT_ARG_CONST, USDT_ARG_DEREF, USDT_ARG_REG, USDT_MAX_ARGS,
+    USDT_MAX_REGS_BYTES, UprobeEvent, UsdtEvent, UsdtSpec, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
 /// Events for userspace. The size is a placeholder: userspace sets the real
@@ -120,6 +123,17 @@ const _: () = {
     assert!(offset_of!(TaskRenameEvent, oldcomm) % 8 == 0);
     assert!(offset_of!(TaskRenameEvent, newcomm) % 8 == 0);
 };
+
+/// Where the arguments of each USDT probe site are, indexed by the site's
+/// attach cookie. Userspace sizes it (one entry per site) and fills it before
+/// attaching.
+#[map(name = "USDT_SPECS")]
+static USDT_SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
+
+// The copied register file fits the scratch record, and every register read
+// (an 8-byte load at an offset masked with OFFSET_MASK) stays inside it.
+const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= SCRATCH_LEN);
+const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= OFFSET_MASK + 1);
 
 /// One `Scratch` per CPU. Programs do not nest on a CPU, so a run owns it.
 #[map(name = "SCRATCH")]
@@ -1159,6 +1173,119 @@ pub fn uprobe_entry(ctx: ProbeContext) -> u32 {
 pub fn uprobe_return(ctx: RetProbeContext) -> u32 {
     probe_event(ctx.as_ptr(), UPROBE_RETURN);
     0
+}
+
+// ---------------------------------------------------------------------------
+// --usdt
+
+/// A USDT probe site: one instant event with the site's arguments, read as
+/// its `USDT_SPECS` entry says (registers from a copy of the register file,
+/// memory operands from user memory).
+#[uprobe]
+pub fn usdt(ctx: ProbeContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wanted(layout, pid_tgid as u32) {
+        return 0;
+    }
+    let regs = ctx.as_ptr();
+    // SAFETY: `regs` is the context the kernel passed to this uprobe program.
+    let site = unsafe { generated::bpf_get_attach_cookie(regs) } as u32;
+    let Some(spec) = USDT_SPECS.get(site) else {
+        return 0;
+    };
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    let copied = if spec.regs_size == 0 {
+        false
+    } else {
+        let size = if spec.regs_size > u32::from(USDT_MAX_REGS_BYTES) {
+            u32::from(USDT_MAX_REGS_BYTES)
+        } else {
+            spec.regs_size
+        };
+        // SAFETY: `scratch` points at this CPU's `Scratch`, whose `record`
+        // holds at least USDT_MAX_REGS_BYTES bytes; the source is the
+        // register file the kernel saved (`size` is at most its size, as
+        // userspace computed for this architecture), and the helper checks
+        // the address itself.
+        unsafe {
+            generated::bpf_probe_read_kernel(
+                ptr::addr_of_mut!((*scratch).record).cast::<c_void>(),
+                size,
+                regs.cast_const(),
+            ) == 0
+        }
+    };
+    let Some(mut entry) = reserve::<UsdtEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    let nargs = spec.nargs as usize;
+    let mut unreadable = 0u32;
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<UsdtEvent>() bytes; every field is written before the entry
+    // is submitted. Register reads stay inside the scratch record (offsets
+    // masked, USDT_MAX_REGS_BYTES + 8 bytes readable there).
+    unsafe {
+        (*e).header = header_of(EventKind::Usdt, ts, pid_tgid);
+        (*e).site = site;
+        (*e).nargs = spec.nargs;
+        (*e).reserved = 0;
+        for i in 0..USDT_MAX_ARGS {
+            let arg = &spec.args[i];
+            let reg = || {
+                ptr::addr_of!((*scratch).record)
+                    .cast::<u8>()
+                    .add(arg.reg_offset as usize & OFFSET_MASK & !7)
+                    .cast::<u64>()
+                    .read()
+            };
+            let value = if i >= nargs {
+                Some(0)
+            } else if arg.kind == USDT_ARG_CONST {
+                Some(arg.value as u64)
+            } else if arg.kind == USDT_ARG_REG && copied {
+                Some(reg())
+            } else if arg.kind == USDT_ARG_DEREF && copied {
+                let at = reg().wrapping_add(arg.value as u64);
+                match arg.size {
+                    1 => bpf_probe_read_user(at as *const u8).ok().map(u64::from),
+                    2 => bpf_probe_read_user(at as *const u16).ok().map(u64::from),
+                    4 => bpf_probe_read_user(at as *const u32).ok().map(u64::from),
+                    _ => bpf_probe_read_user(at as *const u64).ok(),
+                }
+            } else {
+                None
+            };
+            (*e).args[i] = match value {
+                Some(v) => extend(v, arg.size, arg.signed != 0),
+                None => {
+                    unreadable |= 1 << i;
+                    0
+                }
+            };
+        }
+        (*e).unreadable = unreadable;
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// The low `size` bytes of `v`, sign- or zero-extended to 64 bits.
+#[inline(always)]
+fn extend(v: u64, size: u8, signed: bool) -> u64 {
+    if size == 0 || size >= 8 {
+        return v;
+    }
+    let shift = 64 - u32::from(size) * 8;
+    if signed {
+        (((v << shift) as i64) >> shift) as u64
+    } else {
+        (v << shift) >> shift
+    }
 }
 
 /// The verifier rejects a program with a reachable panic (an endless loop),

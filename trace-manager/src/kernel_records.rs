@@ -54,6 +54,12 @@
 //!   before the recording is left out; a function still running at the end
 //!   is written as begun.
 //!
+//! - USDT probe sites (`--usdt`) become instants in `usdt` on the thread
+//!   that passed them, named `PROVIDER:NAME`, with the probe's arguments
+//!   `arg0`, `arg1`, ... (Int64 when the note declares them signed, else
+//!   Uint64). Arguments that could not be read are left out and flagged in
+//!   an `unreadable_args` bit mask.
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -103,6 +109,17 @@ pub struct KernelRecordCounts {
     pub cpu_counters: u64,
     /// Probed function durations.
     pub probes: u64,
+    /// USDT probe instants.
+    pub usdt: u64,
+}
+
+/// What the translator needs to know of a USDT probe site.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtSiteInfo {
+    /// `PROVIDER:NAME`.
+    pub name: String,
+    /// Whether each argument is signed.
+    pub signed: Vec<bool>,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -204,6 +221,7 @@ pub struct KernelTranslator {
     mm_owners: HashMap<u32, u32>,
     /// Names of the probed functions, by probe index.
     probe_names: Vec<String>,
+    usdt_sites: Vec<UsdtSiteInfo>,
     /// Probed functions entered and not returned, by thread: (probe,
     /// process, entry time), innermost last.
     probe_stacks: HashMap<u32, Vec<(u64, u32, u64)>>,
@@ -273,6 +291,7 @@ impl KernelTranslator {
             next_block_id: 1,
             mm_owners: HashMap::new(),
             probe_names: Vec::new(),
+            usdt_sites: Vec::new(),
             probe_stacks: HashMap::new(),
         }
     }
@@ -1020,6 +1039,65 @@ impl KernelTranslator {
     /// Names the probes: `names[i]` is probe `i`'s function.
     pub fn set_probe_names(&mut self, names: Vec<String>) {
         self.probe_names = names;
+    }
+
+    /// Describes the USDT sites: `sites[i]` is site `i`.
+    pub fn set_usdt_sites(&mut self, sites: Vec<UsdtSiteInfo>) {
+        self.usdt_sites = sites;
+    }
+
+    /// Thread `tid` of `tgid` passed USDT site `site` with `args` (the
+    /// first `nargs` used; bit `i` of `unreadable` set when argument `i`
+    /// could not be read).
+    #[allow(clippy::too_many_arguments)]
+    pub fn usdt<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        tgid: u32,
+        site: u32,
+        args: &[u64],
+        unreadable: u32,
+    ) -> Result<(), OutputError> {
+        self.know_thread(out, tid, tgid)?;
+        let info = self.usdt_sites.get(site as usize).cloned();
+        let name = info
+            .as_ref()
+            .map_or_else(|| format!("usdt site {site}"), |i| i.name.clone());
+        let keys: Vec<String> = (0..args.len()).map(|i| format!("arg{i}")).collect();
+        let mut list: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(args.len() + 1);
+        for (i, &v) in args.iter().enumerate() {
+            if unreadable & (1 << i) != 0 {
+                continue;
+            }
+            let signed = info
+                .as_ref()
+                .and_then(|i2| i2.signed.get(i).copied())
+                .unwrap_or(false);
+            list.push((
+                &keys[i],
+                if signed {
+                    ArgValue::Int64(v as i64)
+                } else {
+                    ArgValue::Uint64(v)
+                },
+            ));
+        }
+        if unreadable != 0 {
+            list.push(("unreadable_args", ArgValue::Uint64(u64::from(unreadable))));
+        }
+        self.event(
+            out,
+            ts,
+            "usdt",
+            (tgid, tid),
+            &name,
+            &list,
+            EventKind::Instant,
+        )?;
+        self.counts.usdt += 1;
+        Ok(())
     }
 
     /// Thread `tid` of `tgid` entered (`ret` false) or returned from probed

@@ -8,6 +8,7 @@
 //! - [`recording`]: one recording session run in the calling process.
 //! - [`syscalls`]: system call names and argument descriptions.
 //! - [`uprobes`]: where `--uprobe` probes go.
+//! - [`usdt`]: where `--usdt` probes are and how to read their arguments.
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
 pub mod kernel;
 pub mod kernel_records;
@@ -16,4 +17,5 @@ pub mod procfs;
 pub mod recording;
 pub mod syscalls;
 pub mod uprobes;
+pub mod usdt;
 pub mod userspace;

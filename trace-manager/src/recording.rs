@@ -18,7 +18,7 @@ use trace_common::kernel::{ABSENT_ID, KernelEvent};
 use trace_common::provider::BufferingMode;
 
 use crate::kernel::{FollowHook, KernelConfig, KernelError, KernelProvider};
-use crate::kernel_records::{KernelRecordCounts, KernelTranslator, comm_str};
+use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
 use crate::userspace::{ProviderStats, Registry, UserspaceConfig, UserspaceError};
@@ -43,10 +43,19 @@ pub struct RecordConfig {
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
     pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
+    /// USDT probe sites (`--usdt`), resolved.
+    pub usdt: Vec<crate::usdt::UsdtSite>,
     /// What happens to kernel events: written as they come (streaming),
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
     /// `buffer_bytes` of them kept and written at the end (circular).
     pub kernel_mode: BufferingMode,
+}
+
+impl RecordConfig {
+    /// Whether dynamic or static probes are to be placed.
+    fn probes(&self) -> bool {
+        !self.uprobes.is_empty() || !self.usdt.is_empty()
+    }
 }
 
 /// Kernel events held back by the oneshot and circular modes.
@@ -136,7 +145,7 @@ impl<W: Write> Recording<W> {
             c.starts_with("kernel:") && kernel_categories(std::slice::from_ref(c)).is_empty()
         });
         if unknown_kernel.is_some()
-            || (categories.is_empty() && config.userspace.is_none() && config.uprobes.is_empty())
+            || (categories.is_empty() && config.userspace.is_none() && !config.probes())
         {
             return Err(RecordError::NoCategory {
                 patterns: config.categories.clone(),
@@ -151,9 +160,7 @@ impl<W: Write> Recording<W> {
             Some(u) => match Registry::bind(u.clone()) {
                 Ok(r) => Some(r),
                 // Another manager owns the providers; the kernel is still ours.
-                Err(e @ UserspaceError::Busy(_))
-                    if !categories.is_empty() || !config.uprobes.is_empty() =>
-                {
+                Err(e @ UserspaceError::Busy(_)) if !categories.is_empty() || config.probes() => {
                     log::warn!("{e}; recording without userspace providers");
                     None
                 }
@@ -161,7 +168,7 @@ impl<W: Write> Recording<W> {
             },
             None => None,
         };
-        let kernel = if categories.is_empty() && config.uprobes.is_empty() {
+        let kernel = if categories.is_empty() && !config.probes() {
             None
         } else {
             Some(KernelProvider::start(&KernelConfig {
@@ -169,12 +176,26 @@ impl<W: Write> Recording<W> {
                 ring_buffer_bytes: config.buffer_bytes,
                 pids: config.pids.clone(),
                 uprobes: config.uprobes.clone(),
+                usdt: config.usdt.clone(),
             })?)
         };
         let mut out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
         translator.set_start(monotonic_ns());
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
+        translator.set_usdt_sites(
+            config
+                .usdt
+                .iter()
+                .map(|site| UsdtSiteInfo {
+                    name: site.event_name(),
+                    signed: site.spec_value.args[..site.spec_value.nargs as usize]
+                        .iter()
+                        .map(|a| a.signed != 0)
+                        .collect(),
+                })
+                .collect(),
+        );
         if kernel.is_some() {
             out.write(&Record::ProviderInfo {
                 id: KERNEL_PROVIDER_ID,
@@ -483,6 +504,18 @@ fn translate<W: Write>(
             e.probe,
             e.ret == trace_common::kernel::UPROBE_RETURN,
         ),
+        KernelEvent::Usdt(e) => {
+            let n = (e.nargs as usize).min(e.args.len());
+            t.usdt(
+                out,
+                e.header.ts,
+                e.header.tid,
+                e.header.tgid,
+                e.site,
+                &e.args[..n],
+                e.unreadable,
+            )
+        }
         KernelEvent::Power(e) => t.cpu_power(
             out,
             e.header.ts,

@@ -97,13 +97,10 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
         return Err(syntax("no function or offset after the binary"));
     }
     let path = match binary {
-        Some(b) => find_binary(b, pid).ok_or_else(|| UprobeError::Binary {
+        Some(b) => find_binary(b, pid).map_err(|source| UprobeError::Binary {
             spec: spec.to_owned(),
             path: PathBuf::from(b),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no such file, program on PATH, or library mapped by the -p process",
-            ),
+            source,
         })?,
         None => {
             let pid = pid
@@ -197,8 +194,18 @@ fn matches(raw: &str, wanted: &str) -> bool {
 }
 
 /// The file `name` stands for: a path, a library mapped by `pid`, or a
-/// program on `PATH`.
-fn find_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
+/// program on `PATH`; a `NotFound` error saying so when none is.
+pub(crate) fn find_binary(name: &str, pid: Option<u32>) -> std::io::Result<PathBuf> {
+    lookup_binary(name, pid).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no such file, program on PATH, or library mapped by the -p process",
+        )
+    })
+}
+
+/// [`find_binary`]'s search.
+fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return p.exists().then_some(p);

@@ -3,8 +3,9 @@
 //! Idempotent and fast once done: each step first checks whether its tool is
 //! already there.
 //!
-//! 1. Debian packages (a C toolchain to link `bpf-linker`), with
-//!    `apt-get update` first, only when one is missing.
+//! 1. Debian packages (a C toolchain to link `bpf-linker`; `sys/sdt.h` for
+//!    the USDT test program), with `apt-get update` first, only when one is
+//!    missing.
 //! 2. `rust-src` for the nightly toolchain (for `-Z build-std=core`).
 //! 3. `bpf-linker` 0.13, built against the nightly's own LLVM: a folder with
 //!    `libLLVM.so` symlinks to the nightly's `libLLVM.so.<version>` serves as
@@ -25,8 +26,9 @@ use crate::run::{is_root, run};
 /// The bpf-linker release the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages needed to build and link `bpf-linker`.
-const DEBIAN_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
+/// Debian packages needed to build and link `bpf-linker`, and to build the
+/// end-to-end tests' C USDT probes (`systemtap-sdt-dev`: `sys/sdt.h`).
+const DEBIAN_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev", "systemtap-sdt-dev"];
 
 /// Runs every setup step.
 pub fn setup() -> Result<()> {

@@ -42,6 +42,7 @@
 //! ```
 
 pub mod format;
+pub mod perf_probe;
 pub mod tracefs;
 
 #[cfg(test)]
@@ -59,8 +60,8 @@ use tokio::io::unix::AsyncFd;
 use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC};
 use trace_common::kernel::{
     COUNTER_COUNT, COUNTER_FOLLOW_FULL, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelEvent,
-    KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, TRACEPOINTS, TracepointSpec,
-    parse,
+    KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, MAP_USDT_SPECS, TRACEPOINTS,
+    TracepointSpec, USDT_PROGRAM, UsdtSpec, parse,
 };
 
 use self::format::{FormatError, fill_layout, parse_format};
@@ -92,6 +93,9 @@ pub struct KernelConfig {
     /// Functions to probe (entry and return), resolved; their events carry
     /// their index in this list.
     pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
+    /// USDT probe sites, resolved; their events carry their index in this
+    /// list.
+    pub usdt: Vec<crate::usdt::UsdtSite>,
 }
 
 impl Default for KernelConfig {
@@ -105,6 +109,7 @@ impl Default for KernelConfig {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             pids: None,
             uprobes: Vec::new(),
+            usdt: Vec::new(),
         }
     }
 }
@@ -202,6 +207,15 @@ pub enum KernelError {
         #[source]
         source: Box<ProgramError>,
     },
+    /// A probe opened directly (a USDT site) could not be placed.
+    #[error("cannot place probe {probe}: {source}")]
+    ProbeAttach {
+        /// What and where.
+        probe: String,
+        /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
     /// A map operation failed.
     #[error("eBPF map `{name}`: {source}")]
     Map {
@@ -241,6 +255,17 @@ struct LayoutValue(KernelLayout);
 // bytes may be copied to and from the kernel.
 unsafe impl aya::Pod for LayoutValue {}
 
+/// The `Pod` wrapper through which a USDT site's argument spec goes into
+/// its map.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct UsdtSpecValue(UsdtSpec);
+
+// SAFETY: `UsdtSpec` is `#[repr(C)]` plain data made of integers with no
+// padding (its size is asserted in trace-common), so any bytes are a valid
+// value.
+unsafe impl aya::Pod for UsdtSpecValue {}
+
 /// The loaded kernel provider. Dropping it detaches every program.
 pub struct KernelProvider {
     ebpf: Ebpf,
@@ -251,6 +276,8 @@ pub struct KernelProvider {
     followed_fd: Option<std::os::fd::RawFd>,
     /// Programs attached, by name.
     attached: Vec<&'static str>,
+    /// Probes opened directly (USDT sites); dropping them removes them.
+    probe_links: Vec<perf_probe::ProbeLink>,
     categories: Vec<String>,
     ring_buffer_bytes: usize,
     /// Most entries one [`KernelProvider::drain`] takes, so a flood cannot
@@ -379,6 +406,7 @@ impl KernelProvider {
         raise_memlock_limit();
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, ring_buffer_bytes as u32)
+            .map_max_entries(MAP_USDT_SPECS, config.usdt.len().max(1) as u32)
             .load(EBPF_OBJECT)
             .map_err(|e| {
                 if is_eperm(&e) {
@@ -446,6 +474,7 @@ impl KernelProvider {
             followed,
             followed_fd,
             attached: Vec::new(),
+            probe_links: Vec::new(),
             categories,
             ring_buffer_bytes,
             drain_limit: (ring_buffer_bytes / 32).max(1024),
@@ -463,6 +492,9 @@ impl KernelProvider {
         }
         if !config.uprobes.is_empty() {
             provider.attach_uprobes(&config.uprobes, pids)?;
+        }
+        if !config.usdt.is_empty() {
+            provider.attach_usdt(&config.usdt, pids)?;
         }
         // Threads created between the first look and the attachment.
         for &pid in pids {
@@ -530,6 +562,82 @@ impl KernelProvider {
                 }
             }
             self.attached.push(program);
+        }
+        Ok(())
+    }
+
+    /// Attaches the USDT program at every site, with its index as the
+    /// cookie, after storing where each site's arguments are: to the `pids`
+    /// processes only when given, else to every process. A site with a
+    /// semaphore gets it raised by the kernel while attached.
+    fn attach_usdt(
+        &mut self,
+        sites: &[crate::usdt::UsdtSite],
+        pids: &[u32],
+    ) -> Result<(), KernelError> {
+        use aya::programs::UProbe;
+        {
+            let map = self
+                .ebpf
+                .map_mut(MAP_USDT_SPECS)
+                .ok_or(KernelError::MissingInObject {
+                    what: "map",
+                    name: MAP_USDT_SPECS,
+                })?;
+            let map_err = |e: MapError| KernelError::Map {
+                name: MAP_USDT_SPECS,
+                source: Box::new(e),
+            };
+            let mut specs: Array<&mut MapData, UsdtSpecValue> =
+                Array::try_from(map).map_err(map_err)?;
+            for (index, site) in sites.iter().enumerate() {
+                specs
+                    .set(index as u32, UsdtSpecValue(site.spec_value), 0)
+                    .map_err(map_err)?;
+            }
+        }
+        let up: &mut UProbe = self
+            .ebpf
+            .program_mut(USDT_PROGRAM)
+            .ok_or(KernelError::MissingInObject {
+                what: "program",
+                name: USDT_PROGRAM,
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| program_error(USDT_PROGRAM, e))?;
+        up.load().map_err(|e| program_error(USDT_PROGRAM, e))?;
+        let program = up
+            .fd()
+            .and_then(|fd| fd.try_clone().map_err(ProgramError::from))
+            .map_err(|e| program_error(USDT_PROGRAM, e))?;
+        let scopes: Vec<Option<u32>> = if pids.is_empty() {
+            vec![None]
+        } else {
+            pids.iter().map(|&p| Some(p)).collect()
+        };
+        self.attached.push(USDT_PROGRAM);
+        for (index, site) in sites.iter().enumerate() {
+            for &pid in &scopes {
+                let link = perf_probe::attach_uprobe(
+                    program.as_fd(),
+                    &site.binary,
+                    site.offset,
+                    site.semaphore,
+                    pid,
+                    index as u64,
+                )
+                .map_err(|source| KernelError::ProbeAttach {
+                    probe: format!(
+                        "--usdt {} ({} at {:#x} of {})",
+                        site.spec,
+                        site.event_name(),
+                        site.offset,
+                        site.binary.display()
+                    ),
+                    source,
+                })?;
+                self.probe_links.push(link);
+            }
         }
         Ok(())
     }
@@ -791,6 +899,7 @@ impl KernelProvider {
     /// can still be drained, and [`KernelProvider::dropped`] still answers.
     pub fn detach(&mut self) {
         self.detached_misses = self.recursion_misses();
+        self.probe_links.clear();
         for name in std::mem::take(&mut self.attached) {
             let Some(program) = self.ebpf.program_mut(name) else {
                 continue;

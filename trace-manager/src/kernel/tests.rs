@@ -34,6 +34,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         ring_buffer_bytes: 4 << 20,
         pids: None,
         uprobes: Vec::new(),
+        usdt: Vec::new(),
     }
 }
 
@@ -320,6 +321,7 @@ fn root_full_ring_buffer_counts_drops() {
         ring_buffer_bytes: 1,
         pids: None,
         uprobes: Vec::new(),
+        usdt: Vec::new(),
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

@@ -1,0 +1,164 @@
+//! Uprobes opened with `perf_event_open` directly, for what aya's `UProbe`
+//! does not offer: a reference counter (`ref_ctr_offset`), which USDT probes
+//! with a semaphore need. The kernel raises the counter in every process
+//! that maps the file while the probe exists and lowers it when the probe
+//! goes, so the program computes the probe's arguments only while it is
+//! traced. Each probe is linked to a loaded program with `BPF_LINK_CREATE`,
+//! carrying its BPF cookie.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+use aya_obj::generated::{bpf_attach_type, bpf_cmd};
+
+/// Where the uprobe PMU says its type number is.
+const UPROBE_TYPE: &str = "/sys/bus/event_source/devices/uprobe/type";
+/// Present when the kernel takes a reference counter offset (Linux 4.20).
+const UPROBE_REF_CTR_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset";
+/// Where the reference counter offset goes in `perf_event_attr::config`.
+const REF_CTR_OFFSET_SHIFT: u32 = 32;
+/// `PERF_FLAG_FD_CLOEXEC`.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+/// `PERF_EVENT_IOC_ENABLE`, `_IO('$', 0)`.
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+
+/// `struct perf_event_attr` up to `config2` (`PERF_ATTR_SIZE_VER1`).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    /// For a uprobe: a pointer to the file's path.
+    config1: u64,
+    /// For a uprobe: the offset in the file.
+    config2: u64,
+}
+
+const _: () = assert!(size_of::<PerfEventAttr>() == 72);
+
+/// `union bpf_attr` as `BPF_LINK_CREATE` of a perf event reads it.
+#[repr(C, align(8))]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    bpf_cookie: u64,
+    /// The rest of the union, zero.
+    reserved: [u64; 5],
+}
+
+/// An attached probe: the perf event and the link that runs the program on
+/// it. Dropping it removes the probe (and lowers its reference counter).
+#[derive(Debug)]
+pub struct ProbeLink {
+    // Declared first: dropped before the event it links.
+    _link: OwnedFd,
+    _event: OwnedFd,
+}
+
+/// Places a uprobe at `offset` of `binary` (in process `pid` only, or in
+/// every process) that runs `program` with `cookie`; `ref_ctr_offset`, when
+/// not 0, is the file offset of a `u16` the kernel increments while the
+/// probe exists.
+pub fn attach_uprobe(
+    program: BorrowedFd<'_>,
+    binary: &Path,
+    offset: u64,
+    ref_ctr_offset: u64,
+    pid: Option<u32>,
+    cookie: u64,
+) -> io::Result<ProbeLink> {
+    let pmu: u32 = std::fs::read_to_string(UPROBE_TYPE)?
+        .trim()
+        .parse()
+        .map_err(|_| io::Error::other(format!("{UPROBE_TYPE} holds no number")))?;
+    if ref_ctr_offset != 0 && !Path::new(UPROBE_REF_CTR_FORMAT).exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel cannot raise a USDT semaphore (uprobe ref_ctr_offset needs Linux 4.20)",
+        ));
+    }
+    if ref_ctr_offset >> (64 - REF_CTR_OFFSET_SHIFT) != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "semaphore offset too large",
+        ));
+    }
+    let path = CString::new(binary.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    let attr = PerfEventAttr {
+        type_: pmu,
+        size: size_of::<PerfEventAttr>() as u32,
+        config: ref_ctr_offset << REF_CTR_OFFSET_SHIFT,
+        config1: path.as_ptr() as u64,
+        config2: offset,
+        ..PerfEventAttr::default()
+    };
+    // A probe for every process is opened on one CPU: the program runs
+    // wherever the probe fires all the same.
+    let (pid, cpu) = match pid {
+        Some(p) => (p as libc::pid_t, -1),
+        None => (-1, 0),
+    };
+    // SAFETY: `attr` is a valid perf_event_attr of the size it declares,
+    // and `config1` points at `path`, a NUL-terminated string that outlives
+    // the call; the kernel only reads both during it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const PerfEventAttr,
+            pid,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that nothing else owns.
+    let event = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let link_attr = LinkCreateAttr {
+        prog_fd: program.as_raw_fd() as u32,
+        target_fd: event.as_raw_fd() as u32,
+        attach_type: bpf_attach_type::BPF_PERF_EVENT as u32,
+        bpf_cookie: cookie,
+        ..LinkCreateAttr::default()
+    };
+    // SAFETY: `link_attr` is a valid BPF_LINK_CREATE attribute of the size
+    // passed, naming two open descriptors; the kernel only reads it.
+    let link = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_LINK_CREATE as libc::c_long,
+            &link_attr as *const LinkCreateAttr,
+            size_of::<LinkCreateAttr>() as libc::c_uint,
+        )
+    };
+    if link < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: BPF_LINK_CREATE returned a new descriptor that nothing else owns.
+    let link = unsafe { OwnedFd::from_raw_fd(link as libc::c_int) };
+    // SAFETY: PERF_EVENT_IOC_ENABLE takes no argument; `event` is a perf
+    // event descriptor.
+    if unsafe { libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ProbeLink {
+        _link: link,
+        _event: event,
+    })
+}
