@@ -26,6 +26,7 @@ fn main() {
         ebpf_dir.join("src"),
         ebpf_dir.join("Cargo.toml"),
         ebpf_dir.join("Cargo.lock"),
+        ebpf_dir.join(".cargo"),
         common_dir.join("src"),
         common_dir.join("Cargo.toml"),
     ] {

@@ -258,6 +258,23 @@ fn duration_stops_the_recording_and_names_existing_threads() {
         !trace.switches.is_empty(),
         "a second of a live system has context switches"
     );
+    // Each CPU writes its own ring buffer; the file has them merged into
+    // one time order.
+    let mut cpus: Vec<u16> = trace.switches.iter().map(|s| s.cpu).collect();
+    cpus.sort();
+    cpus.dedup();
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if online > 1 {
+        assert!(cpus.len() > 1, "switches only on CPUs {cpus:?}");
+    }
+    assert!(
+        trace.switches.windows(2).all(|w| w[0].ts <= w[1].ts),
+        "context switches out of time order across CPUs"
+    );
+    assert!(
+        trace.wakeups.windows(2).all(|w| w[0].ts <= w[1].ts),
+        "wake-ups out of time order across CPUs"
+    );
     check_dump_and_convert(&file);
 }
 

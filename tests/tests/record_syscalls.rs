@@ -368,8 +368,26 @@ fn a_tiny_buffer_reports_exactly_what_is_missing() {
         "the file stays valid: {:?}",
         trace.errors
     );
-    // The kernel provider said so in the file too (buffer overflow).
+    // The kernel provider said so in the file too (buffer overflow), with
+    // the count of each CPU, which add up to the summary's.
     assert!(trace.provider_events.iter().any(|&(id, _)| id == 1));
+    assert!(stderr.contains(" dropped (cpu"), "{stderr}");
+    let counter = trace
+        .events
+        .iter()
+        .find(|e| e.name == "dropped_events")
+        .expect("a dropped_events counter");
+    assert!(matches!(counter.kind, EventKind::Counter { .. }));
+    let per_cpu: u64 = counter
+        .args
+        .iter()
+        .filter(|(k, _)| k.starts_with("cpu") || *k == "other")
+        .map(|(_, v)| match v {
+            ArgValue::Uint64(n) => *n,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(per_cpu, dropped, "{:?}", counter.args);
     let calls_seen: Vec<&Event> = syscalls(&trace)
         .into_iter()
         .filter(|e| e.name == "getppid")

@@ -134,6 +134,22 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     runtime.block_on(record(args, categories))
 }
 
+/// ` (cpu0 N, cpu1 M, other K)` when anything was dropped: where.
+fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
+    if total == 0 {
+        return String::new();
+    }
+    let mut parts: Vec<String> = per_cpu
+        .iter()
+        .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+        .collect();
+    let other = total.saturating_sub(per_cpu.iter().map(|&(_, n)| n).sum());
+    if other > 0 {
+        parts.push(format!("other {other}"));
+    }
+    format!(" ({})", parts.join(", "))
+}
+
 /// Every site of every `--usdt` probe, each spec matching at least one.
 fn resolve_usdt(specs: &[String], pid: Option<u32>) -> Result<Vec<UsdtSite>> {
     let mut sites = Vec::new();
@@ -254,7 +270,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
          calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
-         events) in {:.1} s, {} records, {} bytes, {} dropped{}{} -> {}",
+         events) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
         stats.kernel_events,
         stats.counts.context_switches,
         stats.counts.wakeups,
@@ -269,6 +285,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         stats.records,
         stats.bytes,
         stats.dropped,
+        per_cpu_drops(&stats.dropped_per_cpu, stats.dropped),
         if stats.malformed > 0 {
             format!(", {} malformed", stats.malformed)
         } else {

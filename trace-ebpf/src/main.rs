@@ -1,8 +1,10 @@
 //! The kernel trace provider's eBPF programs.
 //!
-//! Every program attaches to a classic tracepoint and writes one fixed-layout
-//! event (defined in `trace_common::kernel`) into the `EVENTS` ring buffer,
-//! reserving the entry and filling it in place.
+//! Every program attaches to a classic tracepoint (or a uprobe) and writes
+//! one fixed-layout event (defined in `trace_common::kernel`) into the ring
+//! buffer of the CPU it runs on, reserving the entry and filling it in place.
+//! `EVENTS` holds one ring buffer per CPU (userspace creates and sizes them),
+//! so CPUs never contend for one ring's lock or share its cache lines.
 //!
 //! Tracepoint fields are read at the offsets userspace parsed from the running
 //! kernel's tracefs format files and stored in the `LAYOUT` map before
@@ -56,8 +58,9 @@ use aya_ebpf::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
     },
-    macros::{map, tracepoint, uprobe, uretprobe},
-    maps::{Array, HashMap, PerCpuArray, RingBuf, ring_buf::RingBufEntry},
+    btf_maps::{ArrayOfMaps, RingBuf},
+    macros::{btf_map, map, tracepoint, uprobe, uretprobe},
+    maps::{Array, HashMap, PerCpuArray, ring_buf::RingBufEntry},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use trace_common::kernel::{
@@ -72,10 +75,39 @@ use trace_common::kernel::{
     USDT_MAX_REGS_BYTES, UprobeEvent, UsdtEvent, UsdtSpec, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
-/// Events for userspace. The size is a placeholder: userspace sets the real
-/// one (`EbpfLoader::map_max_entries`) before loading.
-#[map(name = "EVENTS")]
-static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+/// A CPU's ring buffer. The size is the template's: userspace creates each
+/// CPU's ring with the size it computed from `-b`.
+type CpuRing = RingBuf<u8, { 64 * 1024 }>;
+
+/// Events for userspace: the ring buffer of each CPU, by CPU id. The
+/// length is a placeholder: userspace sets it to the number of possible
+/// CPUs before loading and fills in the online CPUs' rings.
+#[btf_map]
+static EVENTS: ArrayOfMaps<CpuRing, 4096> = ArrayOfMaps::new();
+
+/// This CPU's ring buffer, if userspace gave it one.
+#[inline(always)]
+fn cpu_ring() -> Option<&'static CpuRing> {
+    // SAFETY: the helper takes no arguments and only reads the CPU id.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    EVENTS.get(cpu)
+}
+
+/// Bytes waiting in this CPU's ring buffer.
+#[inline(always)]
+fn ring_backlog() -> u64 {
+    match cpu_ring() {
+        // SAFETY: `ring` is a ring buffer map the kernel looked up; the
+        // helper only reads its positions.
+        Some(ring) => unsafe {
+            generated::bpf_ringbuf_query(
+                ptr::from_ref(ring).cast_mut().cast(),
+                BPF_RB_AVAIL_DATA.into(),
+            )
+        },
+        None => 0,
+    }
+}
 
 /// Where the tracepoint fields are, filled in by userspace before attaching.
 #[map(name = "LAYOUT")]
@@ -424,7 +456,7 @@ impl<'a> Record<'a> {
             return 0;
         }
         if events & (WAKEUP_CHECK_INTERVAL - 1) == 0
-            && EVENTS.query(BPF_RB_AVAIL_DATA.into()) >= u64::from(layout.wakeup_bytes)
+            && ring_backlog() >= u64::from(layout.wakeup_bytes)
         {
             BPF_RB_FORCE_WAKEUP.into()
         } else {
@@ -455,12 +487,16 @@ unsafe fn write_words(dst: *mut [u64; 2], first: u64, second: u64) {
     }
 }
 
-/// Reserves a `T` in the ring buffer, or counts the event as lost when it is
-/// full. (Straight-line code rather than a closure: an outlined closure can
-/// leave a stack pointer in r0, which the verifier rejects.)
+/// Reserves a `T` in this CPU's ring buffer, or counts the event as lost
+/// when it is full (or the CPU has none). (Straight-line code rather than a
+/// closure: an outlined closure can leave a stack pointer in r0, which the
+/// verifier rejects.)
 #[inline(always)]
 fn reserve<T: 'static>() -> Option<RingBufEntry<T>> {
-    let entry = EVENTS.reserve::<T>(0);
+    let entry = match cpu_ring() {
+        Some(ring) => ring.reserve_untyped::<T>(0),
+        None => None,
+    };
     if entry.is_none() {
         count_lost(COUNTER_RINGBUF_FULL);
     }
@@ -1152,8 +1188,7 @@ fn wakeup_flags(layout: &KernelLayout) -> u64 {
     if layout.wakeup_bytes == 0 {
         return 0;
     }
-    if events & (WAKEUP_CHECK_INTERVAL - 1) == 0
-        && EVENTS.query(BPF_RB_AVAIL_DATA.into()) >= u64::from(layout.wakeup_bytes)
+    if events & (WAKEUP_CHECK_INTERVAL - 1) == 0 && ring_backlog() >= u64::from(layout.wakeup_bytes)
     {
         BPF_RB_FORCE_WAKEUP.into()
     } else {

@@ -1201,6 +1201,42 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// At `ts`, `per_cpu` events had been lost on each CPU (`(cpu, lost)`),
+    /// and `other` more that belong to no CPU (runs the kernel skipped,
+    /// events beyond the oneshot budget): one counter `dropped_events` on
+    /// the `kernel CPUs` track, an argument per CPU and `other`.
+    pub fn drops<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        per_cpu: &[(u32, u64)],
+        other: u64,
+    ) -> Result<(), OutputError> {
+        let tid = CPUS_PROCESS_KOID + 1;
+        if !self.processes.contains_key(&CPUS_PROCESS_KOID) {
+            self.name_process(out, CPUS_PROCESS_KOID, "kernel CPUs")?;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.name_thread(out, tid, CPUS_PROCESS_KOID, "CPU counters")?;
+        }
+        let names: Vec<String> = per_cpu.iter().map(|(cpu, _)| format!("cpu{cpu}")).collect();
+        let mut args: Vec<(&str, ArgValue<'_>)> = names
+            .iter()
+            .zip(per_cpu)
+            .map(|(name, &(_, n))| (name.as_str(), ArgValue::Uint64(n)))
+            .collect();
+        args.push(("other", ArgValue::Uint64(other)));
+        self.event(
+            out,
+            ts,
+            "kernel",
+            (CPUS_PROCESS_KOID, tid),
+            "dropped_events",
+            &args,
+            EventKind::Counter { id: 0 },
+        )
+    }
+
     /// Thread `tid` issued a block request to device `dev`.
     #[allow(clippy::too_many_arguments)]
     pub fn block_issue<W: Write>(

@@ -101,8 +101,12 @@ pub struct RecordStats {
     pub records: u64,
     /// Bytes written.
     pub bytes: u64,
-    /// Kernel events lost because the ring buffer was full.
+    /// Kernel events lost: a CPU's ring buffer full, runs the kernel
+    /// skipped, events beyond the oneshot budget.
     pub dropped: u64,
+    /// Of `dropped`, those lost on each CPU (its ring buffer full), as
+    /// `(cpu, lost)`.
+    pub dropped_per_cpu: Vec<(u32, u64)>,
     /// Ring-buffer entries that could not be decoded.
     pub malformed: u64,
     /// Records written per kind.
@@ -360,7 +364,18 @@ impl<W: Write> Recording<W> {
             Some(k) => k.dropped()?,
             None => 0,
         } + self.keep.refused;
+        self.stats.dropped_per_cpu = match self.kernel.as_ref() {
+            Some(k) => k.dropped_per_cpu()?,
+            None => Vec::new(),
+        };
         if self.stats.dropped > 0 {
+            let on_cpus: u64 = self.stats.dropped_per_cpu.iter().map(|&(_, n)| n).sum();
+            self.translator.drops(
+                &mut self.out,
+                monotonic_ns(),
+                &self.stats.dropped_per_cpu,
+                self.stats.dropped.saturating_sub(on_cpus),
+            )?;
             self.out.write(&Record::ProviderEvent {
                 id: KERNEL_PROVIDER_ID,
                 event: provider_event::BUFFER_OVERFLOW,

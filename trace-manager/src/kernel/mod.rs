@@ -9,11 +9,11 @@
 //! 2. finds tracefs, mounting it at `/sys/kernel/tracing` if need be;
 //! 3. parses the format file of every tracepoint of the enabled categories
 //!    into a [`KernelLayout`] (field offsets of the running kernel);
-//! 4. loads the object with the ring buffer sized as configured
-//!    (`EbpfLoader::map_max_entries`), stores the
-//!    layout in the `LAYOUT` map, and only then loads and attaches the
-//!    programs of the enabled categories (a disabled category's programs are
-//!    never loaded, so it costs nothing).
+//! 4. loads the object, creates one ring buffer per online CPU (together
+//!    about the configured size) and puts them in the `EVENTS` array of
+//!    maps, stores the layout in the `LAYOUT` map, and only then loads and
+//!    attaches the programs of the enabled categories (a disabled category's
+//!    programs are never loaded, so it costs nothing).
 //!
 //! With a pid filter ([`KernelConfig::pids`]) the threads of the given
 //! processes go into the `FOLLOWED` map before the programs attach (and once
@@ -22,10 +22,14 @@
 //! whole, and [`KernelProvider::follow`] adds a process later (a command
 //! started for the recording).
 //!
-//! Events are then read with [`KernelProvider::readable`] (await data, no
-//! spinning) and [`KernelProvider::drain`] (decode every available entry).
-//! Events the programs could not write (ring buffer full) are counted in the
-//! kernel and reported by [`KernelProvider::dropped`].
+//! Events are then read with [`KernelProvider::readable`] (await data on any
+//! CPU's ring, no spinning) and [`KernelProvider::drain`] (decode the
+//! entries), which merges the CPUs' events into time order: an event is
+//! handed on once nothing stamped earlier can still arrive, that is
+//! [`REORDER_WINDOW`] after it happened, or at once after
+//! [`KernelProvider::detach`]. Events the programs could not write (a CPU's
+//! ring buffer full) are counted per CPU in the kernel and reported by
+//! [`KernelProvider::dropped`] and [`KernelProvider::dropped_per_cpu`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), trace_manager::kernel::KernelError> {
@@ -43,6 +47,7 @@
 
 pub mod format;
 pub mod perf_probe;
+mod reorder;
 pub mod tracefs;
 
 #[cfg(test)]
@@ -52,7 +57,9 @@ use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
 use std::path::PathBuf;
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError, PerCpuArray, RingBuf};
+use aya::maps::{
+    Array, ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, PerCpuArray, RingBuf,
+};
 use aya::programs::{ProgramError, TracePoint};
 use aya::{Ebpf, EbpfError, EbpfLoader};
 use tokio::io::Interest;
@@ -65,12 +72,19 @@ use trace_common::kernel::{
 };
 
 use self::format::{FormatError, fill_layout, parse_format};
+use self::reorder::Reorder;
 
 /// The eBPF object built from `trace-ebpf` by this crate's build script.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/trace-ebpf"));
 
-/// Default size of the kernel ring buffer.
+/// Default size of the kernel ring buffers, all CPUs together.
 pub const DEFAULT_RING_BUFFER_BYTES: usize = 8 << 20;
+
+/// How long after it happened an event is handed on at the latest: the
+/// CPUs' ring buffers are merged in time order, and an event stamped on one
+/// CPU may be committed to its ring a little after a later event on
+/// another (a virtual CPU can be paused in between).
+pub const REORDER_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Longest time events wait in the ring buffer before
 /// [`KernelProvider::readable`] returns anyway.
@@ -83,8 +97,9 @@ pub struct KernelConfig {
     /// `kernel:proc`; see [`KERNEL_CATEGORIES`]). Programs of other
     /// categories are not loaded.
     pub categories: Vec<String>,
-    /// Size of the ring buffer shared by all programs, in bytes; rounded up
-    /// to a power of two times the page size.
+    /// Size of the ring buffers, all CPUs together, in bytes: each online
+    /// CPU gets an equal share, rounded up to a power of two times the page
+    /// size.
     pub ring_buffer_bytes: usize,
     /// `None`: record every process. `Some(pids)`: record only these
     /// processes (all their threads) and every task they create from the
@@ -225,6 +240,15 @@ pub enum KernelError {
         #[source]
         source: Box<MapError>,
     },
+    /// The CPUs could not be counted.
+    #[error("cannot tell which CPUs there are ({path}): {source}")]
+    Cpus {
+        /// The file read.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: io::Error,
+    },
     /// A process to follow does not exist.
     #[error("no process with id {pid} (it may have exited)")]
     NoSuchProcess {
@@ -236,12 +260,22 @@ pub enum KernelError {
     Io(#[from] io::Error),
 }
 
-/// The ring buffer, before and after it is registered with tokio.
-enum Ring {
+/// The descriptor that is readable when any CPU's ring buffer has data (an
+/// epoll instance watching them all), before and after it is registered
+/// with tokio.
+enum Readiness {
     /// Not yet registered (no runtime needed until [`KernelProvider::readable`]).
-    Plain(RingBuf<MapData>),
+    Plain(std::os::fd::OwnedFd),
     /// Registered with the tokio reactor.
-    Async(AsyncFd<RingBuf<MapData>>),
+    Async(AsyncFd<std::os::fd::OwnedFd>),
+    /// Being registered.
+    Moving,
+}
+
+/// One CPU's ring buffer.
+struct CpuRing {
+    cpu: u32,
+    ring: RingBuf<MapData>,
 }
 
 /// The `Pod` wrapper through which the layout goes into its map (the layout
@@ -269,7 +303,15 @@ unsafe impl aya::Pod for UsdtSpecValue {}
 /// The loaded kernel provider. Dropping it detaches every program.
 pub struct KernelProvider {
     ebpf: Ebpf,
-    ring: Option<Ring>,
+    /// The online CPUs' ring buffers.
+    rings: Vec<CpuRing>,
+    /// The array of maps the programs find them in.
+    _ring_array: ArrayOfMaps<MapData, MapData>,
+    readiness: Readiness,
+    /// Events read from the rings, waiting for their turn.
+    reorder: Reorder,
+    /// Everything read is handed on (the programs are detached).
+    detached: bool,
     /// The followed threads, when a pid filter is set.
     followed: Option<BpfHashMap<MapData, u32, u8>>,
     /// The descriptor of `followed`'s map (owned by it).
@@ -280,8 +322,8 @@ pub struct KernelProvider {
     probe_links: Vec<perf_probe::ProbeLink>,
     categories: Vec<String>,
     ring_buffer_bytes: usize,
-    /// Most entries one [`KernelProvider::drain`] takes, so a flood cannot
-    /// keep it looping forever.
+    /// Most entries one [`KernelProvider::drain`] takes from one ring, so a
+    /// flood cannot keep it looping forever.
     drain_limit: usize,
     /// The last drain stopped at `drain_limit` with entries left.
     pending: bool,
@@ -350,10 +392,11 @@ impl KernelProvider {
             }
         })?;
 
-        let ring_buffer_bytes = ring_size(config.ring_buffer_bytes);
         let mut layout = KernelLayout {
             version: KernelLayout::VERSION,
-            wakeup_bytes: wakeup_bytes(ring_buffer_bytes),
+            wakeup_bytes: wakeup_bytes(ring_size(
+                config.ring_buffer_bytes / aya::util::online_cpus().map_or(1, |c| c.len().max(1)),
+            )),
             filter: if filtering { FILTER_PIDS } else { 0 }
                 | if categories.iter().any(|c| c == KERNEL_PROC) {
                     EMIT_PROC
@@ -404,8 +447,18 @@ impl KernelProvider {
         }
 
         raise_memlock_limit();
+        let cpus = aya::util::online_cpus().map_err(|(path, source)| KernelError::Cpus {
+            path: path.into(),
+            source,
+        })?;
+        let possible = aya::util::nr_cpus().map_err(|(path, source)| KernelError::Cpus {
+            path: path.into(),
+            source,
+        })?;
+        let per_cpu_bytes = ring_size(config.ring_buffer_bytes / cpus.len().max(1));
+        let ring_buffer_bytes = per_cpu_bytes * cpus.len();
         let mut ebpf = EbpfLoader::new()
-            .map_max_entries(MAP_EVENTS, ring_buffer_bytes as u32)
+            .map_max_entries(MAP_EVENTS, possible as u32)
             .map_max_entries(MAP_USDT_SPECS, config.usdt.len().max(1) as u32)
             .load(EBPF_OBJECT)
             .map_err(|e| {
@@ -442,10 +495,45 @@ impl KernelProvider {
                 what: "map",
                 name: MAP_EVENTS,
             })?;
-        let ring = RingBuf::try_from(events).map_err(|e| KernelError::Map {
+        let map_err = |e: MapError| KernelError::Map {
             name: MAP_EVENTS,
             source: Box::new(e),
-        })?;
+        };
+        let mut ring_array: ArrayOfMaps<MapData, MapData> =
+            ArrayOfMaps::try_from(events).map_err(map_err)?;
+        let epoll = nix::sys::epoll::Epoll::new(nix::sys::epoll::EpollCreateFlags::EPOLL_CLOEXEC)
+            .map_err(io::Error::from)?;
+        let mut rings = Vec::with_capacity(cpus.len());
+        for &cpu in &cpus {
+            let definition = aya_obj::Map::new_from_params(
+                aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_RINGBUF as u32,
+                0,
+                0,
+                per_cpu_bytes as u32,
+                0,
+            );
+            let data = MapData::create(definition, "trace_events", None).map_err(|e| {
+                if is_eperm(&e) {
+                    KernelError::Permission {
+                        detail: format!("creating the ring buffer of CPU {cpu}: {e}"),
+                    }
+                } else {
+                    map_err(e)
+                }
+            })?;
+            ring_array.set(cpu, &data, 0).map_err(map_err)?;
+            let ring = RingBuf::try_from(Map::RingBuf(data)).map_err(map_err)?;
+            epoll
+                .add(
+                    &ring,
+                    nix::sys::epoll::EpollEvent::new(
+                        nix::sys::epoll::EpollFlags::EPOLLIN,
+                        u64::from(cpu),
+                    ),
+                )
+                .map_err(io::Error::from)?;
+            rings.push(CpuRing { cpu, ring });
+        }
 
         let (followed, followed_fd) = match &config.pids {
             Some(_) => {
@@ -470,14 +558,18 @@ impl KernelProvider {
 
         let mut provider = KernelProvider {
             ebpf,
-            ring: Some(Ring::Plain(ring)),
+            rings,
+            _ring_array: ring_array,
+            readiness: Readiness::Plain(epoll.0),
+            reorder: Reorder::default(),
+            detached: false,
             followed,
             followed_fd,
             attached: Vec::new(),
             probe_links: Vec::new(),
             categories,
             ring_buffer_bytes,
-            drain_limit: (ring_buffer_bytes / 32).max(1024),
+            drain_limit: (per_cpu_bytes / 32).max(1024),
             pending: false,
             next_tick: None,
             detached_misses: 0,
@@ -501,10 +593,11 @@ impl KernelProvider {
             provider.follow(pid)?;
         }
         log::info!(
-            "kernel provider started: categories {:?}, programs {:?}, ring buffer {} KiB",
+            "kernel provider started: categories {:?}, programs {:?}, ring buffers {} x {} KiB",
             provider.categories,
             provider.attached,
-            provider.ring_buffer_bytes >> 10
+            provider.rings.len(),
+            per_cpu_bytes >> 10
         );
         Ok(provider)
     }
@@ -727,53 +820,54 @@ impl KernelProvider {
         &self.attached
     }
 
-    /// The ring buffer's actual size in bytes.
+    /// The ring buffers' actual size in bytes, all CPUs together.
     pub fn ring_buffer_bytes(&self) -> usize {
         self.ring_buffer_bytes
     }
 
-    /// The ring buffer, whether registered with tokio or not.
-    fn ring_mut(&mut self) -> Option<&mut RingBuf<MapData>> {
-        match self.ring.as_mut()? {
-            Ring::Plain(r) => Some(r),
-            Ring::Async(a) => Some(a.get_mut()),
-        }
+    /// The CPUs that have a ring buffer.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.rings.iter().map(|r| r.cpu).collect()
     }
 
     /// Waits until there may be entries to drain; call
     /// [`KernelProvider::drain`] after each return.
     ///
-    /// The programs wake the reader only once a quarter of the ring buffer is
-    /// used (a wake-up per event would cost an inter-processor interrupt
-    /// each), so this also returns every [`DRAIN_INTERVAL`]: events wait at
-    /// most that long. It never spins.
+    /// The programs wake the reader only once a quarter of a CPU's ring
+    /// buffer is used (a wake-up per event would cost an inter-processor
+    /// interrupt each), so this also returns every [`DRAIN_INTERVAL`]:
+    /// events wait at most that long in the rings. It never spins.
     ///
     /// Must run inside a tokio runtime with IO and time enabled (the first
-    /// call registers the ring buffer's descriptor with it). Cancel-safe.
+    /// call registers the rings' epoll descriptor with it). Cancel-safe.
     pub async fn readable(&mut self) -> Result<(), KernelError> {
         if self.pending {
             return Ok(());
         }
-        if let Some(Ring::Plain(_)) = self.ring {
-            let Some(Ring::Plain(ring)) = self.ring.take() else {
+        if let Readiness::Plain(_) = self.readiness {
+            let Readiness::Plain(fd) = std::mem::replace(&mut self.readiness, Readiness::Moving)
+            else {
                 unreachable!("checked just above")
             };
-            // SAFETY: the ring buffer owns its map's descriptor (an OwnedFd
-            // in its MapData), which stays open, and is the one `as_raw_fd`
-            // returns, for as long as the AsyncFd owns the ring buffer.
-            let registered = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) };
-            match registered {
-                Ok(fd) => self.ring = Some(Ring::Async(fd)),
+            // SAFETY: the epoll descriptor is owned by the AsyncFd from here
+            // on and stays open until the AsyncFd drops it.
+            match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+                Ok(fd) => self.readiness = Readiness::Async(fd),
                 Err(e) => {
-                    let (ring, err) = e.into_parts();
-                    self.ring = Some(Ring::Plain(ring));
+                    let (fd, err) = e.into_parts();
+                    self.readiness = Readiness::Plain(fd);
                     return Err(err.into());
                 }
             }
         }
-        let Some(Ring::Async(fd)) = self.ring.as_mut() else {
-            // Unreachable in practice: the ring is always present.
-            return std::future::pending().await;
+        let Readiness::Async(fd) = &mut self.readiness else {
+            // Registration failed earlier: collect on the timer alone.
+            let deadline = *self
+                .next_tick
+                .get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_INTERVAL);
+            tokio::time::sleep_until(deadline).await;
+            self.next_tick = Some(tokio::time::Instant::now() + DRAIN_INTERVAL);
+            return Ok(());
         };
         let deadline = *self
             .next_tick
@@ -782,7 +876,8 @@ impl KernelProvider {
             ready = fd.readable_mut() => {
                 // Readiness is cleared before the caller drains, so a wake-up
                 // during the drain makes the next call return rather than
-                // being lost.
+                // being lost. The epoll instance is level-triggered: it stays
+                // readable while any ring holds data.
                 ready?.clear_ready();
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -792,13 +887,14 @@ impl KernelProvider {
         Ok(())
     }
 
-    /// Decodes every available entry and passes each event to `f`; returns
-    /// the number of events passed. Entries that fail to decode are skipped
-    /// and counted ([`KernelProvider::malformed`]).
+    /// Decodes the entries whose turn has come and passes each event to
+    /// `f`, in time order across CPUs; returns the number of events passed.
+    /// Entries that fail to decode are skipped and counted
+    /// ([`KernelProvider::malformed`]).
     ///
-    /// A drain takes at most about one ring buffer's worth of entries; when it
-    /// stops with more left, the next [`KernelProvider::readable`] returns at
-    /// once.
+    /// A drain takes at most about one ring buffer's worth of entries from
+    /// each CPU; when it stops with more left, the next
+    /// [`KernelProvider::readable`] returns at once.
     pub fn drain(&mut self, f: &mut dyn FnMut(KernelEvent)) -> usize {
         let (mut delivered, mut malformed) = (0usize, 0u64);
         self.drain_raw(&mut |bytes| match parse(bytes) {
@@ -819,23 +915,40 @@ impl KernelProvider {
 
     /// [`KernelProvider::drain`] handing on the undecoded entries (decode
     /// them with `trace_common::kernel::parse`); returns how many.
+    ///
+    /// Every CPU's ring is read, and the entries stamped before the
+    /// watermark are handed on oldest first: [`REORDER_WINDOW`] before the
+    /// time reading began, and no later than the newest entry of a ring that
+    /// had more than `drain_limit` entries (what it still holds may be
+    /// older than what other rings gave). After [`KernelProvider::detach`]
+    /// everything read is handed on.
     pub fn drain_raw(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         let limit = self.drain_limit;
-        let Some(ring) = self.ring_mut() else {
-            return 0;
+        let began = monotonic_ns();
+        let mut watermark = if self.detached {
+            u64::MAX
+        } else {
+            began.saturating_sub(REORDER_WINDOW.as_nanos() as u64)
         };
-        let mut taken = 0usize;
         let mut pending = false;
-        while let Some(item) = ring.next() {
-            f(&item);
-            taken += 1;
-            if taken >= limit {
-                pending = true;
-                break;
+        for cpu in &mut self.rings {
+            let mut taken = 0usize;
+            let mut newest = 0u64;
+            while let Some(item) = cpu.ring.next() {
+                self.reorder.push(&item);
+                if let Some(ts) = item.get(8..16).and_then(|b| b.try_into().ok()) {
+                    newest = newest.max(u64::from_ne_bytes(ts));
+                }
+                taken += 1;
+                if taken >= limit {
+                    pending = true;
+                    watermark = watermark.min(newest);
+                    break;
+                }
             }
         }
         self.pending = pending;
-        taken
+        self.reorder.release(watermark, f)
     }
 
     /// Counts entries found malformed outside [`KernelProvider::drain`].
@@ -846,6 +959,33 @@ impl KernelProvider {
     /// Ring-buffer entries skipped so far because they did not decode.
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// Events lost so far in the kernel on each CPU with a ring buffer (the
+    /// programs' own counts: ring buffer full, layout not set), as `(cpu,
+    /// lost)`. Runs the kernel skipped ([`KernelProvider::recursion_misses`])
+    /// are not counted per CPU.
+    pub fn dropped_per_cpu(&self) -> Result<Vec<(u32, u64)>, KernelError> {
+        let map = self
+            .ebpf
+            .map(MAP_COUNTERS)
+            .ok_or(KernelError::MissingInObject {
+                what: "map",
+                name: MAP_COUNTERS,
+            })?;
+        let map_err = |e: MapError| KernelError::Map {
+            name: MAP_COUNTERS,
+            source: Box::new(e),
+        };
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
+        let mut lost: Vec<(u32, u64)> = self.rings.iter().map(|r| (r.cpu, 0)).collect();
+        for index in (0..COUNTER_COUNT).filter(|&i| i != COUNTER_FOLLOW_FULL) {
+            let values = counters.get(&index, 0).map_err(map_err)?;
+            for (cpu, n) in &mut lost {
+                *n += values.get(*cpu as usize).copied().unwrap_or(0);
+            }
+        }
+        Ok(lost)
     }
 
     /// Events lost so far in the kernel, summed over every CPU: the
@@ -899,6 +1039,7 @@ impl KernelProvider {
     /// can still be drained, and [`KernelProvider::dropped`] still answers.
     pub fn detach(&mut self) {
         self.detached_misses = self.recursion_misses();
+        self.detached = true;
         self.probe_links.clear();
         for name in std::mem::take(&mut self.attached) {
             let Some(program) = self.ebpf.program_mut(name) else {
@@ -972,6 +1113,13 @@ impl FollowHook {
             Err(io::Error::last_os_error())
         }
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the programs stamp events with.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
 }
 
 /// Whether process `pid` exists now.

@@ -1,0 +1,182 @@
+//! Puts the events of the CPUs' ring buffers back into one time order.
+//!
+//! Each CPU writes its own ring buffer, so reading them one after the other
+//! yields, say, a block request's completion (an interrupt on CPU 1) before
+//! its issue (CPU 0), or a migrated thread's system call return before its
+//! entry. Events are held here and handed on in timestamp order once no
+//! earlier event can still arrive: every event stamped before the
+//! *watermark* the reader passes (the time it started reading, less a window
+//! for events stamped but not yet committed, and never past what a ring
+//! left unread may still hold).
+
+/// Byte offset of the timestamp in every event (`EventHeader::ts`).
+const TS_OFFSET: usize = 8;
+
+/// One held event: where its bytes are in the arena.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    ts: u64,
+    /// Arrival order, so equal timestamps keep the order they came in.
+    seq: u64,
+    start: usize,
+    len: usize,
+}
+
+/// Events held until their turn.
+#[derive(Debug, Default)]
+pub struct Reorder {
+    held: Vec<Held>,
+    arena: Vec<u8>,
+    seq: u64,
+}
+
+impl Reorder {
+    /// Holds a copy of `event` (an undecoded ring-buffer entry; one too
+    /// short to carry a timestamp is handed on first, where decoding will
+    /// reject it).
+    pub fn push(&mut self, event: &[u8]) {
+        let ts = event
+            .get(TS_OFFSET..TS_OFFSET + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes);
+        self.held.push(Held {
+            ts,
+            seq: self.seq,
+            start: self.arena.len(),
+            len: event.len(),
+        });
+        self.seq += 1;
+        self.arena.extend_from_slice(event);
+    }
+
+    /// Events held now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether nothing is held.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Hands every held event stamped before `watermark` to `f`, oldest
+    /// first, and keeps the rest; returns how many were handed on.
+    pub fn release(&mut self, watermark: u64, f: &mut dyn FnMut(&[u8])) -> usize {
+        // Mostly sorted already (each CPU's events come in order), which
+        // the sort is quick on.
+        self.held.sort_unstable_by_key(|h| (h.ts, h.seq));
+        let n = self.held.partition_point(|h| h.ts < watermark);
+        for h in &self.held[..n] {
+            f(&self.arena[h.start..h.start + h.len]);
+        }
+        if n == self.held.len() {
+            self.held.clear();
+            self.arena.clear();
+        } else if n > 0 {
+            let mut arena = Vec::with_capacity(self.arena.len());
+            for h in &mut self.held[n..] {
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[h.start..h.start + h.len]);
+                h.start = start;
+            }
+            self.held.drain(..n);
+            self.arena = arena;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A fake entry: 8 bytes of kind/cpu, the timestamp, then `tag`.
+    fn entry(ts: u64, tag: u32) -> Vec<u8> {
+        let mut v = vec![0u8; 8];
+        v.extend(ts.to_ne_bytes());
+        v.extend(tag.to_ne_bytes());
+        v
+    }
+
+    fn decode(b: &[u8]) -> (u64, u32) {
+        (
+            u64::from_ne_bytes(b[8..16].try_into().unwrap()),
+            u32::from_ne_bytes(b[16..20].try_into().unwrap()),
+        )
+    }
+
+    #[test]
+    fn holds_what_is_not_yet_safe_and_keeps_arrival_order_on_ties() {
+        let mut r = Reorder::default();
+        r.push(&entry(30, 0));
+        r.push(&entry(10, 1));
+        r.push(&entry(20, 2));
+        r.push(&entry(10, 3));
+        let mut out = Vec::new();
+        assert_eq!(r.release(21, &mut |b| out.push(decode(b))), 3);
+        assert_eq!(out, [(10, 1), (10, 3), (20, 2)]);
+        assert_eq!(r.len(), 1);
+        r.push(&entry(25, 4));
+        out.clear();
+        r.release(u64::MAX, &mut |b| out.push(decode(b)));
+        assert_eq!(out, [(25, 4), (30, 0)]);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_short_entry_goes_first() {
+        let mut r = Reorder::default();
+        r.push(&entry(5, 0));
+        r.push(&[1, 2, 3]);
+        let mut out = Vec::new();
+        r.release(1, &mut |b| out.push(b.to_vec()));
+        assert_eq!(out, [vec![1, 2, 3]]);
+    }
+
+    proptest! {
+        /// Per-CPU streams, each in time order, read in arbitrary chunks
+        /// with the watermark at the oldest time a stream may still add:
+        /// everything comes out once, in time order.
+        #[test]
+        fn merges_per_cpu_streams_in_time_order(
+            streams in prop::collection::vec(prop::collection::vec(0u64..1000, 0..40), 1..4),
+            chunks in prop::collection::vec(1usize..7, 1..50),
+        ) {
+            let mut streams: Vec<Vec<u64>> = streams;
+            for s in &mut streams { s.sort(); }
+            let total: usize = streams.iter().map(Vec::len).sum();
+            let mut pos = vec![0usize; streams.len()];
+            let mut r = Reorder::default();
+            let mut out: Vec<(u64, u32)> = Vec::new();
+            let mut chunk = chunks.iter().cycle();
+            let mut tag = 0u32;
+            while pos.iter().zip(&streams).any(|(p, s)| *p < s.len()) {
+                for (cpu, s) in streams.iter().enumerate() {
+                    let take = *chunk.next().unwrap();
+                    for &ts in s.iter().skip(pos[cpu]).take(take) {
+                        r.push(&entry(ts, tag));
+                        tag += 1;
+                    }
+                    pos[cpu] = (pos[cpu] + take).min(s.len());
+                }
+                // What a stream still holds is no older than its next entry.
+                let watermark = streams
+                    .iter()
+                    .zip(&pos)
+                    .filter_map(|(s, &p)| s.get(p).copied())
+                    .min()
+                    .unwrap_or(u64::MAX);
+                r.release(watermark, &mut |b| out.push(decode(b)));
+            }
+            r.release(u64::MAX, &mut |b| out.push(decode(b)));
+            prop_assert_eq!(out.len(), total);
+            prop_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+            let mut tags: Vec<u32> = out.iter().map(|&(_, t)| t).collect();
+            tags.sort();
+            prop_assert_eq!(tags, (0..total as u32).collect::<Vec<_>>());
+        }
+    }
+}
