@@ -1173,13 +1173,7 @@ impl KernelTranslator {
         frequency: bool,
         state: u32,
     ) -> Result<(), OutputError> {
-        let tid = CPUS_PROCESS_KOID + 1;
-        if !self.processes.contains_key(&CPUS_PROCESS_KOID) {
-            self.name_process(out, CPUS_PROCESS_KOID, "kernel CPUs")?;
-        }
-        if !self.threads.contains_key(&tid) {
-            self.name_thread(out, tid, CPUS_PROCESS_KOID, "CPU counters")?;
-        }
+        let tid = self.cpu_counter_track(out)?;
         let (name, value) = if frequency {
             ("cpu_frequency", i64::from(state))
         } else if state == trace_common::kernel::IDLE_EXIT {
@@ -1201,6 +1195,19 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// The track of the per-CPU counters (thread `CPU counters` of the
+    /// pseudo-process `kernel CPUs`), named on first use; returns its koid.
+    fn cpu_counter_track<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<u32, OutputError> {
+        let tid = CPUS_PROCESS_KOID + 1;
+        if !self.processes.contains_key(&CPUS_PROCESS_KOID) {
+            self.name_process(out, CPUS_PROCESS_KOID, "kernel CPUs")?;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.name_thread(out, tid, CPUS_PROCESS_KOID, "CPU counters")?;
+        }
+        Ok(tid)
+    }
+
     /// At `ts`, `per_cpu` events had been lost on each CPU (`(cpu, lost)`),
     /// and `other` more that belong to no CPU (runs the kernel skipped,
     /// events beyond the oneshot budget): one counter `dropped_events` on
@@ -1212,13 +1219,7 @@ impl KernelTranslator {
         per_cpu: &[(u32, u64)],
         other: u64,
     ) -> Result<(), OutputError> {
-        let tid = CPUS_PROCESS_KOID + 1;
-        if !self.processes.contains_key(&CPUS_PROCESS_KOID) {
-            self.name_process(out, CPUS_PROCESS_KOID, "kernel CPUs")?;
-        }
-        if !self.threads.contains_key(&tid) {
-            self.name_thread(out, tid, CPUS_PROCESS_KOID, "CPU counters")?;
-        }
+        let tid = self.cpu_counter_track(out)?;
         let names: Vec<String> = per_cpu.iter().map(|(cpu, _)| format!("cpu{cpu}")).collect();
         let mut args: Vec<(&str, ArgValue<'_>)> = names
             .iter()

@@ -966,21 +966,9 @@ impl KernelProvider {
     /// lost)`. Runs the kernel skipped ([`KernelProvider::recursion_misses`])
     /// are not counted per CPU.
     pub fn dropped_per_cpu(&self) -> Result<Vec<(u32, u64)>, KernelError> {
-        let map = self
-            .ebpf
-            .map(MAP_COUNTERS)
-            .ok_or(KernelError::MissingInObject {
-                what: "map",
-                name: MAP_COUNTERS,
-            })?;
-        let map_err = |e: MapError| KernelError::Map {
-            name: MAP_COUNTERS,
-            source: Box::new(e),
-        };
-        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
         let mut lost: Vec<(u32, u64)> = self.rings.iter().map(|r| (r.cpu, 0)).collect();
         for index in (0..COUNTER_COUNT).filter(|&i| i != COUNTER_FOLLOW_FULL) {
-            let values = counters.get(&index, 0).map_err(map_err)?;
+            let values = self.counter_per_cpu(index)?;
             for (cpu, n) in &mut lost {
                 *n += values.get(*cpu as usize).copied().unwrap_or(0);
             }
@@ -1020,6 +1008,11 @@ impl KernelProvider {
 
     /// Counter `index` of `COUNTERS`, summed over every CPU.
     fn counter(&self, index: u32) -> Result<u64, KernelError> {
+        Ok(self.counter_per_cpu(index)?.iter().sum())
+    }
+
+    /// Counter `index` of `COUNTERS` of each possible CPU, by CPU id.
+    fn counter_per_cpu(&self, index: u32) -> Result<Vec<u64>, KernelError> {
         let map = self
             .ebpf
             .map(MAP_COUNTERS)
@@ -1032,7 +1025,7 @@ impl KernelProvider {
             source: Box::new(e),
         };
         let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
-        Ok(counters.get(&index, 0).map_err(map_err)?.iter().sum())
+        Ok(counters.get(&index, 0).map_err(map_err)?.to_vec())
     }
 
     /// Detaches and unloads every program; events already in the ring buffer
