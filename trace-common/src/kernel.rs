@@ -137,6 +137,71 @@ pub struct TracepointSpec {
     pub optional: bool,
 }
 
+/// A BTF tracepoint program that stands in for a classic tracepoint
+/// program where the kernel has BTF: it skips the kernel's copy of the
+/// tracepoint record and reads the fields it needs with direct loads at
+/// offsets userspace patches in from the kernel's BTF (the `MARK_*`
+/// offsets below), and writes the same event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtfVariant {
+    /// The classic program it replaces ([`TracepointSpec::program`]).
+    pub classic: &'static str,
+    /// Its own program name.
+    pub program: &'static str,
+    /// The BTF tracepoint (`btf_trace_<name>`) it attaches to.
+    pub tracepoint: &'static str,
+}
+
+/// Every BTF tracepoint variant in the eBPF object.
+pub const BTF_VARIANTS: &[BtfVariant] = &[
+    BtfVariant {
+        classic: "sched_switch",
+        program: "sched_switch_btf",
+        tracepoint: "sched_switch",
+    },
+    BtfVariant {
+        classic: "sched_wakeup",
+        program: "sched_wakeup_btf",
+        tracepoint: "sched_wakeup",
+    },
+    BtfVariant {
+        classic: "sched_wakeup_new",
+        program: "sched_wakeup_new_btf",
+        tracepoint: "sched_wakeup_new",
+    },
+    BtfVariant {
+        classic: "sys_enter",
+        program: "sys_enter_btf",
+        tracepoint: "sys_enter",
+    },
+    BtfVariant {
+        classic: "sys_exit",
+        program: "sys_exit_btf",
+        tracepoint: "sys_exit",
+    },
+];
+
+/// Marker offset of `task_struct.pid` in the BTF programs' loads (every
+/// `MARK_*` is replaced by the real offset before loading; they lie far
+/// beyond any real field offset the programs use).
+pub const MARK_TASK_PID: i16 = 0x7f00;
+/// Marker offset of `task_struct.prio`.
+pub const MARK_TASK_PRIO: i16 = 0x7f10;
+/// Marker offset of `task_struct.comm` (its second word: `+ 8`).
+pub const MARK_TASK_COMM: i16 = 0x7f20;
+/// Marker offset of the CPU a task is on (`task_struct.cpu`, or
+/// `thread_info.cpu` inside it).
+pub const MARK_TASK_CPU: i16 = 0x7f30;
+/// Marker offset of `task_struct.exit_state`.
+pub const MARK_TASK_EXIT_STATE: i16 = 0x7f38;
+/// Marker offsets of the six system call argument registers in
+/// `struct pt_regs` (x86-64: `di`, `si`, `dx`, `r10`, `r8`, `r9`; arm64:
+/// `orig_x0`, `regs[1]`..`regs[5]`).
+pub const MARK_REGS_ARGS: [i16; 6] = [0x7f40, 0x7f48, 0x7f50, 0x7f58, 0x7f60, 0x7f68];
+/// Marker offset of the system call number in `struct pt_regs` (x86-64
+/// `orig_ax`, arm64 `syscallno`), read as a 32-bit integer.
+pub const MARK_REGS_NR: i16 = 0x7f70;
+
 /// Every program in the eBPF object, with its category and tracepoint.
 /// Userspace loads and attaches only those of the enabled categories.
 pub const TRACEPOINTS: &[TracepointSpec] = &[

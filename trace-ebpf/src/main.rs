@@ -59,15 +59,16 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
     },
     btf_maps::{ArrayOfMaps, RingBuf},
-    macros::{btf_map, map, tracepoint, uprobe, uretprobe},
+    macros::{btf_map, btf_tracepoint, map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, ring_buf::RingBufEntry},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    programs::{BtfTracePointContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use trace_common::kernel::{
     ABSENT_ID, ABSENT_INT, BlockRqEvent, BlockRqLayout, CLONE_THREAD, COMM_LEN, COUNTER_COUNT,
     COUNTER_FOLLOW_FULL, COUNTER_NO_LAYOUT, COUNTER_RINGBUF_FULL, EMIT_PROC, EventHeader,
     EventKind, FILENAME_LEN, FILTER_PIDS, FOLLOWED_MAX, FieldLoc, GROUP_DEAD_UNKNOWN,
-    IrqEntryEvent, IrqExitEvent, KernelLayout, MAX_RECORD_BYTES, POWER_FREQUENCY, POWER_IDLE,
+    IrqEntryEvent, IrqExitEvent, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, MARK_TASK_COMM,
+    MARK_TASK_CPU, MARK_TASK_EXIT_STATE, MARK_TASK_PID, MARK_TASK_PRIO, MAX_RECORD_BYTES, POWER_FREQUENCY, POWER_IDLE,
     PageFaultEvent, PowerEvent, PowerLayout, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
     RWBS_LEN, RssStatEvent, SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent,
     SchedWakeupLayout, SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
@@ -1323,6 +1324,223 @@ fn extend(v: u64, size: u8, signed: bool) -> u64 {
     }
 }
 
+// ---------------------------------------------------------------------------
+// BTF tracepoints: `sched_switch`, `sched_wakeup[_new]`, `sys_enter` and
+// `sys_exit` where the kernel has BTF. The kernel passes the tracepoint's
+// arguments (task and register pointers) without copying a record first,
+// and the programs read fields with direct loads at `MARK_*` offsets that
+// userspace replaced with the running kernel's (the verifier checks each
+// load against the kernel's BTF). They write the same events as the
+// classic programs.
+
+/// The `T` at marker offset `mark` of the kernel object at `base`.
+///
+/// # Safety
+///
+/// `base` must be a BTF-typed pointer the kernel passed to a BTF tracepoint
+/// program, and userspace must have patched `mark` to the offset of a field
+/// of at least `size_of::<T>()` bytes in it (the verifier rejects the
+/// program otherwise).
+#[inline(always)]
+unsafe fn field<T>(base: *const u8, mark: i16) -> T {
+    // SAFETY: as the caller promises; volatile, so that every load stays a
+    // single instruction with the marker as its offset.
+    unsafe { ptr::read_volatile(base.wrapping_offset(mark as isize).cast::<T>()) }
+}
+
+/// Copies task `task`'s name to `dst`.
+///
+/// # Safety
+///
+/// As for [`field`], and `dst` must be valid for 16 bytes and 8-aligned.
+#[inline(always)]
+unsafe fn task_comm(task: *const u8, dst: *mut [u8; COMM_LEN]) {
+    // SAFETY: `comm` is a 16-byte array (two words); `dst` as promised.
+    unsafe {
+        write_words(
+            dst.cast::<[u64; 2]>(),
+            field::<u64>(task, MARK_TASK_COMM),
+            field::<u64>(task, MARK_TASK_COMM + 8),
+        );
+    }
+}
+
+/// The `prev_state` the classic `sched_switch` tracepoint reports
+/// (`__trace_sched_switch_state`): the TASK_REPORT bit of the state, or
+/// TASK_REPORT_MAX (0x100) when the task was preempted.
+#[inline(always)]
+fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
+    const TASK_REPORT: u32 = 0x7f;
+    const TASK_IDLE: u32 = 0x402;
+    const TASK_REPORT_IDLE: u32 = 0x80;
+    const TASK_RTLOCK_WAIT_OR_FROZEN: u32 = 0x1000 | 0x8000;
+    if preempt {
+        return 0x100;
+    }
+    let mut s = (state | exit_state) & TASK_REPORT;
+    if state & TASK_IDLE == TASK_IDLE {
+        s = TASK_REPORT_IDLE;
+    }
+    if state & TASK_RTLOCK_WAIT_OR_FROZEN != 0 {
+        s = 0x2;
+    }
+    // The highest bit, as the kernel's fls() picks it.
+    let mut bit = 0x80u32;
+    while bit != 0 {
+        if s & bit != 0 {
+            return i64::from(bit);
+        }
+        bit >>= 1;
+    }
+    0
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct
+/// *next, unsigned int prev_state)`.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let preempt: u64 = ctx.arg(0);
+    let prev: *const u8 = ctx.arg(1);
+    let next: *const u8 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+    // SAFETY: `next` is the tracepoint's task argument; the marker is
+    // patched to `task_struct.pid`.
+    let next_pid: u32 = unsafe { field(next, MARK_TASK_PID) };
+    if !current_wanted(layout) && !wanted(layout, next_pid) {
+        return 0;
+    }
+    let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedSwitchEvent>() bytes; every field is written before
+    // the entry is submitted. `prev` and `next` are the tracepoint's task
+    // arguments, read at patched field offsets.
+    unsafe {
+        (*e).header = header(EventKind::Switch, ts);
+        task_comm(prev, ptr::addr_of_mut!((*e).prev_comm));
+        task_comm(next, ptr::addr_of_mut!((*e).next_comm));
+        (*e).prev_pid = field(prev, MARK_TASK_PID);
+        (*e).prev_prio = field(prev, MARK_TASK_PRIO);
+        (*e).next_pid = next_pid;
+        (*e).next_prio = field(next, MARK_TASK_PRIO);
+        (*e).prev_state = switch_state(
+            preempt & 0xff != 0,
+            prev_state as u32,
+            field(prev, MARK_TASK_EXIT_STATE),
+        );
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// Shared body of the two BTF wake-up tracepoints (`struct task_struct *p`).
+#[inline(always)]
+fn wakeup_btf(ctx: &BtfTracePointContext, flags: u32) -> i32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let p: *const u8 = ctx.arg(0);
+    // SAFETY: `p` is the tracepoint's task argument; the marker is patched
+    // to `task_struct.pid`.
+    let pid: u32 = unsafe { field(p, MARK_TASK_PID) };
+    if !wanted(layout, pid) && !current_wanted(layout) {
+        return 0;
+    }
+    let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedWakeupEvent>() bytes; every field is written before
+    // the entry is submitted. `p` is read at patched field offsets.
+    unsafe {
+        (*e).header = header(EventKind::Wakeup, ts);
+        task_comm(p, ptr::addr_of_mut!((*e).comm));
+        (*e).pid = pid;
+        (*e).prio = field(p, MARK_TASK_PRIO);
+        (*e).target_cpu = field(p, MARK_TASK_CPU);
+        (*e).flags = flags;
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// `sched_wakeup(struct task_struct *p)`.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_btf(ctx: BtfTracePointContext) -> i32 {
+    wakeup_btf(&ctx, 0)
+}
+
+/// `sched_wakeup_new(struct task_struct *p)`.
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new_btf(ctx: BtfTracePointContext) -> i32 {
+    wakeup_btf(&ctx, WAKEUP_NEW)
+}
+
+/// `sys_enter(struct pt_regs *regs, long id)`.
+#[btf_tracepoint(function = "sys_enter")]
+pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !syscall_wanted(layout, pid_tgid) {
+        return 0;
+    }
+    let regs: *const u8 = ctx.arg(0);
+    let id: i64 = ctx.arg(1);
+    let Some(mut entry) = reserve::<SysEnterEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysEnterEvent>() bytes; every field is written before the
+    // entry is submitted. `regs` is the tracepoint's register argument,
+    // read at the patched offsets of the argument registers.
+    unsafe {
+        (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
+        (*e).id = id;
+        (*e).args[0] = field(regs, MARK_REGS_ARGS[0]);
+        (*e).args[1] = field(regs, MARK_REGS_ARGS[1]);
+        (*e).args[2] = field(regs, MARK_REGS_ARGS[2]);
+        (*e).args[3] = field(regs, MARK_REGS_ARGS[3]);
+        (*e).args[4] = field(regs, MARK_REGS_ARGS[4]);
+        (*e).args[5] = field(regs, MARK_REGS_ARGS[5]);
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// `sys_exit(struct pt_regs *regs, long ret)`.
+#[btf_tracepoint(function = "sys_exit")]
+pub fn sys_exit_btf(ctx: BtfTracePointContext) -> i32 {
+    let ts = now();
+    let Some(layout) = layout() else { return 0 };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !syscall_wanted(layout, pid_tgid) {
+        return 0;
+    }
+    let regs: *const u8 = ctx.arg(0);
+    let ret: i64 = ctx.arg(1);
+    let Some(mut entry) = reserve::<SysExitEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysExitEvent>() bytes; every field is written before the
+    // entry is submitted. `regs` is read at the patched offset of the
+    // system call number.
+    unsafe {
+        (*e).header = header_of(EventKind::SysExit, ts, pid_tgid);
+        (*e).id = i64::from(field::<i32>(regs, MARK_REGS_NR));
+        (*e).ret = ret;
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
 /// The verifier rejects a program with a reachable panic (an endless loop),
 /// so a panic path fails loudly at load time rather than misbehaving.
 #[cfg(not(test))]
@@ -1330,3 +1548,4 @@ fn extend(v: u64, size: u8, signed: bool) -> u64 {
 fn panic(_info: &core::panic::PanicInfo) -> ! {
     loop {}
 }
+

@@ -181,6 +181,7 @@ impl<W: Write> Recording<W> {
                 pids: config.pids.clone(),
                 uprobes: config.uprobes.clone(),
                 usdt: config.usdt.clone(),
+                classic_tracepoints: false,
             })?)
         };
         let mut out = FxtStream::new(out)?;

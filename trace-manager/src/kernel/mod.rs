@@ -45,7 +45,9 @@
 //! # Ok(()) }
 //! ```
 
+pub mod btf;
 pub mod format;
+mod patch;
 pub mod perf_probe;
 mod reorder;
 pub mod tracefs;
@@ -60,15 +62,15 @@ use std::path::PathBuf;
 use aya::maps::{
     Array, ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, PerCpuArray, RingBuf,
 };
-use aya::programs::{ProgramError, TracePoint};
+use aya::programs::{BtfTracePoint, ProgramError, TracePoint};
 use aya::{Ebpf, EbpfError, EbpfLoader};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC};
 use trace_common::kernel::{
-    COUNTER_COUNT, COUNTER_FOLLOW_FULL, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelEvent,
-    KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, MAP_USDT_SPECS, TRACEPOINTS,
-    TracepointSpec, USDT_PROGRAM, UsdtSpec, parse,
+    BTF_VARIANTS, BtfVariant, COUNTER_COUNT, COUNTER_FOLLOW_FULL, EMIT_PROC, FILTER_PIDS,
+    FOLLOW_PROGRAMS, KernelEvent, KernelLayout, MAP_COUNTERS, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT,
+    MAP_USDT_SPECS, TRACEPOINTS, TracepointSpec, USDT_PROGRAM, UsdtSpec, parse,
 };
 
 use self::format::{FormatError, fill_layout, parse_format};
@@ -111,6 +113,9 @@ pub struct KernelConfig {
     /// USDT probe sites, resolved; their events carry their index in this
     /// list.
     pub usdt: Vec<crate::usdt::UsdtSite>,
+    /// Use the classic tracepoint programs even where the kernel's BTF
+    /// allows the cheaper BTF tracepoint ones (they write the same events).
+    pub classic_tracepoints: bool,
 }
 
 impl Default for KernelConfig {
@@ -125,6 +130,7 @@ impl Default for KernelConfig {
             pids: None,
             uprobes: Vec::new(),
             usdt: Vec::new(),
+            classic_tracepoints: false,
         }
     }
 }
@@ -447,6 +453,29 @@ impl KernelProvider {
         }
 
         raise_memlock_limit();
+        // The BTF tracepoint programs get the running kernel's field offsets
+        // written into a copy of the object; without BTF (or asked not to)
+        // the classic programs serve alone.
+        let wants_btf = !config.classic_tracepoints
+            && specs
+                .iter()
+                .any(|s| BTF_VARIANTS.iter().any(|v| v.classic == s.program));
+        let object = if wants_btf {
+            match btf_field_offsets().and_then(|map| {
+                let mut object = ObjectBytes::copy(EBPF_OBJECT);
+                patch::patch_offsets(object.bytes_mut(), &map).map_err(|e| e.to_string())?;
+                Ok(object)
+            }) {
+                Ok(object) => object,
+                Err(why) => {
+                    log::info!("using classic tracepoints only: {why}");
+                    ObjectBytes::Embedded
+                }
+            }
+        } else {
+            ObjectBytes::Embedded
+        };
+        let use_btf = matches!(object, ObjectBytes::Patched(_));
         let cpus = aya::util::online_cpus().map_err(|(path, source)| KernelError::Cpus {
             path: path.into(),
             source,
@@ -460,7 +489,7 @@ impl KernelProvider {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, possible as u32)
             .map_max_entries(MAP_USDT_SPECS, config.usdt.len().max(1) as u32)
-            .load(EBPF_OBJECT)
+            .load(object.bytes())
             .map_err(|e| {
                 if is_eperm(&e) {
                     KernelError::Permission {
@@ -579,7 +608,18 @@ impl KernelProvider {
         for &pid in pids {
             provider.follow(pid)?;
         }
+        let mut kernel_btf = None;
         for spec in specs {
+            let variant = BTF_VARIANTS.iter().find(|v| v.classic == spec.program);
+            if let Some(variant) = variant.filter(|_| use_btf) {
+                match provider.attach_btf(variant, &mut kernel_btf) {
+                    Ok(()) => continue,
+                    Err(e) => log::warn!(
+                        "BTF tracepoint {} unusable, using the classic one: {e}",
+                        variant.tracepoint
+                    ),
+                }
+            }
             provider.attach(spec)?;
         }
         if !config.uprobes.is_empty() {
@@ -732,6 +772,50 @@ impl KernelProvider {
                 self.probe_links.push(link);
             }
         }
+        Ok(())
+    }
+
+    /// Loads BTF tracepoint program `variant` and attaches it; `btf` holds
+    /// the kernel's BTF once read.
+    fn attach_btf(
+        &mut self,
+        variant: &BtfVariant,
+        btf: &mut Option<aya::Btf>,
+    ) -> Result<(), KernelError> {
+        let program = variant.program;
+        if btf.is_none() {
+            *btf = Some(
+                aya::Btf::from_sys_fs().map_err(|e| KernelError::ProgramLoad {
+                    program,
+                    reason: format!("reading the kernel's BTF: {e}"),
+                    source: Box::new(ProgramError::from(std::io::Error::other(e.to_string()))),
+                })?,
+            );
+        }
+        let Some(btf) = btf.as_ref() else {
+            unreachable!("read just above")
+        };
+        let tp: &mut BtfTracePoint = self
+            .ebpf
+            .program_mut(program)
+            .ok_or(KernelError::MissingInObject {
+                what: "program",
+                name: program,
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| program_error(program, e))?;
+        tp.load(variant.tracepoint, btf).map_err(|e| {
+            if let ProgramError::LoadError { verifier_log, .. } = &e {
+                log::debug!("verifier log of eBPF program `{program}`:\n{verifier_log}");
+            }
+            program_error(program, e)
+        })?;
+        tp.attach().map_err(|e| KernelError::Attach {
+            program,
+            tracepoint: format!("btf:{}", variant.tracepoint),
+            source: Box::new(e),
+        })?;
+        self.attached.push(program);
         Ok(())
     }
 
@@ -1040,6 +1124,7 @@ impl KernelProvider {
             };
             let result = match program {
                 aya::programs::Program::UProbe(up) => up.unload(),
+                aya::programs::Program::BtfTracePoint(tp) => tp.unload(),
                 other => {
                     let tp: Result<&mut TracePoint, _> = other.try_into();
                     tp.and_then(|tp| tp.unload())
@@ -1106,6 +1191,106 @@ impl FollowHook {
             Err(io::Error::last_os_error())
         }
     }
+}
+
+/// The eBPF object: as embedded, or a copy with field offsets patched in.
+enum ObjectBytes {
+    /// [`EBPF_OBJECT`] as built.
+    Embedded,
+    /// A patched copy, in 8-byte words so that it is as aligned as the
+    /// embedded one.
+    Patched(Vec<u64>),
+}
+
+impl ObjectBytes {
+    /// A copy of `bytes` (the embedded object) to patch.
+    fn copy(bytes: &[u8]) -> ObjectBytes {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *word = u64::from_ne_bytes(b);
+        }
+        ObjectBytes::Patched(words)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ObjectBytes::Embedded => EBPF_OBJECT,
+            ObjectBytes::Patched(words) => {
+                // SAFETY: a `[u64]` is valid as bytes: same memory, no padding,
+                // and every bit pattern is a valid `u8`.
+                let all = unsafe {
+                    std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8)
+                };
+                &all[..EBPF_OBJECT.len()]
+            }
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            ObjectBytes::Embedded => &mut [],
+            ObjectBytes::Patched(words) => {
+                // SAFETY: as in `bytes`; the borrow of `words` is exclusive.
+                let all = unsafe {
+                    std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8)
+                };
+                &mut all[..EBPF_OBJECT.len()]
+            }
+        }
+    }
+}
+
+/// The real offsets of every `MARK_*` field in the running kernel, from its
+/// BTF, for [`patch::patch_offsets`].
+fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
+    use trace_common::kernel::{
+        MARK_REGS_ARGS, MARK_REGS_NR, MARK_TASK_COMM, MARK_TASK_CPU, MARK_TASK_EXIT_STATE,
+        MARK_TASK_PID, MARK_TASK_PRIO,
+    };
+    let btf = btf::Btf::from_kernel()
+        .map_err(|e| format!("no kernel BTF at {}: {e}", btf::VMLINUX_BTF))?
+        .map_err(|e| e.to_string())?;
+    let task = |f: &str| {
+        btf.member_offset("task_struct", f)
+            .map_err(|e| e.to_string())
+    };
+    let regs = |f: &str| btf.member_offset("pt_regs", f).map_err(|e| e.to_string());
+    let comm = task("comm")?;
+    let cpu = task("cpu").or_else(|_| task("thread_info.cpu"))?;
+    let mut map = vec![
+        (MARK_TASK_PID, task("pid")?),
+        (MARK_TASK_PRIO, task("prio")?),
+        (MARK_TASK_COMM, comm),
+        (MARK_TASK_COMM + 8, comm + 8),
+        (MARK_TASK_CPU, cpu),
+        (MARK_TASK_EXIT_STATE, task("exit_state")?),
+    ];
+    let (args, nr): ([u32; 6], u32) = if cfg!(target_arch = "x86_64") {
+        (
+            [
+                regs("di")?,
+                regs("si")?,
+                regs("dx")?,
+                regs("r10")?,
+                regs("r8")?,
+                regs("r9")?,
+            ],
+            regs("orig_ax")?,
+        )
+    } else if cfg!(target_arch = "aarch64") {
+        let r = regs("regs")?;
+        (
+            [regs("orig_x0")?, r + 8, r + 16, r + 24, r + 32, r + 40],
+            regs("syscallno")?,
+        )
+    } else {
+        return Err("system call registers are not known on this CPU".to_owned());
+    };
+    map.extend(MARK_REGS_ARGS.iter().copied().zip(args));
+    map.push((MARK_REGS_NR, nr));
+    Ok(map)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the programs stamp events with.

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use trace_common::category::{KERNEL_PROC, KERNEL_SCHED};
 use trace_common::kernel::{CLONE_THREAD, KernelEvent, c_str_bytes};
 
+use crate::kernel_records::comm_str;
+
 use super::*;
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock of `bpf_ktime_get_ns`.
@@ -35,6 +37,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         pids: None,
         uprobes: Vec::new(),
         usdt: Vec::new(),
+        classic_tracepoints: false,
     }
 }
 
@@ -138,7 +141,12 @@ fn root_records_a_child_process_and_a_thread_rename() {
     require_root();
     let t0 = monotonic_ns();
     let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED, KERNEL_PROC])).unwrap();
-    let mut attached = kernel.attached_programs().to_vec();
+    // A BTF tracepoint variant stands for its classic program.
+    let mut attached: Vec<&str> = kernel
+        .attached_programs()
+        .iter()
+        .map(|p| p.trim_end_matches("_btf"))
+        .collect();
     attached.sort_unstable();
     assert_eq!(
         attached,
@@ -287,7 +295,12 @@ fn root_records_a_child_process_and_a_thread_rename() {
 fn root_disabled_category_costs_nothing() {
     require_root();
     let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED])).unwrap();
-    let mut attached = kernel.attached_programs().to_vec();
+    // A BTF tracepoint variant stands for its classic program.
+    let mut attached: Vec<&str> = kernel
+        .attached_programs()
+        .iter()
+        .map(|p| p.trim_end_matches("_btf"))
+        .collect();
     attached.sort_unstable();
     assert_eq!(
         attached,
@@ -322,6 +335,7 @@ fn root_full_ring_buffer_counts_drops() {
         pids: None,
         uprobes: Vec::new(),
         usdt: Vec::new(),
+        classic_tracepoints: false,
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.
@@ -350,4 +364,82 @@ fn root_full_ring_buffer_counts_drops() {
         kernel.dropped().unwrap() > 0,
         "a full ring buffer lost nothing?"
     );
+}
+
+/// The events a `sleep 0.05` produces, for [`root_btf_and_classic_programs_agree`].
+fn sleep_events(classic: bool) -> (Vec<&'static str>, u32, Vec<KernelEvent>) {
+    let mut cfg = config(&[
+        KERNEL_SCHED,
+        KERNEL_PROC,
+        trace_common::category::KERNEL_SYSCALL,
+    ]);
+    cfg.classic_tracepoints = classic;
+    let mut kernel = KernelProvider::start(&cfg).unwrap();
+    let programs = kernel.attached_programs().to_vec();
+    let mut child = Command::new("sleep").arg("0.05").spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let events = collect(&mut kernel, Duration::from_secs(5), |events| {
+        events
+            .iter()
+            .any(|e| matches!(e, KernelEvent::Exit(x) if x.header.tid == pid))
+    });
+    (programs, pid, events)
+}
+
+#[test]
+fn root_btf_and_classic_programs_agree() {
+    require_root();
+    for classic in [true, false] {
+        let (programs, pid, events) = sleep_events(classic);
+        let btf_switch = programs.contains(&"sched_switch_btf");
+        if classic {
+            assert!(
+                programs.contains(&"sched_switch") && !btf_switch,
+                "{programs:?}"
+            );
+        } else if std::path::Path::new(super::btf::VMLINUX_BTF).exists() {
+            assert!(
+                btf_switch && programs.contains(&"sys_enter_btf"),
+                "{programs:?}"
+            );
+        }
+        let what = if classic { "classic" } else { "BTF" };
+        let sleeping = events.iter().any(|e| {
+            matches!(e, KernelEvent::Switch(s) if s.prev_pid == pid
+                && comm_str(&s.prev_comm) == "sleep"
+                && s.prev_state & 0xff == 1
+                && s.prev_prio == 120)
+        });
+        assert!(sleeping, "{what}: no switch away from the sleeping child");
+        let woken = events.iter().any(|e| {
+            matches!(e, KernelEvent::Wakeup(w) if w.pid == pid
+                && comm_str(&w.comm) == "sleep"
+                && w.prio == 120
+                && w.target_cpu >= 0)
+        });
+        assert!(woken, "{what}: no wake-up of the child");
+        let switched_in = events.iter().any(|e| {
+            matches!(e, KernelEvent::Switch(s) if s.next_pid == pid
+                && comm_str(&s.next_comm) == "sleep"
+                && s.next_prio == 120)
+        });
+        assert!(switched_in, "{what}: no switch to the child");
+        let nr = libc::SYS_clock_nanosleep;
+        let entered = events.iter().any(|e| {
+            matches!(e, KernelEvent::SysEnter(s) if s.header.tid == pid
+                && s.id == nr
+                && s.args[0] == libc::CLOCK_REALTIME as u64
+                && s.args[1] == 0
+                && s.args[2] != 0)
+        });
+        assert!(
+            entered,
+            "{what}: no clock_nanosleep entry with its arguments"
+        );
+        let returned = events.iter().any(|e| {
+            matches!(e, KernelEvent::SysExit(s) if s.header.tid == pid && s.id == nr && s.ret == 0)
+        });
+        assert!(returned, "{what}: no clock_nanosleep return");
+    }
 }

@@ -1,0 +1,138 @@
+//! Field offsets of the running kernel written into the eBPF object before
+//! it is loaded: the BTF tracepoint programs read task and register fields
+//! with direct loads at *marker* offsets (`trace_common::kernel::MARK_*`),
+//! and each load's offset is replaced here by the field's real offset, found
+//! in the kernel's BTF. (C programs get this from CO-RE relocations, which
+//! Rust cannot emit.) The verifier checks every such load against the
+//! kernel's BTF, so a wrong offset fails loudly at load time.
+
+use object::{Object, ObjectSection, SectionFlags};
+
+/// `BPF_LDX | BPF_MEM`, any size: a load from memory.
+const LDX_MEM: u8 = 0x61;
+/// `BPF_LDX | BPF_MEMSX`, any size: a sign-extending load.
+const LDX_MEMSX: u8 = 0x81;
+/// The bits of an opcode that say class and mode (not size).
+const CLASS_MODE: u8 = 0x07 | 0xe0;
+
+/// Why the object could not be patched.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The object is not an ELF file.
+    #[error("the eBPF object is not readable: {0}")]
+    Object(String),
+    /// A real offset does not fit an instruction.
+    #[error("field offset {0} does not fit a BPF load")]
+    TooFar(u32),
+    /// A marker was wanted but no program uses it (a build mix-up).
+    #[error("no load at marker offset {0:#x} in the eBPF object")]
+    Unused(i16),
+}
+
+/// Replaces, in every executable section of the ELF object `elf`, the
+/// offset of each load whose offset is a marker in `map` (marker → real
+/// offset). Returns how many loads each marker had (in `map`'s order); a
+/// marker no load uses is an error.
+pub fn patch_offsets(elf: &mut [u8], map: &[(i16, u32)]) -> Result<Vec<usize>, PatchError> {
+    let mut real = Vec::with_capacity(map.len());
+    for &(_, to) in map {
+        real.push(i16::try_from(to).map_err(|_| PatchError::TooFar(to))?);
+    }
+    let ranges: Vec<(usize, usize)> = {
+        let file = object::File::parse(&*elf).map_err(|e| PatchError::Object(e.to_string()))?;
+        file.sections()
+            .filter(|s| match s.flags() {
+                SectionFlags::Elf { sh_flags } => {
+                    sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0
+                }
+                _ => false,
+            })
+            .filter_map(|s| {
+                let (start, len) = s.file_range()?;
+                Some((start as usize, len as usize))
+            })
+            .collect()
+    };
+    let mut counts = vec![0usize; map.len()];
+    for (start, len) in ranges {
+        let code = elf
+            .get_mut(start..start + len)
+            .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
+        patch_code(code, map, &real, &mut counts);
+    }
+    if let Some(i) = counts.iter().position(|&n| n == 0) {
+        return Err(PatchError::Unused(map[i].0));
+    }
+    Ok(counts)
+}
+
+/// [`patch_offsets`] on one section's instructions.
+fn patch_code(code: &mut [u8], map: &[(i16, u32)], real: &[i16], counts: &mut [usize]) {
+    let mut at = 0;
+    while at + 8 <= code.len() {
+        let opcode = code[at];
+        // `BPF_LD | BPF_IMM | BPF_DW` takes two slots; the second is data.
+        if opcode == 0x18 {
+            at += 16;
+            continue;
+        }
+        if matches!(opcode & CLASS_MODE, LDX_MEM | LDX_MEMSX) {
+            let off = i16::from_le_bytes([code[at + 2], code[at + 3]]);
+            if let Some(i) = map.iter().position(|&(m, _)| m == off) {
+                code[at + 2..at + 4].copy_from_slice(&real[i].to_le_bytes());
+                counts[i] += 1;
+            }
+        }
+        at += 8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insn(opcode: u8, regs: u8, off: i16, imm: i32) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[0] = opcode;
+        b[1] = regs;
+        b[2..4].copy_from_slice(&off.to_le_bytes());
+        b[4..8].copy_from_slice(&imm.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn only_marked_loads_change() {
+        let marker = 0x7f00i16;
+        let mut code: Vec<u8> = [
+            insn(0x61, 0x21, marker, 0),     // ldxw r1, [r2 + marker]
+            insn(0x79, 0x21, marker + 8, 0), // ldxdw r1, [r2 + marker + 8]
+            insn(0x63, 0x21, marker, 0),     // stxw: a store, untouched
+            insn(0x18, 0x01, 0, 0),          // lddw, first slot
+            insn(0x61, 0x00, marker, 0),     // lddw second slot: data, untouched
+            insn(0x71, 0x21, 16, 0),         // ldxb at another offset
+        ]
+        .concat();
+        let map = [(marker, 0x9a0u32), (marker + 8, 0x9a8)];
+        let mut counts = vec![0; 2];
+        patch_code(&mut code, &map, &[0x9a0, 0x9a8], &mut counts);
+        let off = |i: usize| i16::from_le_bytes([code[i * 8 + 2], code[i * 8 + 3]]);
+        assert_eq!(
+            [off(0), off(1), off(2), off(4), off(5)],
+            [0x9a0, 0x9a8, marker, marker, 16]
+        );
+        assert_eq!(counts, [1, 1]);
+    }
+
+    #[test]
+    fn offsets_that_do_not_fit_are_refused() {
+        let mut not_elf = vec![0u8; 64];
+        assert!(matches!(
+            patch_offsets(&mut not_elf, &[(1, 40_000)]),
+            Err(PatchError::TooFar(40_000))
+        ));
+        assert!(matches!(
+            patch_offsets(&mut not_elf, &[(1, 4)]),
+            Err(PatchError::Object(_))
+        ));
+    }
+}
