@@ -30,6 +30,10 @@ pub struct FxtStream<W: Write> {
     buf: Vec<u8>,
     bytes: u64,
     records: u64,
+    /// The provider whose records follow (the last provider info or
+    /// section record written): a reader resolves string and thread
+    /// references in its tables.
+    current_provider: Option<u32>,
 }
 
 impl<W: Write> FxtStream<W> {
@@ -40,6 +44,7 @@ impl<W: Write> FxtStream<W> {
             buf: Vec::with_capacity(256),
             bytes: 0,
             records: 0,
+            current_provider: None,
         };
         s.write(&Record::Magic)?;
         Ok(s)
@@ -47,6 +52,9 @@ impl<W: Write> FxtStream<W> {
 
     /// Appends one record.
     pub fn write(&mut self, record: &Record<'_>) -> Result<(), OutputError> {
+        if let Record::ProviderInfo { id, .. } | Record::ProviderSection { id } = record {
+            self.current_provider = Some(*id);
+        }
         self.buf.clear();
         let n = encode(record, &mut self.buf)?;
         self.out.write_all(&self.buf)?;
@@ -55,7 +63,18 @@ impl<W: Write> FxtStream<W> {
         Ok(())
     }
 
-    /// Appends bytes that already hold whole, validated records.
+    /// Makes provider `id` (already introduced by its provider info record)
+    /// the one whose records follow, writing a provider section record if
+    /// another provider's records came last.
+    pub fn enter_provider(&mut self, id: u32) -> Result<(), OutputError> {
+        if self.current_provider == Some(id) {
+            return Ok(());
+        }
+        self.write(&Record::ProviderSection { id })
+    }
+
+    /// Appends bytes that already hold whole, validated records (never
+    /// provider info or section records).
     pub fn write_raw(&mut self, bytes: &[u8], records: u64) -> Result<(), OutputError> {
         self.out.write_all(bytes)?;
         self.bytes += bytes.len() as u64;
@@ -154,6 +173,29 @@ mod tests {
                 value: "sched".into()
             }
         );
+    }
+
+    #[test]
+    fn entering_a_provider_writes_a_section_only_when_another_came_last() {
+        let mut s = FxtStream::new(Vec::new()).unwrap();
+        s.write(&Record::ProviderInfo {
+            id: 1,
+            name: "kernel".into(),
+        })
+        .unwrap();
+        s.enter_provider(1).unwrap();
+        assert_eq!(s.records(), 2);
+        s.write(&Record::ProviderSection { id: 2 }).unwrap();
+        s.enter_provider(1).unwrap();
+        s.enter_provider(1).unwrap();
+        assert_eq!(s.records(), 4);
+        let bytes = s.finish().unwrap();
+        let last = trace_common::fxt::read::Reader::new(&bytes)
+            .last()
+            .unwrap()
+            .unwrap()
+            .1;
+        assert_eq!(last, Record::ProviderSection { id: 1 });
     }
 
     #[test]

@@ -249,6 +249,7 @@ impl<W: Write> Recording<W> {
     pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
         if let Some(k) = self.kernel.as_mut() {
             k.follow(pid)?;
+            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
             let mut snapshot = procfs::snapshot();
             snapshot.retain(|p| p.pid == pid);
             self.translator.write_snapshot(&mut self.out, &snapshot)?;
@@ -296,6 +297,8 @@ impl<W: Write> Recording<W> {
         let Some(kernel) = self.kernel.as_mut() else {
             return Ok(());
         };
+        // Userspace providers' sections may have come in between.
+        out.enter_provider(KERNEL_PROVIDER_ID)?;
         kernel.drain_raw(&mut |bytes| {
             n += 1;
             match mode {
@@ -340,6 +343,7 @@ impl<W: Write> Recording<W> {
         }
         if let Some(k) = self.kernel.as_mut() {
             k.detach();
+            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
         }
         // Events already in the ring buffer are still collected.
         self.drain()?;
