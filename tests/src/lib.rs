@@ -253,6 +253,45 @@ pub fn parse_bytes(data: &[u8]) -> Trace {
                 in_tid: *incoming_tid,
                 args: resolve_args(&state, args),
             }),
+            // The compact form: threads by table reference, priorities in
+            // 8 bits, priority 0 for idle. Read as the weight arguments of
+            // the other form, as an importer does.
+            Record::LegacyContextSwitch {
+                ts,
+                cpu,
+                outgoing_state,
+                outgoing_thread,
+                incoming_thread,
+                outgoing_priority,
+                incoming_priority,
+            } => {
+                let out_tid = state.thread(*outgoing_thread).map_or(u64::MAX, |(_, t)| t);
+                let in_tid = state.thread(*incoming_thread).map_or(u64::MAX, |(_, t)| t);
+                let weight = |tid: u64, prio: u8| {
+                    ArgValue::Int32(if tid == 0 {
+                        trace_common::fxt::wire::IDLE_WEIGHT
+                    } else {
+                        i32::from(prio)
+                    })
+                };
+                t.switches.push(Switch {
+                    ts: state.ticks_to_ns(*ts),
+                    cpu: u16::from(*cpu),
+                    out_tid,
+                    out_state: *outgoing_state,
+                    in_tid,
+                    args: HashMap::from([
+                        (
+                            "outgoing_weight".to_owned(),
+                            weight(out_tid, *outgoing_priority),
+                        ),
+                        (
+                            "incoming_weight".to_owned(),
+                            weight(in_tid, *incoming_priority),
+                        ),
+                    ]),
+                });
+            }
             Record::ThreadWakeup { ts, cpu, tid, args } => t.wakeups.push(Wakeup {
                 ts: state.ticks_to_ns(*ts),
                 cpu: *cpu,

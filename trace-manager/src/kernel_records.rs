@@ -1,10 +1,15 @@
 //! Turns the kernel provider's events into FXT records.
 //!
-//! - Context switches become scheduling records (type 8, context switch) with
-//!   `incoming_weight` / `outgoing_weight` Int32 arguments holding the kernel
-//!   priority of each thread (0–139, as ftrace reports `prio`), and
-//!   [`IDLE_WEIGHT`] for a CPU's idle task, which is how ui.perfetto.dev tells
-//!   idle apart.
+//! - Context switches become compact legacy context switch records
+//!   (scheduling type 0, 16 bytes): both threads as references into the
+//!   provider's thread table ([`ThreadTable`]: 255 entries, each defined by a
+//!   thread record when assigned), both kernel priorities (0–139, as ftrace
+//!   reports `prio`) in 8 bits, and priority 0 for a CPU's idle task, which
+//!   has no thread kernel object record: that is how ui.perfetto.dev tells
+//!   idle apart. Where a thread's process is not known yet (or a CPU number
+//!   or priority does not fit 8 bits) the switch is written as a context
+//!   switch record (scheduling type 1) with `incoming_weight` /
+//!   `outgoing_weight` Int32 arguments instead, [`IDLE_WEIGHT`] for idle.
 //! - Wake-ups become thread-wakeup records with `weight` and `waker`.
 //! - Fork, exec, exit and renames become instants in `kernel:proc` on the
 //!   thread that did them, and kernel object records that (re)name the
@@ -76,6 +81,56 @@ use trace_common::fxt::{
 use crate::output::{FxtStream, OutputError, StringTable};
 use crate::procfs;
 use crate::syscalls::SyscallTable;
+
+/// The kernel provider's thread table: FXT thread records map indexes
+/// 1..=255 to (process, thread) koids, so that a record can name a thread in
+/// one byte. Entries are replaced by a clock sweep (a used entry gets a
+/// second chance), so the threads that switch most keep theirs.
+#[derive(Debug)]
+pub struct ThreadTable {
+    index_of: HashMap<(u32, u32), u8>,
+    /// Entry `i` (index 0 unused): its pair and whether it was used since
+    /// the sweep last passed.
+    slots: Vec<Option<((u32, u32), bool)>>,
+    hand: usize,
+}
+
+impl Default for ThreadTable {
+    fn default() -> Self {
+        ThreadTable {
+            index_of: HashMap::new(),
+            slots: vec![None; 256],
+            hand: 1,
+        }
+    }
+}
+
+impl ThreadTable {
+    /// The index of thread `tid` of process `tgid`, and whether it is new
+    /// (its thread record must be written before it is used).
+    pub fn index(&mut self, tgid: u32, tid: u32) -> (u8, bool) {
+        if let Some(&i) = self.index_of.get(&(tgid, tid)) {
+            if let Some((_, used)) = self.slots[usize::from(i)].as_mut() {
+                *used = true;
+            }
+            return (i, false);
+        }
+        let i = loop {
+            let i = self.hand;
+            self.hand = if self.hand == 255 { 1 } else { self.hand + 1 };
+            match self.slots[i].as_mut() {
+                Some((_, used)) if *used => *used = false,
+                _ => break i,
+            }
+        };
+        if let Some((old, _)) = self.slots[i].take() {
+            self.index_of.remove(&old);
+        }
+        self.slots[i] = Some(((tgid, tid), true));
+        self.index_of.insert((tgid, tid), i as u8);
+        (i as u8, true)
+    }
+}
 
 /// What is known about one thread.
 #[derive(Clone, Debug)]
@@ -222,6 +277,7 @@ pub struct KernelTranslator {
     /// Names of the probed functions, by probe index.
     probe_names: Vec<String>,
     usdt_sites: Vec<UsdtSiteInfo>,
+    thread_table: ThreadTable,
     /// Probed functions entered and not returned, by thread: (probe,
     /// process, entry time), innermost last.
     probe_stacks: HashMap<u32, Vec<(u64, u32, u64)>>,
@@ -292,6 +348,7 @@ impl KernelTranslator {
             mm_owners: HashMap::new(),
             probe_names: Vec::new(),
             usdt_sites: Vec::new(),
+            thread_table: ThreadTable::default(),
             probe_stacks: HashMap::new(),
         }
     }
@@ -444,6 +501,39 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         self.name_thread(out, prev_tid, prev_tgid, prev_comm)?;
         self.see_thread(out, next_tid, next_comm)?;
+        let next_tgid = if next_tid == 0 {
+            Some(0)
+        } else {
+            self.threads.get(&next_tid).and_then(|e| e.tgid)
+        };
+        let priority = |tid: u32, prio: i32| {
+            if tid == 0 {
+                Some(0)
+            } else {
+                u8::try_from(prio).ok()
+            }
+        };
+        if let (Some(next_tgid), Ok(cpu8), Some(out_prio), Some(in_prio)) = (
+            next_tgid,
+            u8::try_from(cpu),
+            priority(prev_tid, prev_prio),
+            priority(next_tid, next_prio),
+        ) {
+            let prev_tgid = if prev_tid == 0 { 0 } else { prev_tgid };
+            let outgoing_thread = self.thread_ref(out, prev_tgid, prev_tid)?;
+            let incoming_thread = self.thread_ref(out, next_tgid, next_tid)?;
+            out.write(&Record::LegacyContextSwitch {
+                ts,
+                cpu: cpu8,
+                outgoing_state: thread_state(prev_state) as u8,
+                outgoing_thread,
+                incoming_thread,
+                outgoing_priority: out_prio,
+                incoming_priority: in_prio,
+            })?;
+            self.counts.context_switches += 1;
+            return Ok(());
+        }
         let incoming = self.strings.intern(out, "incoming_weight")?;
         let outgoing = self.strings.intern(out, "outgoing_weight")?;
         let args = [
@@ -466,6 +556,25 @@ impl KernelTranslator {
         })?;
         self.counts.context_switches += 1;
         Ok(())
+    }
+
+    /// The thread table reference of `tid` of `tgid`, writing its thread
+    /// record first when it gets an entry.
+    fn thread_ref<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tgid: u32,
+        tid: u32,
+    ) -> Result<ThreadRef, OutputError> {
+        let (index, new) = self.thread_table.index(tgid, tid);
+        if new {
+            out.write(&Record::Thread {
+                index,
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            })?;
+        }
+        Ok(ThreadRef::Index(index))
     }
 
     /// `tid` (named `comm`, priority `prio`) was woken by `waker_tid`, to run
@@ -1855,37 +1964,102 @@ mod tests {
                 .any(|n| n.0 == 4240 && n.1 == obj_type::PROCESS)
         );
         assert_eq!(names.iter().filter(|n| n.0 == 4242).count(), 1);
+        // Compact switches: threads by table reference, idle as priority 0.
         let switches: Vec<_> = recs
             .iter()
             .filter_map(|r| match r {
-                Record::ContextSwitch {
+                Record::LegacyContextSwitch {
                     ts,
                     cpu,
                     outgoing_state,
-                    outgoing_tid,
-                    incoming_tid,
-                    args,
+                    outgoing_thread,
+                    incoming_thread,
+                    outgoing_priority,
+                    incoming_priority,
                 } => Some((
                     *ts,
                     *cpu,
                     *outgoing_state,
-                    *outgoing_tid,
-                    *incoming_tid,
-                    args.clone(),
+                    *outgoing_thread,
+                    *incoming_thread,
+                    (*outgoing_priority, *incoming_priority),
                 )),
                 _ => None,
             })
             .collect();
         assert_eq!(switches.len(), 2);
-        assert_eq!(switches[0].0, 1000);
+        assert_eq!((switches[0].0, switches[0].1), (1000, 1));
         assert_eq!(switches[0].2, ThreadState::Blocked as u8);
         assert_eq!(switches[1].2, ThreadState::Running as u8);
-        assert_eq!((switches[0].3, switches[0].4), (4242, 0));
-        let args = &switches[0].5;
+        assert_eq!(st.thread(switches[0].3), Some((4240, 4242)));
+        assert_eq!(st.thread(switches[0].4), Some((0, 0)));
+        assert_eq!(switches[0].5, (120, 0));
+        // The second switch reuses both entries: two thread records in all.
+        assert_eq!(
+            (switches[1].3, switches[1].4),
+            (switches[0].3, switches[0].4)
+        );
+        let thread_records = recs
+            .iter()
+            .filter(|r| matches!(r, Record::Thread { .. }))
+            .count();
+        assert_eq!(thread_records, 2);
+    }
+
+    #[test]
+    fn a_switch_that_does_not_fit_the_compact_form_carries_weights() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::new();
+        // The incoming thread's process is unknown (no such thread in
+        // /proc: above any pid), and a CPU above 255.
+        let ghost = 4_194_305;
+        t.context_switch(&mut out, 1000, 1, 4242, 4240, 120, 1, "w", ghost, 100, "x")
+            .unwrap();
+        t.context_switch(&mut out, 2000, 300, 4242, 4240, 120, 1, "w", 0, 120, "i")
+            .unwrap();
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let switches: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::ContextSwitch {
+                    cpu,
+                    outgoing_tid,
+                    incoming_tid,
+                    args,
+                    ..
+                } => Some((*cpu, *outgoing_tid, *incoming_tid, args.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(switches.len(), 2);
+        assert_eq!((switches[0].1, switches[0].2), (4242, u64::from(ghost)));
+        assert_eq!(switches[1].0, 300);
+        let args = &switches[1].3;
         assert_eq!(st.string(&args[0].name), Some("incoming_weight"));
         assert_eq!(args[0].value, ArgValue::Int32(i32::MIN));
         assert_eq!(st.string(&args[1].name), Some("outgoing_weight"));
         assert_eq!(args[1].value, ArgValue::Int32(120));
+    }
+
+    #[test]
+    fn the_thread_table_keeps_the_threads_in_use() {
+        let mut table = ThreadTable::default();
+        // 255 threads fill the table; each gets its own index once.
+        let mut seen = std::collections::HashSet::new();
+        for tid in 1..=255 {
+            let (i, new) = table.index(1, tid);
+            assert!(new && i >= 1 && seen.insert(i));
+        }
+        assert!(!table.index(1, 7).1, "a known thread keeps its entry");
+        // A newcomer evicts an entry; thread 7, used since the sweep, is
+        // passed over once and stays.
+        for tid in 1000..1100 {
+            let (i, new) = table.index(1, tid);
+            assert!(new && i >= 1);
+            let (_, again) = table.index(1, 7);
+            assert!(!again, "the thread in use lost its entry");
+        }
     }
 
     #[test]
