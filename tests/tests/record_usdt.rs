@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use tests::{Event, parse, record_fails, require_root, trace_cli, wait_for_recording};
-use trace_common::fxt::{ArgValue, EventKind};
+use trace_common::fxt::{ArgValue, EventKind, StringRef};
 
 fn target_bin() -> &'static str {
     env!("CARGO_BIN_EXE_usdt_target")
@@ -69,7 +69,10 @@ fn usdt_probes_of_a_running_program_carry_their_arguments() {
     let mut recorder = Command::new(trace_cli())
         .args(["record", "-c", "kernel:proc", "-d", "2", "-p"])
         .arg(pid.to_string())
-        .args(["--usdt", "trace_rs:*", "--usdt", "trace_c:*"])
+        .args(["--usdt", "trace_rs:*", "--usdt", "trace_c:point"])
+        .args(["--usdt", "trace_c:constant", "--usdt", "trace_c:guarded"])
+        // The string its first argument points at.
+        .args(["--usdt", "trace_c:greet(str,_)"])
         .arg("-o")
         .arg(&file)
         .stderr(Stdio::piped())
@@ -82,7 +85,7 @@ fn usdt_probes_of_a_running_program_carry_their_arguments() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(recorder.wait().unwrap().success(), "{rest}");
-    assert!(rest.contains("35 USDT events"), "{rest}");
+    assert!(rest.contains("42 USDT events"), "{rest}");
     // Detached: the semaphores are down again and the program runs on.
     assert_eq!(pass(&mut stdin, &mut stdout, 2), "done lazy=0 guarded=0");
     drop(stdin);
@@ -102,6 +105,7 @@ fn usdt_probes_of_a_running_program_carry_their_arguments() {
         ("trace_c:point", 7),
         ("trace_c:constant", 7),
         ("trace_c:guarded", 7),
+        ("trace_c:greet", 7),
     ]
     .into();
     assert_eq!(per_name, expected);
@@ -129,6 +133,16 @@ fn usdt_probes_of_a_running_program_carry_their_arguments() {
             "{e:?}"
         );
         assert!(!e.args.contains_key("unreadable_args"), "{e:?}");
+    }
+    for (i, e) in hits(&trace.events, "trace_c:greet").iter().enumerate() {
+        assert_eq!(
+            e.args.get("arg0"),
+            Some(&ArgValue::String(StringRef::Inline(
+                format!("hello {i}").into()
+            ))),
+            "{e:?}"
+        );
+        assert_eq!(int(e, "arg1"), i as i128, "{e:?}");
     }
     for e in hits(&trace.events, "trace_c:constant") {
         assert_eq!(int(e, "arg0"), 42, "{e:?}");
@@ -204,4 +218,9 @@ fn usdt_probes_that_cannot_be_placed_fail_before_recording() {
     assert!(err.contains("cannot read"), "{err}");
     let err = run("trace_c:constant");
     assert!(err.contains("needs -p"), "{err}");
+    // Argument types that do not fit the probe.
+    let err = run(&format!("{bin}:trace_c:constant(str,str)"));
+    assert!(err.contains("2 argument types given"), "{err}");
+    let err = run(&format!("{bin}:trace_c:constant(text)"));
+    assert!(err.contains("unknown argument type"), "{err}");
 }

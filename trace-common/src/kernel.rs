@@ -1144,6 +1144,19 @@ pub const USDT_ARG_REG: u8 = 2;
 /// [`UsdtArg::value`].
 pub const USDT_ARG_DEREF: u8 = 3;
 
+/// [`UsdtArg::format`]: a number, signed or not as declared.
+pub const USDT_FORMAT_NUMBER: u8 = 0;
+/// [`UsdtArg::format`]: a pointer to a NUL-terminated string in the
+/// program's memory; the program copies up to [`USDT_STR_LEN`] bytes of it
+/// into the event's next string slot (at most [`USDT_MAX_STRS`] per event).
+pub const USDT_FORMAT_STRING: u8 = 1;
+/// [`UsdtArg::format`]: a pointer, recorded as such.
+pub const USDT_FORMAT_POINTER: u8 = 2;
+/// Bytes of each string argument a USDT event carries, the NUL included.
+pub const USDT_STR_LEN: usize = 64;
+/// String arguments a USDT event carries at most.
+pub const USDT_MAX_STRS: usize = 2;
+
 /// Where one argument of a USDT probe site is, as the eBPF program reads
 /// it (the `sys/sdt.h` argument string, parsed by userspace).
 #[repr(C)]
@@ -1155,8 +1168,8 @@ pub struct UsdtArg {
     pub size: u8,
     /// 1 when the value is signed (sign-extended from `size` bytes).
     pub signed: u8,
-    /// Zero.
-    pub reserved: u8,
+    /// `USDT_FORMAT_*`: how the value is recorded.
+    pub format: u8,
     /// Offset of the register in the copied register file (a multiple of 8,
     /// below [`UsdtSpec::regs_size`]).
     pub reg_offset: u32,
@@ -1166,7 +1179,7 @@ pub struct UsdtArg {
 
 /// The arguments of one USDT probe site: the value of `USDT_SPECS[cookie]`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UsdtSpec {
     /// How many of `args` are used.
     pub nargs: u32,
@@ -1176,6 +1189,26 @@ pub struct UsdtSpec {
     pub regs_size: u32,
     /// The arguments.
     pub args: [UsdtArg; USDT_MAX_ARGS],
+    /// For each string slot of the event, the index of the argument whose
+    /// string goes there ([`USDT_NO_STRING`]: none).
+    pub strings: [u8; USDT_MAX_STRS],
+    /// Zero.
+    pub reserved: [u8; 8 - USDT_MAX_STRS],
+}
+
+/// [`UsdtSpec::strings`]: the slot is not used.
+pub const USDT_NO_STRING: u8 = 0xff;
+
+impl Default for UsdtSpec {
+    fn default() -> Self {
+        UsdtSpec {
+            nargs: 0,
+            regs_size: 0,
+            args: [UsdtArg::default(); USDT_MAX_ARGS],
+            strings: [USDT_NO_STRING; USDT_MAX_STRS],
+            reserved: [0; 8 - USDT_MAX_STRS],
+        }
+    }
 }
 
 /// A USDT probe site fired: the current task passed a `DTRACE_PROBE` /
@@ -1196,6 +1229,9 @@ pub struct UsdtEvent {
     pub reserved: u32,
     /// The arguments' values, sign- or zero-extended to 64 bits.
     pub args: [u64; USDT_MAX_ARGS],
+    /// The strings of the [`USDT_FORMAT_STRING`] arguments, in argument
+    /// order, each NUL-terminated (slots not used: unspecified).
+    pub strings: [[u8; USDT_STR_LEN]; USDT_MAX_STRS],
 }
 
 /// The name of `kmem:rss_stat` member `member` as a counter argument.
@@ -1239,8 +1275,9 @@ const _: () = {
     assert!(size_of::<PowerEvent>() == 40);
     assert!(size_of::<UprobeEvent>() == 40);
     assert!(size_of::<UsdtArg>() == 16);
-    assert!(size_of::<UsdtSpec>() == 8 + 16 * USDT_MAX_ARGS);
-    assert!(size_of::<UsdtEvent>() == 40 + 8 * USDT_MAX_ARGS);
+    assert!(size_of::<UsdtSpec>() == 8 + 16 * USDT_MAX_ARGS + 8);
+    assert!(USDT_MAX_STRS <= 8);
+    assert!(size_of::<UsdtEvent>() == 40 + 8 * USDT_MAX_ARGS + USDT_STR_LEN * USDT_MAX_STRS);
     assert!(USDT_MAX_REGS_BYTES.is_multiple_of(8));
     // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
     // self_tgid: no implicit padding anywhere (add a `u16` before `filter`

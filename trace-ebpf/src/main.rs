@@ -56,7 +56,8 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
+        generated,
     },
     btf_maps::{ArrayOfMaps, RingBuf},
     macros::{btf_map, btf_tracepoint, map, tracepoint, uprobe, uretprobe},
@@ -73,7 +74,8 @@ use trace_common::kernel::{
     RWBS_LEN, RssStatEvent, SOFTIRQ_EXIT, SYSCALL_ARGS, SchedSwitchEvent, SchedWakeupEvent,
     SchedWakeupLayout, SoftirqEvent, SoftirqLayout, SysEnterEvent, SysExitEvent, TaskNewtaskEvent,
     TaskRenameEvent, UPROBE_RETURN, USDT_ARG_CONST, USDT_ARG_DEREF, USDT_ARG_REG, USDT_MAX_ARGS,
-    USDT_MAX_REGS_BYTES, UprobeEvent, UsdtEvent, UsdtSpec, WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
+    USDT_MAX_REGS_BYTES, USDT_MAX_STRS, USDT_STR_LEN, UprobeEvent, UsdtEvent, UsdtSpec,
+    WAKEUP_CHECK_INTERVAL, WAKEUP_NEW,
 };
 
 /// A CPU's ring buffer. The size is the template's: userspace creates each
@@ -167,6 +169,8 @@ static USDT_SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
 // (an 8-byte load at an offset masked with OFFSET_MASK) stays inside it.
 const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= SCRATCH_LEN);
 const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= OFFSET_MASK + 1);
+// String slots are indexed with a mask.
+const _: () = assert!(USDT_MAX_STRS.is_power_of_two() && USDT_STR_LEN > 1);
 
 /// One `Scratch` per CPU. Programs do not nest on a CPU, so a run owns it.
 #[map(name = "SCRATCH")]
@@ -1305,6 +1309,22 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
             };
         }
         (*e).unreadable = unreadable;
+        // String arguments: copy the text each points at into its slot.
+        // The pointer is read back from the event, so the verifier sees
+        // one unknown value whatever path the arguments took.
+        for k in 0..USDT_MAX_STRS {
+            let slot = &mut (*e).strings[k];
+            slot[0] = 0;
+            let i = spec.strings[k] as usize;
+            if i >= USDT_MAX_ARGS {
+                continue;
+            }
+            let at = ptr::read_volatile(ptr::addr_of!((*e).args[i]));
+            if bpf_probe_read_user_str_bytes(at as *const u8, slot).is_err() {
+                let mask = ptr::addr_of_mut!((*e).unreadable);
+                ptr::write_volatile(mask, ptr::read_volatile(mask) | 1 << i);
+            }
+        }
     }
     entry.submit(wakeup_flags(layout));
     0

@@ -173,8 +173,9 @@ pub struct KernelRecordCounts {
 pub struct UsdtSiteInfo {
     /// `PROVIDER:NAME`.
     pub name: String,
-    /// Whether each argument is signed.
-    pub signed: Vec<bool>,
+    /// Each argument: whether it is signed, and its
+    /// `trace_common::kernel::USDT_FORMAT_*`.
+    pub args: Vec<(bool, u8)>,
 }
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -1155,9 +1156,9 @@ impl KernelTranslator {
         self.usdt_sites = sites;
     }
 
-    /// Thread `tid` of `tgid` passed USDT site `site` with `args` (the
-    /// first `nargs` used; bit `i` of `unreadable` set when argument `i`
-    /// could not be read).
+    /// Thread `tid` of `tgid` passed USDT site `site` with `args` (bit `i`
+    /// of `unreadable` set when argument `i` could not be read; `strings`,
+    /// the texts of its string arguments in order).
     #[allow(clippy::too_many_arguments)]
     pub fn usdt<W: Write>(
         &mut self,
@@ -1168,6 +1169,7 @@ impl KernelTranslator {
         site: u32,
         args: &[u64],
         unreadable: u32,
+        strings: &[String],
     ) -> Result<(), OutputError> {
         self.know_thread(out, tid, tgid)?;
         let info = self.usdt_sites.get(site as usize).cloned();
@@ -1176,22 +1178,27 @@ impl KernelTranslator {
             .map_or_else(|| format!("usdt site {site}"), |i| i.name.clone());
         let keys: Vec<String> = (0..args.len()).map(|i| format!("arg{i}")).collect();
         let mut list: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(args.len() + 1);
+        let mut string_slot = 0;
         for (i, &v) in args.iter().enumerate() {
+            let (signed, format) = info
+                .as_ref()
+                .and_then(|info| info.args.get(i).copied())
+                .unwrap_or((false, trace_common::kernel::USDT_FORMAT_NUMBER));
+            let text = (format == trace_common::kernel::USDT_FORMAT_STRING).then(|| {
+                string_slot += 1;
+                strings.get(string_slot - 1)
+            });
             if unreadable & (1 << i) != 0 {
                 continue;
             }
-            let signed = info
-                .as_ref()
-                .and_then(|i2| i2.signed.get(i).copied())
-                .unwrap_or(false);
-            list.push((
-                &keys[i],
-                if signed {
-                    ArgValue::Int64(v as i64)
-                } else {
-                    ArgValue::Uint64(v)
-                },
-            ));
+            let value = match (text, format) {
+                (Some(Some(text)), _) => ArgValue::String(StringRef::inline(text.clone())),
+                (Some(None), _) => continue,
+                (None, trace_common::kernel::USDT_FORMAT_POINTER) => ArgValue::Pointer(v),
+                (None, _) if signed => ArgValue::Int64(v as i64),
+                (None, _) => ArgValue::Uint64(v),
+            };
+            list.push((&keys[i], value));
         }
         if unreadable != 0 {
             list.push(("unreadable_args", ArgValue::Uint64(u64::from(unreadable))));

@@ -194,9 +194,9 @@ impl<W: Write> Recording<W> {
                 .iter()
                 .map(|site| UsdtSiteInfo {
                     name: site.event_name(),
-                    signed: site.spec_value.args[..site.spec_value.nargs as usize]
+                    args: site.spec_value.args[..site.spec_value.nargs as usize]
                         .iter()
-                        .map(|a| a.signed != 0)
+                        .map(|a| (a.signed != 0, a.format))
                         .collect(),
                 })
                 .collect(),
@@ -526,6 +526,7 @@ fn translate<W: Write>(
         ),
         KernelEvent::Usdt(e) => {
             let n = (e.nargs as usize).min(e.args.len());
+            let strings: Vec<String> = e.strings.iter().map(crate::usdt::slot_text).collect();
             t.usdt(
                 out,
                 e.header.ts,
@@ -534,6 +535,7 @@ fn translate<W: Write>(
                 e.site,
                 &e.args[..n],
                 e.unreadable,
+                &strings,
             )
         }
         KernelEvent::Power(e) => t.cpu_power(

@@ -7,7 +7,12 @@
 //! are searched). `BINARY` is found as for `--uprobe`: a path, a library the
 //! process maps named by the start of its file name (`libpython3`), or a
 //! program on `PATH`. `PROVIDER` and `NAME` may hold `*` wildcards, so
-//! `app:*` is every probe of provider `app`.
+//! `app:*` is every probe of provider `app`. A list of types may follow the
+//! name, one per argument: `python:function__entry(str,str,int)`. `str`
+//! records the NUL-terminated string the argument points at (at most
+//! [`USDT_MAX_STRS`] per probe, [`USDT_STR_LEN`] bytes with the NUL), `ptr`
+//! a pointer, `int` / `uint` a signed / unsigned number, `_` the argument as
+//! its note declares it (a number, signed or not).
 //!
 //! Each note names one site: the address of the `nop` the probe compiles to,
 //! the address of its semaphore (a `u16` the program tests before computing
@@ -26,7 +31,8 @@ use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSection};
 use trace_common::category::glob_matches;
 use trace_common::kernel::{
-    USDT_ARG_ABSENT, USDT_ARG_CONST, USDT_ARG_DEREF, USDT_ARG_REG, USDT_MAX_ARGS, UsdtArg, UsdtSpec,
+    USDT_ARG_ABSENT, USDT_ARG_CONST, USDT_ARG_DEREF, USDT_ARG_REG, USDT_FORMAT_POINTER,
+    USDT_FORMAT_STRING, USDT_MAX_ARGS, USDT_MAX_STRS, USDT_STR_LEN, UsdtArg, UsdtSpec,
 };
 
 /// One place a USDT probe fires: a `STAP_PROBE` / `DTRACE_PROBE` point.
@@ -451,7 +457,8 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
         why: why.to_owned(),
     };
     let arch = Arch::host().ok_or_else(|| syntax("USDT arguments cannot be read on this CPU"))?;
-    let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
+    let (probe, types) = split_types(spec).map_err(|why| syntax(&why))?;
+    let parts: Vec<&str> = probe.rsplitn(3, ':').collect();
     let (binary, provider, name) = match parts[..] {
         [name, provider, binary] => (Some(binary), provider, name),
         [name, provider] => (None, provider, name),
@@ -515,7 +522,13 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
             if !glob_matches(provider, &note.provider) || !glob_matches(name, &note.name) {
                 continue;
             }
-            let (spec_value, problems) = parse_args(&note.args, arch);
+            let (mut spec_value, problems) = parse_args(&note.args, arch);
+            apply_types(&mut spec_value, &types).map_err(|why| {
+                syntax(&format!(
+                    "{why} for {}:{} (its arguments: `{}`)",
+                    note.provider, note.name, note.args
+                ))
+            })?;
             for p in problems {
                 log::warn!(
                     "--usdt {spec}: {}:{} at {:#x} in {}: {p}; recorded as unreadable",
@@ -565,6 +578,89 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
         });
     }
     Ok(sites)
+}
+
+/// An argument type of the optional list after the probe name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArgType {
+    /// As the note declares it.
+    Declared,
+    /// A signed number.
+    Int,
+    /// An unsigned number.
+    Uint,
+    /// A pointer.
+    Pointer,
+    /// A pointer to a NUL-terminated string, recorded as the string.
+    Str,
+}
+
+/// Splits `PROBE(TYPE,...)` into the probe and its argument types (none
+/// when there is no list).
+fn split_types(spec: &str) -> Result<(&str, Vec<ArgType>), String> {
+    let Some(open) = spec.find('(') else {
+        return Ok((spec, Vec::new()));
+    };
+    let list = spec[open + 1..]
+        .strip_suffix(')')
+        .ok_or_else(|| "the argument types must end with `)`".to_owned())?;
+    let types = list
+        .split(',')
+        .map(|t| match t.trim() {
+            "_" | "" => Ok(ArgType::Declared),
+            "int" => Ok(ArgType::Int),
+            "uint" => Ok(ArgType::Uint),
+            "ptr" => Ok(ArgType::Pointer),
+            "str" => Ok(ArgType::Str),
+            other => Err(format!(
+                "unknown argument type `{other}` (known: str, ptr, int, uint, _)"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if types.iter().filter(|t| **t == ArgType::Str).count() > USDT_MAX_STRS {
+        return Err(format!("at most {USDT_MAX_STRS} `str` arguments per probe"));
+    }
+    Ok((&spec[..open], types))
+}
+
+/// Applies the argument types to a site's spec.
+fn apply_types(spec: &mut UsdtSpec, types: &[ArgType]) -> Result<(), String> {
+    if types.len() > spec.nargs as usize {
+        return Err(format!(
+            "{} argument types given, but the probe has {} arguments",
+            types.len(),
+            spec.nargs
+        ));
+    }
+    let mut slots = 0;
+    for (i, (arg, ty)) in spec.args.iter_mut().zip(types).enumerate() {
+        match ty {
+            ArgType::Declared => {}
+            ArgType::Int => arg.signed = 1,
+            ArgType::Uint => arg.signed = 0,
+            ArgType::Pointer | ArgType::Str => {
+                if arg.size != 8 && arg.size != 4 {
+                    return Err(format!("a {}-byte argument cannot be a pointer", arg.size));
+                }
+                // A pointer is never sign-extended.
+                arg.signed = 0;
+                arg.format = if *ty == ArgType::Str {
+                    spec.strings[slots] = i as u8;
+                    slots += 1;
+                    USDT_FORMAT_STRING
+                } else {
+                    USDT_FORMAT_POINTER
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The text of a string slot: up to the NUL, invalid UTF-8 replaced.
+pub fn slot_text(slot: &[u8; USDT_STR_LEN]) -> String {
+    let end = slot.iter().position(|&b| b == 0).unwrap_or(slot.len());
+    String::from_utf8_lossy(&slot[..end]).into_owned()
 }
 
 /// The program of `pid` and every other file it maps, through its root.
@@ -638,6 +734,56 @@ mod tests {
         assert_eq!((a.kind, a.reg_offset, a.value), (USDT_ARG_DEREF, 8, 0));
         let a = one("4@5", Arch::Aarch64);
         assert_eq!((a.kind, a.value), (USDT_ARG_CONST, 5));
+    }
+
+    #[test]
+    fn argument_types_follow_the_name() {
+        let (probe, types) = split_types("python:function__entry(str, str,int)").unwrap();
+        assert_eq!(probe, "python:function__entry");
+        assert_eq!(types, [ArgType::Str, ArgType::Str, ArgType::Int]);
+        assert_eq!(split_types("a:b").unwrap(), ("a:b", vec![]));
+        assert!(split_types("a:b(str").is_err());
+        assert!(
+            split_types("a:b(float)")
+                .unwrap_err()
+                .contains("unknown argument type")
+        );
+        assert!(
+            split_types("a:b(str,str,str)")
+                .unwrap_err()
+                .contains("at most")
+        );
+
+        let (mut spec, _) = parse_args("8@%rdi -8@%rsi -4@%edx 2@%cx", Arch::X86_64);
+        apply_types(
+            &mut spec,
+            &[
+                ArgType::Str,
+                ArgType::Pointer,
+                ArgType::Uint,
+                ArgType::Declared,
+            ],
+        )
+        .unwrap();
+        assert_eq!(spec.args[0].format, USDT_FORMAT_STRING);
+        assert_eq!(spec.strings, [0, trace_common::kernel::USDT_NO_STRING]);
+        assert_eq!(
+            (spec.args[1].format, spec.args[1].signed),
+            (USDT_FORMAT_POINTER, 0)
+        );
+        assert_eq!(spec.args[2].signed, 0);
+        assert_eq!(spec.args[3].format, 0);
+        assert!(apply_types(&mut spec, &[ArgType::Declared; 5]).is_err());
+        let two_byte_pointer = [
+            ArgType::Declared,
+            ArgType::Declared,
+            ArgType::Declared,
+            ArgType::Str,
+        ];
+        assert!(apply_types(&mut spec, &two_byte_pointer).is_err());
+        let mut slot = [0u8; USDT_STR_LEN];
+        slot[..5].copy_from_slice(b"hello");
+        assert_eq!(slot_text(&slot), "hello");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! and `trace_rs:lazy` (`i`, behind a semaphore). C probes (`sys/sdt.h`,
 //! `c/usdt_target.c`): `trace_c:point` (`i` as int, `-i` as short, `-10^12
 //! i` as long long, `200 + i` as unsigned char, in memory),
-//! `trace_c:constant` (42) and `trace_c:guarded` (`i`, behind a semaphore).
+//! `trace_c:constant` (42), `trace_c:greet` (the string `hello i`, `i`)
+//! and `trace_c:guarded` (`i`, behind a semaphore).
 
 use std::io::{BufRead, Write};
 
