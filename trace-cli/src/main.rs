@@ -1,6 +1,7 @@
 //! `trace-cli`: record what the kernel and instrumented programs did into one
 //! Fuchsia Trace Format file, and inspect or convert such files.
 
+mod categories;
 mod convert;
 mod dump;
 mod providers;
@@ -8,7 +9,7 @@ mod record;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Record and inspect Fuchsia Trace Format (FXT) traces on Linux.
 #[derive(Parser)]
@@ -21,13 +22,47 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Record a trace (needs root, or CAP_BPF and CAP_PERFMON).
-    Record(record::RecordArgs),
+    Record(Box<record::RecordArgs>),
     /// List the userspace providers that register with a manager.
     Providers(providers::ProvidersArgs),
+    /// List the categories `record -c` can select, with what each records.
+    Categories(categories::CategoriesArgs),
     /// Print every record of a trace file, one per line.
     Dump(dump::DumpArgs),
     /// Convert a trace file to Chrome trace-event JSON.
     Convert(convert::ConvertArgs),
+    /// Print a shell completion script (e.g. `trace-cli completions bash >
+    /// /etc/bash_completion.d/trace-cli`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page, in roff (e.g. `trace-cli man | man -l -`).
+    Man,
+}
+
+/// Writes the manual page of `trace-cli` and of each of its commands.
+fn man() -> anyhow::Result<ExitCode> {
+    let cmd = Cli::command();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("trace-cli-{}", sub.get_name());
+        let sub = sub.clone().display_name(name);
+        clap_mangen::Man::new(sub).render(&mut page)?;
+    }
+    print_all(&page)
+}
+
+/// Writes `bytes` to standard output; a reader that went away (`| head`)
+/// is no error.
+fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 fn main() -> ExitCode {
@@ -36,10 +71,18 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Record(args) => record::run(args),
+        Command::Record(args) => record::run(*args),
         Command::Dump(args) => dump::run(args),
         Command::Providers(args) => providers::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Categories(args) => categories::run(args),
+        Command::Completions { shell } => {
+            // Generated into memory: the generator panics on a write error.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "trace-cli", &mut script);
+            print_all(&script)
+        }
+        Command::Man => man(),
     };
     match result {
         Ok(code) => code,

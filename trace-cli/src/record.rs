@@ -78,6 +78,11 @@ pub struct RecordArgs {
     /// repeat.
     #[arg(long = "usdt", value_name = "SPEC")]
     usdt: Vec<String>,
+    /// Wait this long before recording starts (fractions allowed). A
+    /// COMMAND starts at once and is recorded from then on (its threads; the
+    /// processes it started during the wait are not followed).
+    #[arg(long, value_name = "SECONDS")]
+    start_delay: Option<f64>,
     /// With a COMMAND, record kernel events of every process, not only the
     /// command's.
     #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
@@ -95,6 +100,11 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     {
         bail!("the duration must be a positive number of seconds, not {d}");
     }
+    if let Some(d) = args.start_delay
+        && !(d.is_finite() && d >= 0.0)
+    {
+        bail!("the start delay must be a number of seconds, 0 or more, not {d}");
+    }
     if !(args.buffer_megabytes > 0.0 && args.buffer_megabytes <= 4096.0) {
         bail!("the buffer size must be more than 0 and at most 4096 megabytes");
     }
@@ -104,12 +114,31 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         .map(|c| c.trim().to_owned())
         .filter(|c| !c.is_empty())
         .collect();
-    for pattern in categories.iter().filter(|c| c.starts_with("kernel")) {
-        if kernel_categories(std::slice::from_ref(pattern)).is_empty() {
+    for pattern in &categories {
+        let kernel = pattern.starts_with("kernel");
+        if kernel && !kernel_categories(std::slice::from_ref(pattern)).is_empty() {
+            continue;
+        }
+        let hint = crate::categories::suggest(pattern);
+        if kernel {
             let known: Vec<_> = KERNEL_CATEGORIES.iter().map(|(n, _)| *n).collect();
-            bail!(
-                "category {pattern:?} matches no known category (known: {})",
-                known.join(", ")
+            match hint {
+                Some(meant) => bail!(
+                    "category {pattern:?} matches no known category; did you mean {meant:?}? \
+                     (`trace-cli categories` lists them)"
+                ),
+                None => bail!(
+                    "category {pattern:?} matches no known category (known: {})",
+                    known.join(", ")
+                ),
+            }
+        }
+        // Userspace providers name their own categories, so this is no
+        // error; but a kernel category without its prefix likely is one.
+        if let Some(meant) = hint {
+            eprintln!(
+                "trace-cli: warning: {pattern:?} is not a kernel category and goes to userspace \
+                 providers only; did you mean {meant:?}?"
             );
         }
     }
@@ -208,11 +237,42 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             .collect::<Result<Vec<_>, _>>()?,
         usdt: resolve_usdt(&args.usdt, args.pids.first().copied())?,
     };
+    // A delayed start: the command runs now and is followed by its pid once
+    // recording starts.
+    let mut config = config;
+    let mut early_child = None;
+    if let Some(delay) = args.start_delay.map(Duration::from_secs_f64) {
+        if let Some((program, rest)) = args.command.split_first() {
+            let child = start_command(program, rest, None)?;
+            if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
+                pids.push(pid);
+            }
+            early_child = Some(child);
+        }
+        eprintln!(
+            "trace-cli: recording starts in {:.1} s",
+            delay.as_secs_f64()
+        );
+        let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = sigint.recv() => bail!("interrupted before recording started"),
+        }
+    }
     let mut recording =
         Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
 
-    let mut child = match args.command.split_first() {
-        Some((program, rest)) => {
+    let mut child = match (early_child, args.command.split_first()) {
+        (Some(child), _) => {
+            if let Some(pid) = child.id() {
+                // Names it; it may have exited during the wait.
+                if let Err(e) = recording.follow(pid) {
+                    log::debug!("naming the command: {e}");
+                }
+            }
+            Some(child)
+        }
+        (None, Some((program, rest))) => {
             let child = start_command(program, rest, recording.follow_hook())?;
             if config.pids.is_some()
                 && let Some(pid) = child.id()
@@ -224,7 +284,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             }
             Some(child)
         }
-        None => None,
+        (None, None) => None,
     };
     let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;

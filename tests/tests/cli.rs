@@ -1,0 +1,141 @@
+//! End-to-end: the parts of `trace-cli` around recording — the category
+//! list, suggestions for mistyped categories, shell completions, the manual
+//! page, and a delayed start.
+
+use std::process::Command;
+
+use tests::{parse, require_root, trace_cli};
+use trace_common::fxt::{ArgValue, StringRef};
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(trace_cli()).args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn categories_lists_every_kernel_category_with_what_it_records() {
+    let (ok, out, err) = cli(&["categories"]);
+    assert!(ok, "{err}");
+    for (name, description) in trace_common::category::KERNEL_CATEGORIES {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{out}"));
+        assert!(line.contains(description), "{line}");
+    }
+    assert!(out.contains("usdt") && out.contains("uprobe"), "{out}");
+}
+
+#[test]
+fn a_mistyped_category_gets_a_suggestion() {
+    let out_file = tmp("typo.fxt");
+    let out = out_file.to_str().unwrap();
+    // A kernel category that does not exist: an error naming the one meant,
+    // before anything is recorded.
+    let (ok, _, err) = cli(&["record", "-c", "kernel:shed", "-d", "1", "-o", out]);
+    assert!(!ok);
+    assert!(err.contains("did you mean \"kernel:sched\""), "{err}");
+    assert!(!err.contains("recording"), "{err}");
+    // Nothing close: the list of categories.
+    let (ok, _, err) = cli(&["record", "-c", "kernel:zzzzzz", "-d", "1", "-o", out]);
+    assert!(!ok);
+    assert!(err.contains("known: kernel:sched"), "{err}");
+}
+
+#[test]
+fn a_kernel_category_without_its_prefix_is_a_warning() {
+    require_root();
+    let out_file = tmp("bare.fxt");
+    let (ok, _, err) = cli(&[
+        "record",
+        "-c",
+        "syscall,kernel:proc",
+        "-d",
+        "0.2",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("\"syscall\" is not a kernel category")
+            && err.contains("did you mean \"kernel:syscall\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn completions_and_manual_page_come_from_the_command_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (ok, out, err) = cli(&["completions", shell]);
+        assert!(ok, "{shell}: {err}");
+        for word in ["record", "usdt", "start-delay", "categories"] {
+            assert!(out.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    let (ok, out, err) = cli(&["man"]);
+    assert!(ok, "{err}");
+    for page in [
+        "trace-cli",
+        "trace-cli-record",
+        "trace-cli-dump",
+        "trace-cli-categories",
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!(".TH {page} "))),
+            "no page {page}"
+        );
+    }
+    assert!(out.contains("start\\-delay") || out.contains("start-delay"));
+    let (ok, _, _) = cli(&["completions", "tcsh"]);
+    assert!(!ok, "an unknown shell is refused");
+}
+
+#[test]
+fn a_delayed_start_records_only_what_follows_it() {
+    require_root();
+    let file = tmp("delayed.fxt");
+    let started = std::time::Instant::now();
+    let (ok, out, err) = cli(&[
+        "record",
+        "-c",
+        "kernel:proc",
+        "--start-delay",
+        "0.6",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.1; /bin/echo early; sleep 1.2; /bin/true",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("early"));
+    assert!(err.contains("recording starts in 0.6 s"), "{err}");
+    assert!(started.elapsed().as_secs_f64() >= 1.3);
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let execs: Vec<String> = trace
+        .events
+        .iter()
+        .filter(|e| e.name == "exec")
+        .filter_map(|e| match e.args.get("filename") {
+            Some(ArgValue::String(StringRef::Inline(f))) => Some(f.to_string()),
+            _ => None,
+        })
+        .collect();
+    // The exec during the wait is not recorded; the one after it is, since
+    // the command is followed from the start on.
+    assert!(execs.iter().any(|f| f == "/bin/true"), "{execs:?}");
+    assert!(!execs.iter().any(|f| f == "/bin/echo"), "{execs:?}");
+    // Bad values are refused before anything happens.
+    let (ok, _, err) = cli(&["record", "--start-delay=-1", "-o", "/dev/null"]);
+    assert!(!ok && err.contains("start delay"), "{err}");
+}
