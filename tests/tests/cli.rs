@@ -139,3 +139,36 @@ fn a_delayed_start_records_only_what_follows_it() {
     let (ok, _, err) = cli(&["record", "--start-delay=-1", "-o", "/dev/null"]);
     assert!(!ok && err.contains("start delay"), "{err}");
 }
+
+#[test]
+fn progress_is_shown_on_a_terminal_only() {
+    require_root();
+    let file = tmp("progress.fxt");
+    let record = format!(
+        "{} record -c kernel:sched -d 1.2 -o {}",
+        trace_cli().display(),
+        file.display()
+    );
+    // `script` runs it on a pseudo-terminal.
+    let Ok(out) = Command::new("script")
+        .args(["-qec", &record, "/dev/null"])
+        .output()
+    else {
+        eprintln!("no `script` here: the terminal case was not checked");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("kernel events") && text.contains("MiB written"),
+        "no progress line on a terminal: {text}"
+    );
+    assert!(text.contains(" dropped -> "), "no summary: {text}");
+    // Not a terminal: the summary alone.
+    let (ok, _, err) = cli(&["record", "-c", "kernel:sched", "-d", "0.6", "-o"]
+        .into_iter()
+        .chain([file.to_str().unwrap()])
+        .collect::<Vec<_>>());
+    assert!(ok, "{err}");
+    assert!(!err.contains("MiB written"), "{err}");
+}

@@ -500,3 +500,47 @@ fn providers_lists_programs_waiting_for_a_manager() {
     );
     assert!(app.wait_with_output().unwrap().status.success());
 }
+
+#[test]
+fn a_trigger_alert_stops_the_recording() {
+    require_root();
+    let dir = temp_dir("trigger");
+    let socket = dir.join("provider.sock");
+    let out = dir.join("trace.fxt");
+    // The app raises `seq-500` about a second into the trace; without the
+    // trigger the recording would last 20 s.
+    let (mut app, pid, _) = start_app(&socket, 10.0, 2000);
+    let started = std::time::Instant::now();
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-c",
+            "app",
+            "-d",
+            "20",
+            "--trigger",
+            "nope",
+            "--trigger",
+            "seq-500",
+        ],
+    )
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("provider \"provider-app\" raised alert \"seq-500\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("stopped by alert \"seq-500\""), "{stderr}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let _ = app.kill();
+    let _ = app.wait();
+    // Everything up to the alert is in the file.
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let seqs: Vec<u64> = app_events(&t, pid, "work").iter().map(|e| seq(e)).collect();
+    assert!(seqs.contains(&500), "{} work events", seqs.len());
+}

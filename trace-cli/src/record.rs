@@ -78,6 +78,10 @@ pub struct RecordArgs {
     /// repeat.
     #[arg(long = "usdt", value_name = "SPEC")]
     usdt: Vec<String>,
+    /// Stop when a userspace provider raises this alert
+    /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
+    #[arg(long = "trigger", value_name = "ALERT")]
+    triggers: Vec<String>,
     /// Wait this long before recording starts (fractions allowed). A
     /// COMMAND starts at once and is recorded from then on (its threads; the
     /// processes it started during the wait are not followed).
@@ -190,6 +194,66 @@ fn resolve_usdt(specs: &[String], pid: Option<u32>) -> Result<Vec<UsdtSite>> {
     Ok(sites)
 }
 
+/// How often the progress line is redrawn (and alerts looked at).
+const PROGRESS_TICK: Duration = Duration::from_millis(250);
+
+/// The live status line on a terminal: elapsed time, events, bytes,
+/// drops, providers. Nothing when standard error is not a terminal.
+struct ProgressLine {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl ProgressLine {
+    fn new() -> Self {
+        use std::io::IsTerminal as _;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr_with_hz(4),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            bar
+        });
+        ProgressLine { bar }
+    }
+
+    fn update(&self, p: &trace_manager::recording::Progress) {
+        let Some(bar) = &self.bar else { return };
+        let mut msg = format!(
+            "{:.1} s  {} kernel events  {:.1} MiB written  {} dropped",
+            p.elapsed.as_secs_f64(),
+            p.kernel_events,
+            p.bytes as f64 / (1024.0 * 1024.0),
+            p.dropped
+        );
+        if p.providers.0 > 0 {
+            msg.push_str(&format!(
+                "  {} providers ({} tracing)",
+                p.providers.0, p.providers.1
+            ));
+        }
+        bar.set_message(msg);
+        bar.tick();
+    }
+
+    /// Prints `line` above the progress line (or alone).
+    fn println(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let file = File::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
@@ -296,28 +360,62 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: recording");
     }
 
-    let stop = async {
-        let deadline = async {
-            match duration {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
+    let reason = {
+        let stop = async {
+            let deadline = async {
+                match duration {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let exited = async {
+                match child.as_mut() {
+                    Some(c) => Some(c.wait().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = deadline => StopReason::Duration,
+                status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
+                _ = sigint.recv() => StopReason::Signal,
+                _ = sigterm.recv() => StopReason::Signal,
             }
         };
-        let exited = async {
-            match child.as_mut() {
-                Some(c) => Some(c.wait().await),
-                None => std::future::pending().await,
+        tokio::pin!(stop);
+        let progress = ProgressLine::new();
+        // Collect in ticks: between them, alerts are looked at and the
+        // progress line is redrawn.
+        let reason = loop {
+            let tick = async {
+                tokio::select! {
+                    reason = &mut stop => Some(reason),
+                    () = tokio::time::sleep(PROGRESS_TICK) => None,
+                }
+            };
+            if let Some(reason) = recording.run_until(tick).await.map_err(explain)? {
+                break reason;
             }
+            let mut triggered = None;
+            for (provider, alert) in recording.take_alerts() {
+                progress.println(&format!(
+                    "trace-cli: provider {provider:?} raised alert {alert:?}"
+                ));
+                if triggered.is_none() && args.triggers.contains(&alert) {
+                    triggered = Some(alert);
+                }
+            }
+            if let Some(alert) = triggered {
+                break StopReason::Trigger(alert);
+            }
+            progress.update(&recording.progress());
         };
-        tokio::select! {
-            _ = deadline => StopReason::Duration,
-            status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
-            _ = sigint.recv() => StopReason::Signal,
-            _ = sigterm.recv() => StopReason::Signal,
-        }
+        progress.finish();
+        reason
     };
-    let reason = recording.run_until(stop).await.map_err(explain)?;
     let (stats, _) = recording.finish().await.map_err(explain)?;
+    if let StopReason::Trigger(alert) = &reason {
+        eprintln!("trace-cli: stopped by alert {alert:?}");
+    }
 
     if let Some(mut c) = child
         && !matches!(reason, StopReason::CommandExited(_))
@@ -404,6 +502,7 @@ fn start_command(
 
 enum StopReason {
     Duration,
+    Trigger(String),
     CommandExited(Option<std::process::ExitStatus>),
     Signal,
 }

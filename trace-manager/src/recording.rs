@@ -132,6 +132,21 @@ pub struct Recording<W: Write> {
     started: Instant,
 }
 
+/// How a recording is going, for a progress display.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Time since the recording started.
+    pub elapsed: Duration,
+    /// Kernel events received so far.
+    pub kernel_events: u64,
+    /// Bytes written so far.
+    pub bytes: u64,
+    /// Kernel events lost so far.
+    pub dropped: u64,
+    /// Userspace providers registered, and how many of them are tracing.
+    pub providers: (usize, usize),
+}
+
 /// The kernel categories `patterns` select.
 pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
     KERNEL_CATEGORIES
@@ -255,6 +270,39 @@ impl<W: Write> Recording<W> {
             self.translator.write_snapshot(&mut self.out, &snapshot)?;
         }
         Ok(())
+    }
+
+    /// How the recording is going.
+    pub fn progress(&self) -> Progress {
+        let providers = self
+            .registry
+            .as_ref()
+            .map(|r| r.providers())
+            .unwrap_or_default();
+        Progress {
+            elapsed: self.started.elapsed(),
+            kernel_events: self.stats.kernel_events,
+            bytes: self.out.bytes(),
+            dropped: self
+                .kernel
+                .as_ref()
+                .and_then(|k| k.dropped().ok())
+                .unwrap_or(0)
+                + self.keep.refused,
+            providers: (
+                providers.len(),
+                providers.iter().filter(|p| p.state == "started").count(),
+            ),
+        }
+    }
+
+    /// The alerts userspace providers raised since the last call, oldest
+    /// first, as (provider name, alert name).
+    pub fn take_alerts(&mut self) -> Vec<(String, String)> {
+        self.registry
+            .as_mut()
+            .map(Registry::take_alerts)
+            .unwrap_or_default()
     }
 
     /// Collects events until `stop` completes, and returns its output.

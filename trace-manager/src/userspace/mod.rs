@@ -167,6 +167,8 @@ pub struct Registry {
     notes_rx: mpsc::UnboundedReceiver<(usize, Note)>,
     tracing: bool,
     next_id: u32,
+    /// Alerts raised and not yet taken: (provider name, alert name).
+    alerts: Vec<(String, String)>,
 }
 
 fn io(e: nix::Error) -> std::io::Error {
@@ -186,7 +188,14 @@ impl Registry {
             notes_rx,
             tracing: false,
             next_id: 2,
+            alerts: Vec::new(),
         })
+    }
+
+    /// The alerts providers raised since the last call, oldest first, as
+    /// (provider name, alert name).
+    pub fn take_alerts(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.alerts)
     }
 
     /// The registered providers.
@@ -439,6 +448,8 @@ impl Registry {
                 }
                 Ok(FromProvider::Alert(name)) => {
                     log::info!("provider {} raised alert {}", p.info.name, name.as_str());
+                    self.alerts
+                        .push((p.info.name.clone(), name.as_str().to_owned()));
                 }
                 Ok(FromProvider::SaveBuffer {
                     wrapped_count,
