@@ -172,3 +172,59 @@ fn progress_is_shown_on_a_terminal_only() {
     assert!(ok, "{err}");
     assert!(!err.contains("MiB written"), "{err}");
 }
+
+#[test]
+fn a_trace_streams_to_standard_output_while_recording() {
+    use std::io::Read as _;
+    require_root();
+    let mut rec = Command::new(trace_cli())
+        .args([
+            "record",
+            "-c",
+            "kernel:sched,kernel:syscall,kernel:proc",
+            "-d",
+            "3",
+        ])
+        .args(["-o", "-", "--", "sh", "-c"])
+        .arg("echo from-the-command; for i in 1 2 3 4 5 6 7 8 9; do sleep 0.2; done")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = rec.stdout.take().unwrap();
+    let mut data = vec![0u8; 4096];
+    let n = stdout.read(&mut data).unwrap();
+    assert!(n > 0);
+    // The first records arrive while the recorder still runs.
+    assert!(
+        rec.try_wait().unwrap().is_none(),
+        "nothing came before the end"
+    );
+    data.truncate(n);
+    stdout.read_to_end(&mut data).unwrap();
+    let out = rec.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The command's own output went to standard error, not into the trace.
+    assert!(stderr.contains("from-the-command"), "{stderr}");
+    assert!(
+        stderr.contains(", 0 dropped -> standard output"),
+        "{stderr}"
+    );
+    let trace = tests::parse_bytes(&data);
+    assert!(trace.starts_with_magic);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    assert!(!trace.switches.is_empty());
+    assert!(trace.events.iter().any(|e| e.category == "kernel:syscall"));
+    // And `dump -` reads it back from a pipe.
+    let mut dump = Command::new(trace_cli())
+        .args(["dump", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut dump.stdin.take().unwrap(), &data).unwrap();
+    let dumped = dump.wait_with_output().unwrap();
+    assert!(dumped.status.success());
+    assert!(String::from_utf8_lossy(&dumped.stdout).contains("context_switch"));
+}

@@ -24,7 +24,7 @@ const CPU_PSEUDO_PID: u64 = 0x7fff_fff0;
 /// Arguments of `trace-cli convert`.
 #[derive(Args)]
 pub struct ConvertArgs {
-    /// The FXT file to convert.
+    /// The FXT file to convert (`-` for standard input).
     file: PathBuf,
     /// Where to write the JSON (`-` for standard output).
     #[arg(short, long)]
@@ -32,8 +32,7 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<ExitCode> {
-    let data = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let data = crate::read_trace(&args.file)?;
     let out: Box<dyn Write> = if args.output.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())
     } else {

@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
@@ -13,13 +13,12 @@ use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
 /// Arguments of `trace-cli dump`.
 #[derive(Args)]
 pub struct DumpArgs {
-    /// The FXT file to print.
+    /// The FXT file to print (`-` for standard input).
     file: PathBuf,
 }
 
 pub fn run(args: DumpArgs) -> Result<ExitCode> {
-    let data = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let data = crate::read_trace(&args.file)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut state = TraceState::new();

@@ -41,6 +41,18 @@ enum Command {
     Man,
 }
 
+/// The bytes of the trace file `path`, or of standard input for `-`.
+fn read_trace(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    if path.as_os_str() == "-" {
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut data)
+            .context("cannot read standard input")?;
+        return Ok(data);
+    }
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
 /// Writes the manual page of `trace-cli` and of each of its commands.
 fn man() -> anyhow::Result<ExitCode> {
     let cmd = Cli::command();

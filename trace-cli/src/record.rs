@@ -1,7 +1,7 @@
 //! `trace-cli record`: record a trace with an embedded manager.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,7 +20,8 @@ use trace_manager::userspace::UserspaceConfig;
 /// Arguments of `trace-cli record`.
 #[derive(Args)]
 pub struct RecordArgs {
-    /// Where to write the trace.
+    /// Where to write the trace; `-` streams it to standard output as it is
+    /// recorded (a COMMAND's own output then goes to standard error).
     #[arg(short, long, default_value = "trace.fxt")]
     output: PathBuf,
     /// Stop after this many seconds (fractions allowed).
@@ -255,8 +256,22 @@ impl ProgressLine {
 }
 
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
-    let file = File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let to_stdout = args.output.as_os_str() == "-";
+    let sink: Box<dyn Write> = if to_stdout {
+        use std::io::IsTerminal as _;
+        if std::io::stdout().is_terminal() {
+            bail!("-o - writes the binary trace to standard output: pipe or redirect it");
+        }
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(
+            File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?,
+        )
+    };
+    // To a pipe, records go out at every tick; a smaller buffer keeps the
+    // reader close behind.
+    let buffer = if to_stdout { 64 << 10 } else { 1 << 20 };
     let mb = |m: u64| m * 1024 * 1024;
     let mut overrides = Vec::new();
     for spec in &args.provider_buffers {
@@ -307,7 +322,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let mut early_child = None;
     if let Some(delay) = args.start_delay.map(Duration::from_secs_f64) {
         if let Some((program, rest)) = args.command.split_first() {
-            let child = start_command(program, rest, None)?;
+            let child = start_command(program, rest, None, to_stdout)?;
             if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
                 pids.push(pid);
             }
@@ -324,7 +339,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         }
     }
     let mut recording =
-        Recording::start(&config, BufWriter::with_capacity(1 << 20, file)).map_err(explain)?;
+        Recording::start(&config, BufWriter::with_capacity(buffer, sink)).map_err(explain)?;
 
     let mut child = match (early_child, args.command.split_first()) {
         (Some(child), _) => {
@@ -337,7 +352,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             Some(child)
         }
         (None, Some((program, rest))) => {
-            let child = start_command(program, rest, recording.follow_hook())?;
+            let child = start_command(program, rest, recording.follow_hook(), to_stdout)?;
             if config.pids.is_some()
                 && let Some(pid) = child.id()
             {
@@ -408,6 +423,9 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 break StopReason::Trigger(alert);
             }
             progress.update(&recording.progress());
+            if to_stdout {
+                recording.flush().map_err(explain)?;
+            }
         };
         progress.finish();
         reason
@@ -450,7 +468,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             String::new()
         },
         providers_summary(&stats.providers),
-        args.output.display()
+        if to_stdout {
+            "standard output".to_owned()
+        } else {
+            args.output.display().to_string()
+        }
     );
     if let StopReason::CommandExited(Some(status)) = reason
         && !status.success()
@@ -485,9 +507,18 @@ fn start_command(
     program: &str,
     args: &[String],
     hook: Option<FollowHook>,
+    stdout_to_stderr: bool,
 ) -> Result<tokio::process::Child> {
     let mut cmd = Command::new(program);
     cmd.args(args);
+    if stdout_to_stderr {
+        use std::os::fd::AsFd as _;
+        let stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("duplicating standard error for the command")?;
+        cmd.stdout(std::process::Stdio::from(stderr));
+    }
     if let Some(hook) = hook {
         // SAFETY: the closure runs in the child between fork and exec; it
         // makes two system calls (getpid, bpf) on values it owns, which is

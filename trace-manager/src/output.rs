@@ -92,6 +92,12 @@ impl<W: Write> FxtStream<W> {
         self.records
     }
 
+    /// Hands what is buffered to the underlying writer (a reader at the
+    /// other end of a pipe sees whole records up to here).
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        Ok(self.out.flush()?)
+    }
+
     /// Flushes and returns the underlying writer.
     pub fn finish(mut self) -> Result<W, OutputError> {
         self.out.flush()?;

@@ -296,6 +296,12 @@ impl<W: Write> Recording<W> {
         }
     }
 
+    /// Hands the records written so far to the output (for a reader at the
+    /// other end of a pipe).
+    pub fn flush(&mut self) -> Result<(), RecordError> {
+        Ok(self.out.flush()?)
+    }
+
     /// The alerts userspace providers raised since the last call, oldest
     /// first, as (provider name, alert name).
     pub fn take_alerts(&mut self) -> Vec<(String, String)> {
