@@ -350,6 +350,28 @@ fn without_privileges_it_says_what_is_missing() {
         "unclear error: {stderr}"
     );
     assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+    // With one of the two capabilities (kept across the user change as an
+    // ambient capability), the error names the other.
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+bpf",
+            "--ambient-caps=+bpf",
+        ])
+        .arg(trace_cli())
+        .args(["record", "-d", "1", "-o"])
+        .arg(&file)
+        .output();
+    match out {
+        Ok(out) if !String::from_utf8_lossy(&out.stderr).starts_with("setpriv") => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success());
+            assert!(stderr.contains("lacks CAP_PERFMON"), "{stderr}");
+        }
+        _ => eprintln!("no usable `setpriv` here: the one-capability case was not checked"),
+    }
 }
 
 #[test]

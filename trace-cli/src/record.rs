@@ -540,20 +540,35 @@ enum StopReason {
 
 /// Fails with one sentence when the process cannot load eBPF programs.
 fn check_privileges() -> Result<()> {
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
     if nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    let caps = effective_capabilities().unwrap_or(0);
+    match missing_privileges(effective_capabilities().unwrap_or(0)) {
+        None => Ok(()),
+        Some(what) => bail!(
+            "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load the kernel \
+             trace provider: {what}; run it with sudo"
+        ),
+    }
+}
+
+/// What a process that is not root lacks to record, given its effective
+/// capabilities; `None` when it has enough.
+fn missing_privileges(caps: u64) -> Option<String> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
     let has = |c: u32| caps & (1u64 << c) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
-        return Ok(());
+        return None;
     }
-    bail!(
-        "recording needs root (or the CAP_BPF and CAP_PERFMON capabilities) to load the kernel \
-         trace provider; run it with sudo"
+    Some(
+        match (has(CAP_BPF), has(CAP_PERFMON)) {
+            (true, _) => "this process has CAP_BPF but lacks CAP_PERFMON",
+            (_, true) => "this process has CAP_PERFMON but lacks CAP_BPF",
+            _ => "this process is not root and has neither",
+        }
+        .to_owned(),
     )
 }
 
@@ -570,5 +585,28 @@ fn explain(e: RecordError) -> anyhow::Error {
             "{k}; recording needs root (or CAP_BPF and CAP_PERFMON), run it with sudo"
         ),
         other => anyhow::Error::new(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_privileges_are_named() {
+        let cap = |c: u32| 1u64 << c;
+        assert_eq!(missing_privileges(cap(21)), None);
+        assert_eq!(missing_privileges(cap(38) | cap(39)), None);
+        assert!(
+            missing_privileges(cap(39))
+                .unwrap()
+                .contains("lacks CAP_PERFMON")
+        );
+        assert!(
+            missing_privileges(cap(38))
+                .unwrap()
+                .contains("lacks CAP_BPF")
+        );
+        assert!(missing_privileges(0).unwrap().contains("neither"));
     }
 }
