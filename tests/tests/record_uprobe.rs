@@ -146,3 +146,59 @@ fn probes_that_cannot_be_placed_fail_before_recording() {
         eprintln!("no `strip` here: the stripped case was not checked");
     }
 }
+
+#[test]
+fn each_process_gets_the_probes_of_its_own_program() {
+    require_root();
+    // Two copies of the program: the same function in two different files.
+    let copy = tmp("uprobe_target_copy");
+    let _ = std::fs::remove_file(&copy);
+    std::fs::copy(target_bin(), &copy).unwrap();
+    let start = |program: &std::path::Path| {
+        let mut child = Command::new(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let pid: u64 = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+        (child, stdin, stdout, pid)
+    };
+    let (mut a, mut a_in, mut a_out, a_pid) = start(std::path::Path::new(target_bin()));
+    let (mut b, mut b_in, mut b_out, b_pid) = start(&copy);
+
+    let file = tmp("uprobe_two.fxt");
+    let mut recorder = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:proc", "-d", "2"])
+        .args(["-p", &a_pid.to_string(), "-p", &b_pid.to_string()])
+        .args(["--uprobe", "c_recurse"])
+        .arg("-o")
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recorder.stderr.take().unwrap());
+    wait_for_recording(&mut err);
+    let mut line = String::new();
+    // One top-level C call (3 nested) in A, two in B.
+    for (stdin, stdout, n) in [(&mut a_in, &mut a_out, 1), (&mut b_in, &mut b_out, 2)] {
+        writeln!(stdin, "0 {n}").unwrap();
+        stdin.flush().unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), format!("done {}", 3 * n));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{rest}");
+    drop((a_in, b_in));
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    assert_eq!(spans(&trace.events, "c_recurse", a_pid).len(), 3);
+    assert_eq!(spans(&trace.events, "c_recurse", b_pid).len(), 6);
+}

@@ -224,3 +224,66 @@ fn usdt_probes_that_cannot_be_placed_fail_before_recording() {
     let err = run(&format!("{bin}:trace_c:constant(text)"));
     assert!(err.contains("unknown argument type"), "{err}");
 }
+
+/// Starts `program`; returns it, its stdin and stdout, and its pid.
+fn start_target(
+    program: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+    u64,
+) {
+    let mut child = Command::new(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+    (child, stdin, stdout, pid)
+}
+
+#[test]
+fn each_process_gets_the_probes_of_its_own_program() {
+    require_root();
+    // Two copies of the program: the same probes in two different files.
+    let copy = tmp("usdt_target_copy");
+    let _ = std::fs::remove_file(&copy);
+    std::fs::copy(target_bin(), &copy).unwrap();
+    let (mut a, mut a_in, mut a_out, a_pid) = start_target(std::path::Path::new(target_bin()));
+    let (mut b, mut b_in, mut b_out, b_pid) = start_target(&copy);
+
+    let file = tmp("usdt_two.fxt");
+    let mut recorder = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:proc", "-d", "2"])
+        .args(["-p", &a_pid.to_string(), "-p", &b_pid.to_string()])
+        .args(["--usdt", "trace_c:constant"])
+        .arg("-o")
+        .arg(&file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recorder.stderr.take().unwrap());
+    wait_for_recording(&mut err);
+    assert_eq!(pass(&mut a_in, &mut a_out, 3), "done lazy=0 guarded=0");
+    assert_eq!(pass(&mut b_in, &mut b_out, 4), "done lazy=0 guarded=0");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{rest}");
+    drop((a_in, b_in));
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+
+    let trace = parse(&file);
+    assert!(trace.errors.is_empty(), "{:?}", trace.errors);
+    let count = |pid: u64| {
+        hits(&trace.events, "trace_c:constant")
+            .iter()
+            .filter(|e| e.pid == pid)
+            .count()
+    };
+    assert_eq!((count(a_pid), count(b_pid)), (3, 4));
+}

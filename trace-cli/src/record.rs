@@ -184,11 +184,12 @@ fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
     format!(" ({})", parts.join(", "))
 }
 
-/// Every site of every `--usdt` probe, each spec matching at least one.
-fn resolve_usdt(specs: &[String], pid: Option<u32>) -> Result<Vec<UsdtSite>> {
+/// Every site of every `--usdt` probe in the `pids` processes (every
+/// process when empty), each spec matching at least one.
+fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<UsdtSite>> {
     let mut sites = Vec::new();
     for spec in specs {
-        let found = trace_manager::usdt::resolve(spec, pid)?;
+        let found = trace_manager::usdt::resolve_in(spec, pids)?;
         log::info!("--usdt {spec}: {} sites", found.len());
         sites.extend(found);
     }
@@ -312,9 +313,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         uprobes: args
             .uprobes
             .iter()
-            .map(|spec| trace_manager::uprobes::resolve(spec, args.pids.first().copied()))
-            .collect::<Result<Vec<_>, _>>()?,
-        usdt: resolve_usdt(&args.usdt, args.pids.first().copied())?,
+            .map(|spec| trace_manager::uprobes::resolve_in(spec, &args.pids))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect(),
+        usdt: resolve_usdt(&args.usdt, &args.pids)?,
     };
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.

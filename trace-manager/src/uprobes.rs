@@ -26,6 +26,9 @@ pub struct ResolvedProbe {
     /// The name its durations get: the symbol as given, or
     /// `binary+0xoffset`.
     pub name: String,
+    /// The processes to place it in; empty: every process that maps the
+    /// file.
+    pub pids: Vec<u32>,
 }
 
 /// A place in an ELF file.
@@ -132,6 +135,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             binary: path.clone(),
             location: ProbeLocation::Offset(offset),
             name: format!("{base}+{offset:#x}"),
+            pids: Vec::new(),
         });
     }
     let found = file
@@ -148,6 +152,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             binary: path,
             location: ProbeLocation::Symbol(mangled),
             name: what.to_owned(),
+            pids: Vec::new(),
         }),
         None => Err(UprobeError::NoSymbol {
             spec: spec.to_owned(),
@@ -160,6 +165,51 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             path,
         }),
     }
+}
+
+/// Resolves `spec` in each process of `pids` (in every process when
+/// empty): a probe found in several (the same file and place) is placed in
+/// each of them, and a process whose programs lack it is passed over, as
+/// long as one has it. Returns one probe per distinct place.
+pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<ResolvedProbe>, UprobeError> {
+    let Some((&first, _)) = pids.split_first() else {
+        return resolve(spec, None).map(|p| vec![p]);
+    };
+    let mut probes: Vec<ResolvedProbe> = Vec::new();
+    let mut first_error = None;
+    for &pid in pids {
+        match resolve(spec, Some(pid)) {
+            Ok(mut probe) => {
+                let id = file_id(&probe.binary);
+                match probes
+                    .iter_mut()
+                    .find(|p| p.location == probe.location && file_id(&p.binary) == id)
+                {
+                    Some(known) => known.pids.push(pid),
+                    None => {
+                        probe.pids = vec![pid];
+                        probes.push(probe);
+                    }
+                }
+            }
+            Err(e) => {
+                log::info!("{e} (process {pid})");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if probes.is_empty() => Err(e),
+        _ if probes.is_empty() => resolve(spec, Some(first)).map(|p| vec![p]),
+        _ => Ok(probes),
+    }
+}
+
+/// The device and inode of `path`: the same file however it was reached
+/// (a path, another process's root, a link).
+pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Splits `BINARY:REST` at the first `:` that is not part of a `::`.

@@ -54,6 +54,9 @@ pub struct UsdtSite {
     pub arg_text: String,
     /// Where each argument is, for the eBPF program.
     pub spec_value: UsdtSpec,
+    /// The processes to place it in; empty: every process that maps the
+    /// file.
+    pub pids: Vec<u32>,
 }
 
 impl UsdtSite {
@@ -547,6 +550,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
                 semaphore: note.semaphore,
                 arg_text: note.args,
                 spec_value,
+                pids: Vec::new(),
             });
         }
     }
@@ -661,6 +665,45 @@ fn apply_types(spec: &mut UsdtSpec, types: &[ArgType]) -> Result<(), String> {
 pub fn slot_text(slot: &[u8; USDT_STR_LEN]) -> String {
     let end = slot.iter().position(|&b| b == 0).unwrap_or(slot.len());
     String::from_utf8_lossy(&slot[..end]).into_owned()
+}
+
+/// Resolves `spec` in each process of `pids` (in every process when
+/// empty): a site found in several (the same file and offset) is placed in
+/// each of them, and a process whose programs lack it is passed over, as
+/// long as one has it.
+pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> {
+    let Some((&first, _)) = pids.split_first() else {
+        return resolve(spec, None);
+    };
+    let mut sites: Vec<UsdtSite> = Vec::new();
+    let mut first_error = None;
+    for &pid in pids {
+        match resolve(spec, Some(pid)) {
+            Ok(found) => {
+                for mut site in found {
+                    let id = crate::uprobes::file_id(&site.binary);
+                    match sites.iter_mut().find(|s| {
+                        s.offset == site.offset && crate::uprobes::file_id(&s.binary) == id
+                    }) {
+                        Some(known) => known.pids.push(pid),
+                        None => {
+                            site.pids = vec![pid];
+                            sites.push(site);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                log::info!("{e} (process {pid})");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if sites.is_empty() => Err(e),
+        _ if sites.is_empty() => resolve(spec, Some(first)),
+        _ => Ok(sites),
+    }
 }
 
 /// The program of `pid` and every other file it maps, through its root.

@@ -653,14 +653,24 @@ impl KernelProvider {
     ) -> Result<(), KernelError> {
         use aya::programs::{UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeAttachPoint};
         use trace_common::kernel::{UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM};
-        let scopes: Vec<aya::programs::uprobe::UProbeScope> = if pids.is_empty() {
-            vec![aya::programs::uprobe::UProbeScope::AllProcesses]
-        } else {
-            pids.iter()
-                .filter_map(|&p| std::num::NonZeroU32::new(p))
-                .map(aya::programs::uprobe::UProbeScope::OneProcess)
-                .collect()
-        };
+        // A probe resolved for some processes goes into those; else into
+        // the filtered processes, or every process.
+        let scopes =
+            |probe: &crate::uprobes::ResolvedProbe| -> Vec<aya::programs::uprobe::UProbeScope> {
+                let pids = if probe.pids.is_empty() {
+                    pids
+                } else {
+                    &probe.pids[..]
+                };
+                if pids.is_empty() {
+                    vec![aya::programs::uprobe::UProbeScope::AllProcesses]
+                } else {
+                    pids.iter()
+                        .filter_map(|&p| std::num::NonZeroU32::new(p))
+                        .map(aya::programs::uprobe::UProbeScope::OneProcess)
+                        .collect()
+                }
+            };
         for program in [UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM] {
             let up: &mut UProbe = self
                 .ebpf
@@ -673,7 +683,7 @@ impl KernelProvider {
                 .map_err(|e: ProgramError| program_error(program, e))?;
             up.load().map_err(|e| program_error(program, e))?;
             for (index, probe) in probes.iter().enumerate() {
-                for &scope in &scopes {
+                for scope in scopes(probe) {
                     let location = match &probe.location {
                         crate::uprobes::ProbeLocation::Symbol(s) => {
                             UProbeAttachLocation::Symbol(s.as_str())
@@ -743,13 +753,20 @@ impl KernelProvider {
             .fd()
             .and_then(|fd| fd.try_clone().map_err(ProgramError::from))
             .map_err(|e| program_error(USDT_PROGRAM, e))?;
-        let scopes: Vec<Option<u32>> = if pids.is_empty() {
-            vec![None]
-        } else {
-            pids.iter().map(|&p| Some(p)).collect()
-        };
         self.attached.push(USDT_PROGRAM);
         for (index, site) in sites.iter().enumerate() {
+            // A site resolved for some processes goes into those; else into
+            // the filtered processes, or every process.
+            let pids = if site.pids.is_empty() {
+                pids
+            } else {
+                &site.pids[..]
+            };
+            let scopes: Vec<Option<u32>> = if pids.is_empty() {
+                vec![None]
+            } else {
+                pids.iter().map(|&p| Some(p)).collect()
+            };
             for &pid in &scopes {
                 let link = perf_probe::attach_uprobe(
                     program.as_fd(),
