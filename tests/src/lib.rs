@@ -53,6 +53,44 @@ pub fn require_root() {
     );
 }
 
+/// A test program started with piped standard input and output, which
+/// printed `pid=P` first.
+pub struct Target {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its standard input.
+    pub stdin: std::process::ChildStdin,
+    /// Its standard output, after the pid line.
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// Its pid.
+    pub pid: u64,
+}
+
+/// Starts `program` (which prints `pid=P` first) with piped standard input
+/// and output.
+pub fn start_target(program: &Path) -> Target {
+    let mut child = Command::new(program)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+    let stdin = child.stdin.take().expect("piped");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("the pid line");
+    let pid = line
+        .trim()
+        .strip_prefix("pid=")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid line from {}: {line:?}", program.display()));
+    Target {
+        child,
+        stdin,
+        stdout,
+        pid,
+    }
+}
+
 /// Reads `trace-cli record`'s standard error until it says it is recording
 /// (every probe and program attached); panics if it ends first.
 pub fn wait_for_recording(stderr: &mut impl BufRead) {

@@ -48,16 +48,13 @@ fn depths(spans: &[(u64, u64)]) -> Vec<usize> {
 #[test]
 fn probed_functions_become_nested_durations_on_the_calling_thread() {
     require_root();
-    let mut target = Command::new(target_bin())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = target.stdin.take().unwrap();
-    let mut stdout = BufReader::new(target.stdout.take().unwrap());
+    let tests::Target {
+        child: mut target,
+        mut stdin,
+        mut stdout,
+        pid,
+    } = tests::start_target(std::path::Path::new(target_bin()));
     let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let pid: u64 = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
 
     let file = tmp("uprobe.fxt");
     let mut recorder = Command::new(trace_cli())
@@ -154,21 +151,18 @@ fn each_process_gets_the_probes_of_its_own_program() {
     let copy = tmp("uprobe_target_copy");
     let _ = std::fs::remove_file(&copy);
     std::fs::copy(target_bin(), &copy).unwrap();
-    let start = |program: &std::path::Path| {
-        let mut child = Command::new(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let pid: u64 = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
-        (child, stdin, stdout, pid)
-    };
-    let (mut a, mut a_in, mut a_out, a_pid) = start(std::path::Path::new(target_bin()));
-    let (mut b, mut b_in, mut b_out, b_pid) = start(&copy);
+    let tests::Target {
+        child: mut a,
+        stdin: mut a_in,
+        stdout: mut a_out,
+        pid: a_pid,
+    } = tests::start_target(std::path::Path::new(target_bin()));
+    let tests::Target {
+        child: mut b,
+        stdin: mut b_in,
+        stdout: mut b_out,
+        pid: b_pid,
+    } = tests::start_target(&copy);
 
     let file = tmp("uprobe_two.fxt");
     let mut recorder = Command::new(trace_cli())

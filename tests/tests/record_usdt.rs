@@ -52,16 +52,12 @@ fn pass(stdin: &mut impl Write, stdout: &mut impl BufRead, n: u32) -> String {
 #[test]
 fn usdt_probes_of_a_running_program_carry_their_arguments() {
     require_root();
-    let mut target = Command::new(target_bin())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = target.stdin.take().unwrap();
-    let mut stdout = BufReader::new(target.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let pid: u64 = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
+    let tests::Target {
+        child: mut target,
+        mut stdin,
+        mut stdout,
+        pid,
+    } = tests::start_target(std::path::Path::new(target_bin()));
     // Untraced, the guarded probes are off.
     assert_eq!(pass(&mut stdin, &mut stdout, 3), "done lazy=0 guarded=0");
 
@@ -156,7 +152,13 @@ fn usdt_probes_of_a_running_program_carry_their_arguments() {
 fn a_command_is_probed_from_its_start() {
     require_root();
     let file = tmp("usdt_command.fxt");
-    let bin = target_bin();
+    // Its own copy of the program: probes placed for every process raise
+    // the semaphores of every process running that file, and other tests
+    // run the original meanwhile.
+    let copy = tmp("usdt_target_command");
+    let _ = std::fs::remove_file(&copy);
+    std::fs::copy(target_bin(), &copy).unwrap();
+    let bin = copy.to_str().unwrap();
     let out = Command::new(trace_cli())
         .args(["record", "-c", "kernel:proc", "--usdt"])
         .arg(format!("{bin}:trace_c:guarded"))
@@ -225,28 +227,6 @@ fn usdt_probes_that_cannot_be_placed_fail_before_recording() {
     assert!(err.contains("unknown argument type"), "{err}");
 }
 
-/// Starts `program`; returns it, its stdin and stdout, and its pid.
-fn start_target(
-    program: &std::path::Path,
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-    u64,
-) {
-    let mut child = Command::new(program)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let pid = line.trim().strip_prefix("pid=").unwrap().parse().unwrap();
-    (child, stdin, stdout, pid)
-}
-
 #[test]
 fn each_process_gets_the_probes_of_its_own_program() {
     require_root();
@@ -254,8 +234,18 @@ fn each_process_gets_the_probes_of_its_own_program() {
     let copy = tmp("usdt_target_copy");
     let _ = std::fs::remove_file(&copy);
     std::fs::copy(target_bin(), &copy).unwrap();
-    let (mut a, mut a_in, mut a_out, a_pid) = start_target(std::path::Path::new(target_bin()));
-    let (mut b, mut b_in, mut b_out, b_pid) = start_target(&copy);
+    let tests::Target {
+        child: mut a,
+        stdin: mut a_in,
+        stdout: mut a_out,
+        pid: a_pid,
+    } = tests::start_target(std::path::Path::new(target_bin()));
+    let tests::Target {
+        child: mut b,
+        stdin: mut b_in,
+        stdout: mut b_out,
+        pid: b_pid,
+    } = tests::start_target(&copy);
 
     let file = tmp("usdt_two.fxt");
     let mut recorder = Command::new(trace_cli())

@@ -172,23 +172,39 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
 /// each of them, and a process whose programs lack it is passed over, as
 /// long as one has it. Returns one probe per distinct place.
 pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<ResolvedProbe>, UprobeError> {
-    let Some((&first, _)) = pids.split_first() else {
+    if pids.is_empty() {
         return resolve(spec, None).map(|p| vec![p]);
-    };
-    let mut probes: Vec<ResolvedProbe> = Vec::new();
+    }
+    per_process(
+        pids,
+        |pid| resolve(spec, Some(pid)).map(|p| vec![p]),
+        |p| (file_id(&p.binary), p.location.clone()),
+        |p| &mut p.pids,
+    )
+}
+
+/// What `resolve(pid)` finds in each of `pids` (not empty), places found in
+/// several processes (the same `key`) merged into one whose `pids` lists
+/// them; the first error when nothing is found anywhere.
+pub(crate) fn per_process<T, K: PartialEq, E: std::fmt::Display>(
+    pids: &[u32],
+    resolve: impl Fn(u32) -> Result<Vec<T>, E>,
+    key: impl Fn(&T) -> K,
+    pids_of: impl Fn(&mut T) -> &mut Vec<u32>,
+) -> Result<Vec<T>, E> {
+    let mut found: Vec<T> = Vec::new();
     let mut first_error = None;
     for &pid in pids {
-        match resolve(spec, Some(pid)) {
-            Ok(mut probe) => {
-                let id = file_id(&probe.binary);
-                match probes
-                    .iter_mut()
-                    .find(|p| p.location == probe.location && file_id(&p.binary) == id)
-                {
-                    Some(known) => known.pids.push(pid),
-                    None => {
-                        probe.pids = vec![pid];
-                        probes.push(probe);
+        match resolve(pid) {
+            Ok(places) => {
+                for mut place in places {
+                    let k = key(&place);
+                    match found.iter_mut().find(|f| key(f) == k) {
+                        Some(known) => pids_of(known).push(pid),
+                        None => {
+                            *pids_of(&mut place) = vec![pid];
+                            found.push(place);
+                        }
                     }
                 }
             }
@@ -199,9 +215,8 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<ResolvedProbe>, Uprobe
         }
     }
     match first_error {
-        Some(e) if probes.is_empty() => Err(e),
-        _ if probes.is_empty() => resolve(spec, Some(first)).map(|p| vec![p]),
-        _ => Ok(probes),
+        Some(e) if found.is_empty() => Err(e),
+        _ => Ok(found),
     }
 }
 

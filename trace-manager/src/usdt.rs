@@ -672,38 +672,15 @@ pub fn slot_text(slot: &[u8; USDT_STR_LEN]) -> String {
 /// each of them, and a process whose programs lack it is passed over, as
 /// long as one has it.
 pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> {
-    let Some((&first, _)) = pids.split_first() else {
+    if pids.is_empty() {
         return resolve(spec, None);
-    };
-    let mut sites: Vec<UsdtSite> = Vec::new();
-    let mut first_error = None;
-    for &pid in pids {
-        match resolve(spec, Some(pid)) {
-            Ok(found) => {
-                for mut site in found {
-                    let id = crate::uprobes::file_id(&site.binary);
-                    match sites.iter_mut().find(|s| {
-                        s.offset == site.offset && crate::uprobes::file_id(&s.binary) == id
-                    }) {
-                        Some(known) => known.pids.push(pid),
-                        None => {
-                            site.pids = vec![pid];
-                            sites.push(site);
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                log::info!("{e} (process {pid})");
-                first_error.get_or_insert(e);
-            }
-        }
     }
-    match first_error {
-        Some(e) if sites.is_empty() => Err(e),
-        _ if sites.is_empty() => resolve(spec, Some(first)),
-        _ => Ok(sites),
-    }
+    crate::uprobes::per_process(
+        pids,
+        |pid| resolve(spec, Some(pid)),
+        |s| (crate::uprobes::file_id(&s.binary), s.offset),
+        |s| &mut s.pids,
+    )
 }
 
 /// The program of `pid` and every other file it maps, through its root.
