@@ -91,6 +91,24 @@ pub fn start_target(program: &Path) -> Target {
     }
 }
 
+/// Whether a `trace-cli record` summary reports no event lost to a full
+/// ring buffer: `0 dropped`, or zero on every CPU beside `other` drops —
+/// runs the kernel skipped because another BPF program was running on the
+/// CPU, which other tests' recordings cause when tests run in parallel.
+pub fn no_ring_drops(summary: &str) -> bool {
+    if summary.contains(", 0 dropped") {
+        return true;
+    }
+    let Some(at) = summary.find(" dropped (") else {
+        return false;
+    };
+    let list = &summary[at + " dropped (".len()..];
+    let list = &list[..list.find(')').unwrap_or(list.len())];
+    list.split(", ")
+        .filter(|part| part.starts_with("cpu"))
+        .all(|part| part.ends_with(" 0"))
+}
+
 /// Reads `trace-cli record`'s standard error until it says it is recording
 /// (every probe and program attached); panics if it ends first.
 pub fn wait_for_recording(stderr: &mut impl BufRead) {
@@ -359,4 +377,19 @@ pub fn parse_bytes(data: &[u8]) -> Trace {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ring_drops_are_told_apart_from_skipped_runs() {
+        assert!(super::no_ring_drops("x, 0 dropped -> f"));
+        assert!(super::no_ring_drops(
+            "x, 2 dropped (cpu0 0, cpu1 0, other 2) -> f"
+        ));
+        assert!(!super::no_ring_drops(
+            "x, 5 dropped (cpu0 3, cpu1 0, other 2) -> f"
+        ));
+        assert!(!super::no_ring_drops("x, 5 dropped -> f"));
+    }
 }

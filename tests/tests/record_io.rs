@@ -80,24 +80,8 @@ fn record_during(category: &str, file: &str, load: impl FnOnce()) -> (PathBuf, S
     // No CPU's ring buffer overflowed. (Runs the kernel skipped because
     // another BPF program was running on the CPU, as other tests' recordings
     // do meanwhile, are counted apart, as `other`.)
-    assert!(no_ring_drops(&rest), "{rest}");
+    assert!(tests::no_ring_drops(&rest), "{rest}");
     (file, rest)
-}
-
-/// Whether the summary `rest` reports no event lost to a full ring buffer:
-/// `0 dropped`, or only `other` drops beside zero per CPU.
-fn no_ring_drops(rest: &str) -> bool {
-    if rest.contains(", 0 dropped") {
-        return true;
-    }
-    let Some(at) = rest.find(" dropped (") else {
-        return false;
-    };
-    let list = &rest[at + " dropped (".len()..];
-    let list = &list[..list.find(')').unwrap_or(list.len())];
-    list.split(", ")
-        .filter(|part| part.starts_with("cpu"))
-        .all(|part| part.ends_with(" 0"))
 }
 
 #[test]
@@ -273,7 +257,7 @@ fn page_faults_and_resident_set_of_a_command() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains(", 0 dropped"), "{stderr}");
+    assert!(tests::no_ring_drops(&stderr), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let ids: HashMap<&str, u64> = stdout
         .lines()
@@ -343,19 +327,4 @@ fn page_faults_and_resident_set_of_a_command() {
         len / page
     );
     assert!(matches!(faults[0].kind, EventKind::Instant));
-}
-
-#[cfg(test)]
-mod summary {
-    #[test]
-    fn ring_drops_are_told_apart_from_skipped_runs() {
-        assert!(super::no_ring_drops("x, 0 dropped -> f"));
-        assert!(super::no_ring_drops(
-            "x, 2 dropped (cpu0 0, cpu1 0, other 2) -> f"
-        ));
-        assert!(!super::no_ring_drops(
-            "x, 5 dropped (cpu0 3, cpu1 0, other 2) -> f"
-        ));
-        assert!(!super::no_ring_drops("x, 5 dropped -> f"));
-    }
 }
