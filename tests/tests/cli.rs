@@ -160,7 +160,9 @@ fn progress_is_shown_on_a_terminal_only() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("kernel events") && text.contains("MiB written"),
+        text.contains("kernel events")
+            && text.contains("MiB written")
+            && text.contains("kernel buffers"),
         "no progress line on a terminal: {text}"
     );
     assert!(text.contains(" dropped -> "), "no summary: {text}");

@@ -225,11 +225,12 @@ impl ProgressLine {
     fn update(&self, p: &trace_manager::recording::Progress) {
         let Some(bar) = &self.bar else { return };
         let mut msg = format!(
-            "{:.1} s  {} kernel events  {:.1} MiB written  {} dropped",
+            "{:.1} s  {} kernel events  {:.1} MiB written  {} dropped  kernel buffers {:.0}% full",
             p.elapsed.as_secs_f64(),
             p.kernel_events,
             p.bytes as f64 / (1024.0 * 1024.0),
-            p.dropped
+            p.dropped,
+            p.kernel_fill * 100.0
         );
         if p.providers.0 > 0 {
             msg.push_str(&format!(

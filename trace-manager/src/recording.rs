@@ -133,7 +133,7 @@ pub struct Recording<W: Write> {
 }
 
 /// How a recording is going, for a progress display.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Progress {
     /// Time since the recording started.
     pub elapsed: Duration,
@@ -143,6 +143,8 @@ pub struct Progress {
     pub bytes: u64,
     /// Kernel events lost so far.
     pub dropped: u64,
+    /// How full the fullest CPU's kernel ring buffer is, from 0 to 1.
+    pub kernel_fill: f64,
     /// Userspace providers registered, and how many of them are tracing.
     pub providers: (usize, usize),
 }
@@ -289,6 +291,7 @@ impl<W: Write> Recording<W> {
                 .and_then(|k| k.dropped().ok())
                 .unwrap_or(0)
                 + self.keep.refused,
+            kernel_fill: self.kernel.as_ref().map_or(0.0, KernelProvider::fill),
             providers: (
                 providers.len(),
                 providers.iter().filter(|p| p.state == "started").count(),

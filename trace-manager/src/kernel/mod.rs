@@ -282,6 +282,77 @@ enum Readiness {
 struct CpuRing {
     cpu: u32,
     ring: RingBuf<MapData>,
+    /// Its positions, to tell how full it is (`None` if they could not be
+    /// mapped).
+    positions: Option<RingPositions>,
+}
+
+/// A read-only mapping of a ring buffer's first two pages: the consumer
+/// position (page 0) and the producer position (page 1).
+struct RingPositions {
+    base: std::ptr::NonNull<libc::c_void>,
+    page: usize,
+}
+
+impl RingPositions {
+    /// Maps the positions of `ring`.
+    fn map(ring: &RingBuf<MapData>) -> io::Result<RingPositions> {
+        let page = page_size();
+        let len = std::num::NonZeroUsize::new(2 * page).ok_or(io::ErrorKind::InvalidInput)?;
+        // SAFETY: a new read-only shared mapping of the ring buffer map's
+        // first two pages, which the kernel allows for any reader; nothing
+        // else refers to it, and `Drop` unmaps it.
+        let base = unsafe {
+            nix::sys::mman::mmap(
+                None,
+                len,
+                nix::sys::mman::ProtFlags::PROT_READ,
+                nix::sys::mman::MapFlags::MAP_SHARED,
+                ring,
+                0,
+            )
+        }
+        .map_err(io::Error::from)?;
+        Ok(RingPositions { base, page })
+    }
+
+    /// Bytes written and not yet consumed.
+    fn backlog(&self) -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        // SAFETY: both positions are 8-aligned `u64`s at the start of their
+        // pages, inside the mapping (which lives as long as `self`), and
+        // the kernel and the consumer update them atomically.
+        let (consumer, producer) = unsafe {
+            let base = self.base.as_ptr().cast::<u8>();
+            (
+                (*base.cast::<AtomicU64>()).load(Ordering::Acquire),
+                (*base.add(self.page).cast::<AtomicU64>()).load(Ordering::Acquire),
+            )
+        };
+        producer.wrapping_sub(consumer)
+    }
+}
+
+// SAFETY: the mapping belongs to the process, not to a thread, and is only
+// read, with atomic loads; moving its owner to another thread is sound.
+unsafe impl Send for RingPositions {}
+
+impl Drop for RingPositions {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `map` made, used by no one else.
+        if let Err(e) = unsafe { nix::sys::mman::munmap(self.base, 2 * self.page) } {
+            log::debug!("unmapping ring buffer positions: {e}");
+        }
+    }
+}
+
+/// The system's page size.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
 }
 
 /// The `Pod` wrapper through which the layout goes into its map (the layout
@@ -561,7 +632,14 @@ impl KernelProvider {
                     ),
                 )
                 .map_err(io::Error::from)?;
-            rings.push(CpuRing { cpu, ring });
+            let positions = RingPositions::map(&ring)
+                .inspect_err(|e| log::debug!("no fill level for CPU {cpu}'s ring: {e}"))
+                .ok();
+            rings.push(CpuRing {
+                cpu,
+                ring,
+                positions,
+            });
         }
 
         let (followed, followed_fd) = match &config.pids {
@@ -924,6 +1002,18 @@ impl KernelProvider {
     /// The ring buffers' actual size in bytes, all CPUs together.
     pub fn ring_buffer_bytes(&self) -> usize {
         self.ring_buffer_bytes
+    }
+
+    /// How full the fullest CPU's ring buffer is, from 0 to 1 (0 when no
+    /// fill level can be read).
+    pub fn fill(&self) -> f64 {
+        let size = (self.ring_buffer_bytes / self.rings.len().max(1)).max(1) as f64;
+        self.rings
+            .iter()
+            .filter_map(|r| r.positions.as_ref())
+            .map(|p| p.backlog() as f64 / size)
+            .fold(0.0, f64::max)
+            .min(1.0)
     }
 
     /// The CPUs that have a ring buffer.

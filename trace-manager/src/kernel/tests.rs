@@ -443,3 +443,24 @@ fn root_btf_and_classic_programs_agree() {
         assert!(returned, "{what}: no clock_nanosleep return");
     }
 }
+
+#[test]
+fn root_fill_level_rises_with_waiting_events_and_falls_when_drained() {
+    require_root();
+    let mut cfg = config(&[KERNEL_SCHED, KERNEL_PROC]);
+    cfg.ring_buffer_bytes = 256 << 10;
+    let mut kernel = KernelProvider::start(&cfg).unwrap();
+    assert!(kernel.fill() < 0.5);
+    for _ in 0..30 {
+        assert!(Command::new("/bin/true").status().unwrap().success());
+    }
+    let full = kernel.fill();
+    assert!(full > 0.0 && full <= 1.0, "fill {full} with events waiting");
+    kernel.detach();
+    kernel.drain(&mut |_| {});
+    assert!(
+        kernel.fill() < full,
+        "fill {} after draining",
+        kernel.fill()
+    );
+}
