@@ -162,6 +162,9 @@ fn a_command_is_probed_from_its_start() {
     let out = Command::new(trace_cli())
         .args(["record", "-c", "kernel:proc", "--usdt"])
         .arg(format!("{bin}:trace_c:guarded"))
+        // The same site again: placed once, so recorded once per pass.
+        .arg("--usdt")
+        .arg(format!("{bin}:trace_c:guard*"))
         .arg("--usdt")
         .arg(format!("{bin}:trace_rs:la*"))
         .arg("-o")

@@ -187,11 +187,26 @@ fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
 /// Every site of every `--usdt` probe in the `pids` processes (every
 /// process when empty), each spec matching at least one.
 fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<UsdtSite>> {
-    let mut sites = Vec::new();
+    let mut sites: Vec<UsdtSite> = Vec::new();
     for spec in specs {
         let found = trace_manager::usdt::resolve_in(spec, pids)?;
         log::info!("--usdt {spec}: {} sites", found.len());
-        sites.extend(found);
+        for site in found {
+            // A site two specs match is placed once (else each pass would
+            // be recorded twice), as the first spec says.
+            if let Some(first) = sites
+                .iter()
+                .find(|s| s.binary == site.binary && s.offset == site.offset && s.pids == site.pids)
+            {
+                log::warn!(
+                    "--usdt {spec}: {} is already recorded as --usdt {}",
+                    site.event_name(),
+                    first.spec
+                );
+                continue;
+            }
+            sites.push(site);
+        }
     }
     Ok(sites)
 }

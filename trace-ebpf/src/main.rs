@@ -165,10 +165,10 @@ const _: () = {
 #[map(name = "USDT_SPECS")]
 static USDT_SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
 
-// The copied register file fits the scratch record, and every register read
-// (an 8-byte load at an offset masked with OFFSET_MASK) stays inside it.
-const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= SCRATCH_LEN);
-const _: () = assert!(USDT_MAX_REGS_BYTES as usize <= OFFSET_MASK + 1);
+/// Words of the register file a USDT program copies (registers are read by
+/// an index masked with `USDT_REG_WORDS - 1`).
+const USDT_REG_WORDS: usize = USDT_MAX_REGS_BYTES as usize / 8;
+const _: () = assert!(USDT_REG_WORDS.is_power_of_two());
 // String slots are indexed with a mask.
 const _: () = assert!(USDT_MAX_STRS.is_power_of_two() && USDT_STR_LEN > 1);
 
@@ -1235,9 +1235,10 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
     let Some(spec) = USDT_SPECS.get(site) else {
         return 0;
     };
-    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
-        return 0;
-    };
+    // The register file is copied onto this program's own stack, not into
+    // the per-CPU scratch: a uprobe program may be interrupted (or, on a
+    // preemptible kernel, preempted) by another program that uses it.
+    let mut saved = [0u64; USDT_REG_WORDS];
     let copied = if spec.regs_size == 0 {
         false
     } else {
@@ -1246,14 +1247,13 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
         } else {
             spec.regs_size
         };
-        // SAFETY: `scratch` points at this CPU's `Scratch`, whose `record`
-        // holds at least USDT_MAX_REGS_BYTES bytes; the source is the
-        // register file the kernel saved (`size` is at most its size, as
-        // userspace computed for this architecture), and the helper checks
-        // the address itself.
+        // SAFETY: `saved` holds USDT_MAX_REGS_BYTES bytes, at least `size`;
+        // the source is the register file the kernel saved (`size` is at
+        // most its size, as userspace computed for this architecture), and
+        // the helper checks the address itself.
         unsafe {
             generated::bpf_probe_read_kernel(
-                ptr::addr_of_mut!((*scratch).record).cast::<c_void>(),
+                saved.as_mut_ptr().cast::<c_void>(),
                 size,
                 regs.cast_const(),
             ) == 0
@@ -1267,8 +1267,7 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
     let mut unreadable = 0u32;
     // SAFETY: `e` points at a reserved, writable ring-buffer entry of
     // size_of::<UsdtEvent>() bytes; every field is written before the entry
-    // is submitted. Register reads stay inside the scratch record (offsets
-    // masked, USDT_MAX_REGS_BYTES + 8 bytes readable there).
+    // is submitted.
     unsafe {
         (*e).header = header_of(EventKind::Usdt, ts, pid_tgid);
         (*e).site = site;
@@ -1276,13 +1275,7 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
         (*e).reserved = 0;
         for i in 0..USDT_MAX_ARGS {
             let arg = &spec.args[i];
-            let reg = || {
-                ptr::addr_of!((*scratch).record)
-                    .cast::<u8>()
-                    .add(arg.reg_offset as usize & OFFSET_MASK & !7)
-                    .cast::<u64>()
-                    .read()
-            };
+            let reg = || saved[(arg.reg_offset as usize / 8) & (USDT_REG_WORDS - 1)];
             let value = if i >= nargs {
                 Some(0)
             } else if arg.kind == USDT_ARG_CONST {

@@ -107,8 +107,9 @@ impl Default for ThreadTable {
 
 impl ThreadTable {
     /// The index of thread `tid` of process `tgid`, and whether it is new
-    /// (its thread record must be written before it is used).
-    pub fn index(&mut self, tgid: u32, tid: u32) -> (u8, bool) {
+    /// (its thread record must be written before it is used). Entry `keep`
+    /// is not replaced (another thread of the same record holds it).
+    pub fn index(&mut self, tgid: u32, tid: u32, keep: Option<u8>) -> (u8, bool) {
         if let Some(&i) = self.index_of.get(&(tgid, tid)) {
             if let Some((_, used)) = self.slots[usize::from(i)].as_mut() {
                 *used = true;
@@ -118,6 +119,9 @@ impl ThreadTable {
         let i = loop {
             let i = self.hand;
             self.hand = if self.hand == 255 { 1 } else { self.hand + 1 };
+            if keep == Some(i as u8) {
+                continue;
+            }
             match self.slots[i].as_mut() {
                 Some((_, used)) if *used => *used = false,
                 _ => break i,
@@ -521,8 +525,12 @@ impl KernelTranslator {
             priority(next_tid, next_prio),
         ) {
             let prev_tgid = if prev_tid == 0 { 0 } else { prev_tgid };
-            let outgoing_thread = self.thread_ref(out, prev_tgid, prev_tid)?;
-            let incoming_thread = self.thread_ref(out, next_tgid, next_tid)?;
+            let outgoing_thread = self.thread_ref(out, prev_tgid, prev_tid, None)?;
+            let keep = match outgoing_thread {
+                ThreadRef::Index(i) => Some(i),
+                ThreadRef::Inline { .. } => None,
+            };
+            let incoming_thread = self.thread_ref(out, next_tgid, next_tid, keep)?;
             out.write(&Record::LegacyContextSwitch {
                 ts,
                 cpu: cpu8,
@@ -560,14 +568,15 @@ impl KernelTranslator {
     }
 
     /// The thread table reference of `tid` of `tgid`, writing its thread
-    /// record first when it gets an entry.
+    /// record first when it gets an entry; entry `keep` is not replaced.
     fn thread_ref<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         tgid: u32,
         tid: u32,
+        keep: Option<u8>,
     ) -> Result<ThreadRef, OutputError> {
-        let (index, new) = self.thread_table.index(tgid, tid);
+        let (index, new) = self.thread_table.index(tgid, tid, keep);
         if new {
             out.write(&Record::Thread {
                 index,
@@ -2050,21 +2059,38 @@ mod tests {
     }
 
     #[test]
+    fn the_thread_table_never_replaces_the_entry_a_record_holds() {
+        let mut table = ThreadTable::default();
+        for tid in 1..=255 {
+            table.index(1, tid, None);
+        }
+        // Every entry used since the last sweep, the hand on entry 1: a
+        // newcomer would sweep a full lap and take entry 1, which the other
+        // thread of the same record holds.
+        let (held, _) = table.index(1, 1, None);
+        assert_eq!(held, 1);
+        let (i, new) = table.index(1, 9999, Some(held));
+        assert!(new);
+        assert_ne!(i, held);
+        assert_eq!(table.index(1, 1, None), (held, false));
+    }
+
+    #[test]
     fn the_thread_table_keeps_the_threads_in_use() {
         let mut table = ThreadTable::default();
         // 255 threads fill the table; each gets its own index once.
         let mut seen = std::collections::HashSet::new();
         for tid in 1..=255 {
-            let (i, new) = table.index(1, tid);
+            let (i, new) = table.index(1, tid, None);
             assert!(new && i >= 1 && seen.insert(i));
         }
-        assert!(!table.index(1, 7).1, "a known thread keeps its entry");
+        assert!(!table.index(1, 7, None).1, "a known thread keeps its entry");
         // A newcomer evicts an entry; thread 7, used since the sweep, is
         // passed over once and stays.
         for tid in 1000..1100 {
-            let (i, new) = table.index(1, tid);
+            let (i, new) = table.index(1, tid, None);
             assert!(new && i >= 1);
-            let (_, again) = table.index(1, 7);
+            let (_, again) = table.index(1, 7, None);
             assert!(!again, "the thread in use lost its entry");
         }
     }

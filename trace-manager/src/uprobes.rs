@@ -220,6 +220,20 @@ pub(crate) fn per_process<T, K: PartialEq, E: std::fmt::Display>(
     }
 }
 
+/// The path of a line of `/proc/PID/maps`: everything after the fifth
+/// field (paths may hold spaces), without the ` (deleted)` of a file
+/// removed since it was mapped; `None` for an anonymous mapping.
+pub(crate) fn maps_path(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(char::is_whitespace)?..];
+    }
+    let path = rest.trim();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    (!path.is_empty()).then_some(path)
+}
+
 /// The device and inode of `path`: the same file however it was reached
 /// (a path, another process's root, a link).
 pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
@@ -278,17 +292,13 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
     if let Some(pid) = pid
         && let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
     {
-        let found = maps
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .map(Path::new)
-            .find(|p| {
-                p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
-                    f == name
-                        || f.strip_prefix(name)
-                            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'))
-                })
-            });
+        let found = maps.lines().filter_map(maps_path).map(Path::new).find(|p| {
+            p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+                f == name
+                    || f.strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('-'))
+            })
+        });
         if let Some(p) = found {
             // Through the process's root, which is where the path is valid.
             let via_root = PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
@@ -308,6 +318,20 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maps_lines_give_whole_paths() {
+        let line = "7f1c2e000000-7f1c2e022000 r--p 00000000 fe:01 1234   /opt/my app/lib.so";
+        assert_eq!(maps_path(line), Some("/opt/my app/lib.so"));
+        let line = "55d0a000-55d0b000 r-xp 00001000 fe:01 99 /tmp/prog (deleted)";
+        assert_eq!(maps_path(line), Some("/tmp/prog"));
+        assert_eq!(maps_path("7ffd-7ffe rw-p 00000000 00:00 0"), None);
+        assert_eq!(
+            maps_path("7ffd-7ffe rw-p 00000000 00:00 0   [stack]"),
+            Some("[stack]")
+        );
+        assert_eq!(maps_path(""), None);
+    }
 
     #[test]
     fn splits_at_a_single_colon() {

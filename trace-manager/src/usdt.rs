@@ -385,8 +385,10 @@ pub fn read_notes(data: &[u8]) -> Result<Vec<NoteProbe>, String> {
         segments.iter().find_map(|p| {
             let start = p.p_vaddr(endian);
             let filesz = p.p_filesz(endian);
-            (p.p_type(endian) == object::elf::PT_LOAD && addr >= start && addr < start + filesz)
-                .then(|| addr - start + p.p_offset(endian))
+            let within = addr.checked_sub(start).filter(|&d| d < filesz)?;
+            (p.p_type(endian) == object::elf::PT_LOAD)
+                .then(|| within.checked_add(p.p_offset(endian)))
+                .flatten()
         })
     };
     let mut probes = Vec::new();
@@ -602,7 +604,9 @@ enum ArgType {
 /// Splits `PROBE(TYPE,...)` into the probe and its argument types (none
 /// when there is no list).
 fn split_types(spec: &str) -> Result<(&str, Vec<ArgType>), String> {
-    let Some(open) = spec.find('(') else {
+    // After the last `:`: the binary's path may hold parentheses.
+    let name_at = spec.rfind(':').map_or(0, |i| i + 1);
+    let Some(open) = spec[name_at..].find('(').map(|i| name_at + i) else {
         return Ok((spec, Vec::new()));
     };
     let list = spec[open + 1..]
@@ -690,7 +694,7 @@ fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
     let mut files = vec![exe.clone()];
     for path in maps
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(crate::uprobes::maps_path)
         .filter(|p| p.starts_with('/'))
         .map(Path::new)
     {
@@ -762,6 +766,14 @@ mod tests {
         assert_eq!(probe, "python:function__entry");
         assert_eq!(types, [ArgType::Str, ArgType::Str, ArgType::Int]);
         assert_eq!(split_types("a:b").unwrap(), ("a:b", vec![]));
+        assert_eq!(
+            split_types("/opt/x (1)/app:p:n").unwrap(),
+            ("/opt/x (1)/app:p:n", vec![])
+        );
+        assert_eq!(
+            split_types("/opt/x (1)/app:p:n(str)").unwrap(),
+            ("/opt/x (1)/app:p:n", vec![ArgType::Str])
+        );
         assert!(split_types("a:b(str").is_err());
         assert!(
             split_types("a:b(float)")

@@ -5,6 +5,9 @@
 
 use std::collections::HashMap;
 
+/// Most composite types one member lookup visits.
+const FIND_BUDGET: u32 = 10_000;
+
 /// Where the running kernel describes its types.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -187,8 +190,9 @@ impl Btf {
         };
         let mut bits = 0u32;
         for part in path.split('.') {
-            let (off, ty) = self.find(id, part, 0).ok_or_else(no_field)?;
-            bits += off;
+            let mut budget = FIND_BUDGET;
+            let (off, ty) = self.find(id, part, 0, &mut budget).ok_or_else(no_field)?;
+            bits = bits.checked_add(off).ok_or_else(no_field)?;
             id = ty;
         }
         if !bits.is_multiple_of(8) {
@@ -198,11 +202,13 @@ impl Btf {
     }
 
     /// Member `name` of composite type `id` (looking into anonymous
-    /// members): its bit offset and type, `depth` guarding against loops.
-    fn find(&self, id: u32, name: &str, depth: u32) -> Option<(u32, u32)> {
-        if depth > 16 {
+    /// members): its bit offset and type. `depth` and `budget` (composite
+    /// types visited) bound the search, whatever loops the data holds.
+    fn find(&self, id: u32, name: &str, depth: u32, budget: &mut u32) -> Option<(u32, u32)> {
+        if depth > 16 || *budget == 0 {
             return None;
         }
+        *budget -= 1;
         let Type::Composite { members, .. } = self.types.get(self.resolve(id) as usize)? else {
             return None;
         };
@@ -211,9 +217,9 @@ impl Btf {
                 return Some((m.bit_offset, m.type_id));
             }
             if m.name.is_empty()
-                && let Some((off, ty)) = self.find(m.type_id, name, depth + 1)
+                && let Some((off, ty)) = self.find(m.type_id, name, depth + 1, budget)
             {
-                return Some((m.bit_offset + off, ty));
+                return Some((m.bit_offset.checked_add(off)?, ty));
             }
         }
         None
