@@ -835,15 +835,22 @@ fn syscall_wanted(layout: &KernelLayout, pid_tgid: u64) -> bool {
     (pid_tgid >> 32) as u32 != layout.self_tgid && wanted(layout, pid_tgid as u32)
 }
 
+/// The time, the layout and the current task of a system call event, if
+/// it is recorded.
+#[inline(always)]
+fn syscall_start() -> Option<(u64, &'static KernelLayout, u64)> {
+    let ts = now();
+    let layout = layout()?;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    syscall_wanted(layout, pid_tgid).then_some((ts, layout, pid_tgid))
+}
+
 /// `raw_syscalls:sys_enter`.
 #[tracepoint]
 pub fn sys_enter(ctx: TracePointContext) -> u32 {
-    let ts = now();
-    let Some(layout) = layout() else { return 0 };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !syscall_wanted(layout, pid_tgid) {
+    let Some((ts, layout, pid_tgid)) = syscall_start() else {
         return 0;
-    }
+    };
     let l = &layout.sys_enter;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -877,12 +884,9 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
 /// `raw_syscalls:sys_exit`.
 #[tracepoint]
 pub fn sys_exit(ctx: TracePointContext) -> u32 {
-    let ts = now();
-    let Some(layout) = layout() else { return 0 };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !syscall_wanted(layout, pid_tgid) {
+    let Some((ts, layout, pid_tgid)) = syscall_start() else {
         return 0;
-    }
+    };
     let l = &layout.sys_exit;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -1496,12 +1500,9 @@ pub fn sched_wakeup_new_btf(ctx: BtfTracePointContext) -> i32 {
 /// `sys_enter(struct pt_regs *regs, long id)`.
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
-    let ts = now();
-    let Some(layout) = layout() else { return 0 };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !syscall_wanted(layout, pid_tgid) {
+    let Some((ts, layout, pid_tgid)) = syscall_start() else {
         return 0;
-    }
+    };
     let regs: *const u8 = ctx.arg(0);
     let id: i64 = ctx.arg(1);
     let Some(mut entry) = reserve::<SysEnterEvent>() else {
@@ -1529,12 +1530,9 @@ pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
 /// `sys_exit(struct pt_regs *regs, long ret)`.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit_btf(ctx: BtfTracePointContext) -> i32 {
-    let ts = now();
-    let Some(layout) = layout() else { return 0 };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !syscall_wanted(layout, pid_tgid) {
+    let Some((ts, layout, pid_tgid)) = syscall_start() else {
         return 0;
-    }
+    };
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
     let Some(mut entry) = reserve::<SysExitEvent>() else {

@@ -573,21 +573,7 @@ impl KernelProvider {
                 }
             })?;
 
-        {
-            let map = ebpf
-                .map_mut(MAP_LAYOUT)
-                .ok_or(KernelError::MissingInObject {
-                    what: "map",
-                    name: MAP_LAYOUT,
-                })?;
-            let map_err = |e: MapError| KernelError::Map {
-                name: MAP_LAYOUT,
-                source: Box::new(e),
-            };
-            let mut array: Array<&mut MapData, LayoutValue> =
-                Array::try_from(map).map_err(map_err)?;
-            array.set(0, LayoutValue(layout), 0).map_err(map_err)?;
-        }
+        fill_array(&mut ebpf, MAP_LAYOUT, [LayoutValue(layout)])?;
 
         let events = ebpf
             .take_map(MAP_EVENTS)
@@ -750,15 +736,7 @@ impl KernelProvider {
                 }
             };
         for program in [UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM] {
-            let up: &mut UProbe = self
-                .ebpf
-                .program_mut(program)
-                .ok_or(KernelError::MissingInObject {
-                    what: "program",
-                    name: program,
-                })?
-                .try_into()
-                .map_err(|e: ProgramError| program_error(program, e))?;
+            let up: &mut UProbe = program_of(&mut self.ebpf, program)?;
             up.load().map_err(|e| program_error(program, e))?;
             for (index, probe) in probes.iter().enumerate() {
                 for scope in scopes(probe) {
@@ -797,35 +775,12 @@ impl KernelProvider {
         pids: &[u32],
     ) -> Result<(), KernelError> {
         use aya::programs::UProbe;
-        {
-            let map = self
-                .ebpf
-                .map_mut(MAP_USDT_SPECS)
-                .ok_or(KernelError::MissingInObject {
-                    what: "map",
-                    name: MAP_USDT_SPECS,
-                })?;
-            let map_err = |e: MapError| KernelError::Map {
-                name: MAP_USDT_SPECS,
-                source: Box::new(e),
-            };
-            let mut specs: Array<&mut MapData, UsdtSpecValue> =
-                Array::try_from(map).map_err(map_err)?;
-            for (index, site) in sites.iter().enumerate() {
-                specs
-                    .set(index as u32, UsdtSpecValue(site.spec_value), 0)
-                    .map_err(map_err)?;
-            }
-        }
-        let up: &mut UProbe = self
-            .ebpf
-            .program_mut(USDT_PROGRAM)
-            .ok_or(KernelError::MissingInObject {
-                what: "program",
-                name: USDT_PROGRAM,
-            })?
-            .try_into()
-            .map_err(|e: ProgramError| program_error(USDT_PROGRAM, e))?;
+        fill_array(
+            &mut self.ebpf,
+            MAP_USDT_SPECS,
+            sites.iter().map(|site| UsdtSpecValue(site.spec_value)),
+        )?;
+        let up: &mut UProbe = program_of(&mut self.ebpf, USDT_PROGRAM)?;
         up.load().map_err(|e| program_error(USDT_PROGRAM, e))?;
         let program = up
             .fd()
@@ -890,15 +845,7 @@ impl KernelProvider {
         let Some(btf) = btf.as_ref() else {
             unreachable!("read just above")
         };
-        let tp: &mut BtfTracePoint = self
-            .ebpf
-            .program_mut(program)
-            .ok_or(KernelError::MissingInObject {
-                what: "program",
-                name: program,
-            })?
-            .try_into()
-            .map_err(|e: ProgramError| program_error(program, e))?;
+        let tp: &mut BtfTracePoint = program_of(&mut self.ebpf, program)?;
         tp.load(variant.tracepoint, btf).map_err(|e| {
             if let ProgramError::LoadError { verifier_log, .. } = &e {
                 log::debug!("verifier log of eBPF program `{program}`:\n{verifier_log}");
@@ -918,19 +865,7 @@ impl KernelProvider {
     fn attach(&mut self, spec: &'static TracepointSpec) -> Result<(), KernelError> {
         let program = spec.program;
         let tracepoint = format!("{}:{}", spec.group, spec.event);
-        let tp: &mut TracePoint = self
-            .ebpf
-            .program_mut(program)
-            .ok_or(KernelError::MissingInObject {
-                what: "program",
-                name: program,
-            })?
-            .try_into()
-            .map_err(|e: ProgramError| KernelError::ProgramLoad {
-                program,
-                reason: e.to_string(),
-                source: Box::new(e),
-            })?;
+        let tp: &mut TracePoint = program_of(&mut self.ebpf, program)?;
         tp.load().map_err(|e| {
             if let ProgramError::LoadError { verifier_log, .. } = &e {
                 log::error!("verifier log of eBPF program `{program}`:\n{verifier_log}");
@@ -1298,6 +1233,40 @@ impl FollowHook {
             Err(io::Error::last_os_error())
         }
     }
+}
+
+/// Program `name` of the object, as the program type `P` it must be.
+fn program_of<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, KernelError>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(KernelError::MissingInObject {
+            what: "program",
+            name,
+        })?
+        .try_into()
+        .map_err(|e| program_error(name, e))
+}
+
+/// Writes `values` into array map `name` from index 0.
+fn fill_array<V: aya::Pod>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    values: impl IntoIterator<Item = V>,
+) -> Result<(), KernelError> {
+    let map = ebpf
+        .map_mut(name)
+        .ok_or(KernelError::MissingInObject { what: "map", name })?;
+    let map_err = |e: MapError| KernelError::Map {
+        name,
+        source: Box::new(e),
+    };
+    let mut array: Array<&mut MapData, V> = Array::try_from(map).map_err(map_err)?;
+    for (index, value) in values.into_iter().enumerate() {
+        array.set(index as u32, value, 0).map_err(map_err)?;
+    }
+    Ok(())
 }
 
 /// The eBPF object: as embedded, or a copy with field offsets patched in.
