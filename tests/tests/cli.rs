@@ -117,7 +117,7 @@ fn a_delayed_start_records_only_what_follows_it() {
         "sleep 0.1; /bin/echo early; sleep 1.2; /bin/true",
     ]);
     assert!(ok, "{err}");
-    assert!(out.contains("early"));
+    assert!(out.contains("early"), "stdout {out:?}, stderr {err}");
     assert!(err.contains("recording starts in 0.6 s"), "{err}");
     assert!(started.elapsed().as_secs_f64() >= 1.3);
     let trace = parse(&file);

@@ -21,6 +21,14 @@ pub fn run(_args: CategoriesArgs) -> Result<ExitCode> {
     for (name, description) in KERNEL_CATEGORIES {
         println!("  {name:<width$}  {description}");
     }
+    let declared = declared_by_providers();
+    if !declared.is_empty() {
+        println!();
+        println!("Categories registered providers declared (from the trace manager daemon):");
+        for name in declared {
+            println!("  {name}");
+        }
+    }
     println!();
     println!("Probes record into their own categories: `uprobe` (--uprobe) and `usdt` (--usdt).");
     println!(
@@ -28,6 +36,36 @@ pub fn run(_args: CategoriesArgs) -> Result<ExitCode> {
          (`trace-cli providers` lists the programs waiting to be traced)."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The categories providers registered with a running daemon declared;
+/// none without a daemon.
+fn declared_by_providers() -> Vec<String> {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    runtime.block_on(async {
+        let path = trace_manager::userspace::socket_path();
+        let Ok(mut ctl) = trace_manager::client::Controller::connect(&path) else {
+            return Vec::new();
+        };
+        let reply = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            ctl.call(trace_common::controller::Request::GetKnownCategories, None),
+        )
+        .await;
+        match reply {
+            Ok(Ok(trace_common::controller::Reply::KnownCategories(list))) => list
+                .into_iter()
+                .map(|(name, _)| name)
+                .filter(|n| !KERNEL_CATEGORIES.iter().any(|(k, _)| k == n))
+                .collect(),
+            _ => Vec::new(),
+        }
+    })
 }
 
 /// The known kernel category closest to `typed` (a mistyped name, with or

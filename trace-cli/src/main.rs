@@ -78,6 +78,11 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // A command started by `record`, waiting to become itself.
+    if let Some(fd) = std::env::var_os(record::RELEASE_FD_ENV) {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        return record::wait_and_exec(&fd.to_string_lossy(), &args);
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();

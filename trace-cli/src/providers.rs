@@ -1,18 +1,17 @@
-//! `trace-cli providers`: list the providers that register with a manager.
+//! `trace-cli providers`: list the providers registered with the manager.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use trace_common::provider::BufferingMode;
-use trace_manager::output::FxtStream;
-use trace_manager::userspace::{Registry, UserspaceConfig, socket_path};
+use trace_common::controller::{Reply, Request};
 
 /// Arguments of `trace-cli providers`.
 #[derive(Args)]
 pub struct ProvidersArgs {
-    /// How long to let waiting providers register, in seconds.
+    /// Without a running daemon: how long to let waiting providers
+    /// register, in seconds.
     #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
     wait: f64,
 }
@@ -25,26 +24,34 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
-        let mut registry = Registry::bind(UserspaceConfig {
-            socket_path: socket_path(),
-            mode: BufferingMode::Oneshot,
-            buffer_bytes: 1 << 20,
-            overrides: Vec::new(),
-            categories: Vec::new(),
-        })?;
-        let mut sink = FxtStream::new(std::io::sink())?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.wait);
-        while let Ok(r) = tokio::time::timeout_at(deadline, registry.serve_once(&mut sink)).await {
-            r?;
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(async {
+        let mut conn = crate::record::connect(false)?;
+        let embedded = conn.embedded.is_some();
+        if embedded {
+            // Providers waiting for a manager connect when its socket
+            // appears.
+            tokio::time::sleep(Duration::from_secs_f64(args.wait)).await;
         }
-        let providers = registry.providers();
+        let providers = match conn.ctl.call(Request::GetProviders, None).await? {
+            Reply::Providers(p) => p,
+            Reply::Failed { message, .. } => bail!("{message}"),
+            other => bail!("unexpected answer from the trace manager: {other:?}"),
+        };
+        drop(conn.ctl);
+        if let Some(task) = conn.embedded {
+            let _ = task.await;
+        }
         if providers.is_empty() {
-            eprintln!("trace-cli: no provider registered within {} s", args.wait);
+            if embedded {
+                eprintln!("trace-cli: no provider registered within {} s", args.wait);
+            } else {
+                eprintln!("trace-cli: no provider is registered with the trace manager");
+            }
         }
         for p in providers {
             println!("{:>4} {:<24} {:>8} {}", p.id, p.name, p.pid, p.state);
         }
         Ok(ExitCode::SUCCESS)
-    })
+    }))
 }

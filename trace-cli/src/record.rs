@@ -1,7 +1,8 @@
-//! `trace-cli record`: record a trace with an embedded manager.
+//! `trace-cli record`: record a trace through the trace manager daemon, or
+//! through a manager run in this process when no daemon is running.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,11 +12,14 @@ use clap::Args;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use trace_common::category::KERNEL_CATEGORIES;
+use trace_common::controller::{
+    ProviderSpec, Reply, Request, StartOptions, Status, TraceConfig, fail,
+};
 use trace_common::provider::BufferingMode;
-use trace_manager::kernel::{FollowHook, KernelError};
-use trace_manager::recording::{RecordConfig, RecordError, Recording, kernel_categories};
-use trace_manager::usdt::UsdtSite;
-use trace_manager::userspace::UserspaceConfig;
+use trace_manager::client::Controller;
+use trace_manager::service::{Manager, ManagerError};
+use trace_manager::session::kernel_categories;
+use trace_manager::userspace::UserspaceError;
 
 /// Arguments of `trace-cli record`.
 #[derive(Args)]
@@ -83,6 +87,14 @@ pub struct RecordArgs {
     /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
     #[arg(long = "trigger", value_name = "ALERT")]
     triggers: Vec<String>,
+    /// How long to wait for userspace providers to start, in seconds; one
+    /// that has not answered by then is recorded from when it does.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    start_timeout: f64,
+    /// Keep the trace in the manager until the recording ends, instead of
+    /// writing it to the output as it is recorded.
+    #[arg(long)]
+    defer_transfer: bool,
     /// Wait this long before recording starts (fractions allowed). A
     /// COMMAND starts at once and is recorded from then on (its threads; the
     /// processes it started during the wait are not followed).
@@ -109,6 +121,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         && !(d.is_finite() && d >= 0.0)
     {
         bail!("the start delay must be a number of seconds, 0 or more, not {d}");
+    }
+    if !(args.start_timeout.is_finite() && args.start_timeout >= 0.0) {
+        bail!("the start timeout must be a number of seconds, 0 or more");
     }
     if !(args.buffer_megabytes > 0.0 && args.buffer_megabytes <= 4096.0) {
         bail!("the buffer size must be more than 0 and at most 4096 megabytes");
@@ -147,9 +162,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             );
         }
     }
-    if categories.is_empty() || !kernel_categories(&categories).is_empty() {
-        check_privileges()?;
-    }
     if let Some(&pid) = args
         .pids
         .iter()
@@ -157,15 +169,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     {
         bail!("no process with id {pid}");
     }
-    if !args.uprobes.is_empty() || !args.usdt.is_empty() {
-        check_privileges()?;
-    }
-
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(record(args, categories))
+    // A manager run here lives on this thread beside the client.
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(record(args, categories)))
 }
 
 /// ` (cpu0 N, cpu1 M, other K)` when anything was dropped: where.
@@ -182,33 +192,6 @@ fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
         parts.push(format!("other {other}"));
     }
     format!(" ({})", parts.join(", "))
-}
-
-/// Every site of every `--usdt` probe in the `pids` processes (every
-/// process when empty), each spec matching at least one.
-fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<UsdtSite>> {
-    let mut sites: Vec<UsdtSite> = Vec::new();
-    for spec in specs {
-        let found = trace_manager::usdt::resolve_in(spec, pids)?;
-        log::info!("--usdt {spec}: {} sites", found.len());
-        for site in found {
-            // A site two specs match is placed once (else each pass would
-            // be recorded twice), as the first spec says.
-            if let Some(first) = sites
-                .iter()
-                .find(|s| s.binary == site.binary && s.offset == site.offset && s.pids == site.pids)
-            {
-                log::warn!(
-                    "--usdt {spec}: {} is already recorded as --usdt {}",
-                    site.event_name(),
-                    first.spec
-                );
-                continue;
-            }
-            sites.push(site);
-        }
-    }
-    Ok(sites)
 }
 
 /// How often the progress line is redrawn (and alerts looked at).
@@ -237,21 +220,36 @@ impl ProgressLine {
         ProgressLine { bar }
     }
 
-    fn update(&self, p: &trace_manager::recording::Progress) {
+    /// Whether the line is drawn (standard error is a terminal).
+    fn shown(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    fn update(&self, p: &Status) {
         let Some(bar) = &self.bar else { return };
         let mut msg = format!(
             "{:.1} s  {} kernel events  {:.1} MiB written  {} dropped  kernel buffers {:.0}% full",
-            p.elapsed.as_secs_f64(),
+            Duration::from_nanos(p.elapsed_ns).as_secs_f64(),
             p.kernel_events,
             p.bytes as f64 / (1024.0 * 1024.0),
             p.dropped,
-            p.kernel_fill * 100.0
+            f64::from(p.kernel_fill_permille) / 10.0
         );
-        if p.providers.0 > 0 {
+        if p.providers > 0 {
             msg.push_str(&format!(
                 "  {} providers ({} tracing)",
-                p.providers.0, p.providers.1
+                p.providers, p.providers_started
             ));
+        }
+        for q in &p.provider_progress {
+            msg.push_str(&format!(
+                "  {} {:.0}%",
+                q.name,
+                f64::from(q.fill_permille) / 10.0
+            ));
+            if q.dropped > 0 {
+                msg.push_str(&format!(" ({} dropped)", q.dropped));
+            }
         }
         bar.set_message(msg);
         bar.tick();
@@ -272,73 +270,147 @@ impl ProgressLine {
     }
 }
 
+/// The manager a recording talks to: a daemon's, or one run here.
+pub struct Connection {
+    /// The connection.
+    pub ctl: Controller,
+    /// The embedded manager's task; it ends when `ctl` is dropped.
+    pub embedded: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Connects to the daemon on the manager socket, else runs a manager here
+/// that listens there (so providers register with it). `needs_kernel`:
+/// without a daemon, the privileges to load eBPF programs are checked.
+pub fn connect(needs_kernel: bool) -> Result<Connection> {
+    let path = trace_manager::userspace::socket_path();
+    if let Ok(ctl) = Controller::connect(&path) {
+        log::info!("using the trace manager on {}", path.display());
+        return Ok(Connection {
+            ctl,
+            embedded: None,
+        });
+    }
+    if needs_kernel {
+        check_privileges()?;
+    }
+    match Manager::bind(Some(path.clone()), true) {
+        Ok(manager) => embed(manager),
+        // Another manager holds the socket: it may still be starting.
+        Err(ManagerError::Socket(UserspaceError::Busy(_))) => {
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            loop {
+                match Controller::connect(&path) {
+                    Ok(ctl) => {
+                        return Ok(Connection {
+                            ctl,
+                            embedded: None,
+                        });
+                    }
+                    Err(e) if std::time::Instant::now() >= deadline => return Err(e.into()),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs `manager` in this process and connects to it.
+pub fn embed(mut manager: Manager) -> Result<Connection> {
+    let fd = manager.local_client()?;
+    // The manager is not Send: it runs on this thread (see `run`).
+    let embedded = tokio::task::spawn_local(manager.run());
+    Ok(Connection {
+        ctl: Controller::from_fd(fd)?,
+        embedded: Some(embedded),
+    })
+}
+
+/// The failure in `reply`, as an error for the user.
+fn failed(what: &str, reply: Reply) -> anyhow::Error {
+    match reply {
+        Reply::Failed { message, .. } => anyhow::anyhow!("{message}"),
+        other => anyhow::anyhow!("{what}: unexpected answer from the trace manager: {other:?}"),
+    }
+}
+
+/// A relative `BINARY` in a `BINARY:...` probe spec made absolute, so a
+/// manager elsewhere finds the same file.
+fn absolute_spec(spec: &str) -> String {
+    let Some((binary, rest)) = spec.split_once(':') else {
+        return spec.to_owned();
+    };
+    if binary.contains('/')
+        && !binary.starts_with('/')
+        && let Ok(abs) = std::path::absolute(binary)
+    {
+        return format!("{}:{rest}", abs.display());
+    }
+    spec.to_owned()
+}
+
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let to_stdout = args.output.as_os_str() == "-";
-    let sink: Box<dyn Write> = if to_stdout {
-        use std::io::IsTerminal as _;
-        if std::io::stdout().is_terminal() {
-            bail!("-o - writes the binary trace to standard output: pipe or redirect it");
-        }
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(
-            File::create(&args.output)
-                .with_context(|| format!("cannot create {}", args.output.display()))?,
-        )
-    };
-    // To a pipe, records go out at every tick; a smaller buffer keeps the
-    // reader close behind.
-    let buffer = if to_stdout { 64 << 10 } else { 1 << 20 };
-    let mb = |m: u64| m * 1024 * 1024;
-    let mut overrides = Vec::new();
+    let mut specs = Vec::new();
     for spec in &args.provider_buffers {
         let (name, size) = spec
             .split_once('=')
-            .and_then(|(n, s)| Some((n.to_owned(), s.trim().parse::<u64>().ok()?)))
+            .and_then(|(n, s)| Some((n.to_owned(), s.trim().parse::<u32>().ok()?)))
             .filter(|(_, s)| (1..=4096).contains(s))
             .with_context(|| {
                 format!("--provider-buffer wants NAME=MEGABYTES (1-4096), not {spec:?}")
             })?;
-        overrides.push((name, mb(size)));
+        specs.push(ProviderSpec {
+            name,
+            buffer_size_megabytes_hint: size,
+            categories: Vec::new(),
+        });
     }
     if args.provider_buffer_size == 0 || args.provider_buffer_size > 4096 {
         bail!("the provider buffer size must be between 1 and 4096 megabytes");
     }
-    let config = RecordConfig {
+    let mut config = TraceConfig {
         categories: categories.clone(),
-        buffer_bytes: (args.buffer_megabytes * 1024.0 * 1024.0) as usize,
-        userspace: Some(UserspaceConfig {
-            socket_path: trace_manager::userspace::socket_path(),
-            mode: BufferingMode::from_name(&args.buffering_mode).unwrap_or(BufferingMode::Oneshot),
-            buffer_bytes: mb(u64::from(args.provider_buffer_size)),
-            overrides,
-            categories: categories
-                .iter()
-                .filter(|c| !c.starts_with("kernel:"))
-                .cloned()
-                .collect(),
-        }),
+        buffer_size_megabytes_hint: args.provider_buffer_size,
+        start_timeout_milliseconds: (args.start_timeout * 1000.0) as u64,
+        buffering_mode: BufferingMode::from_name(&args.buffering_mode)
+            .unwrap_or(BufferingMode::Oneshot),
+        provider_specs: specs,
+        version: trace_common::controller::FXT_VERSION,
+        defer_transfer: args.defer_transfer,
+        kernel_buffer_bytes: (args.buffer_megabytes * 1024.0 * 1024.0) as u64,
+        kernel_buffering_mode: BufferingMode::from_name(&args.kernel_buffering_mode)
+            .unwrap_or(BufferingMode::Streaming),
         pids: if !args.pids.is_empty() || (!args.command.is_empty() && !args.all_processes) {
             Some(args.pids.clone())
         } else {
             None
         },
-        kernel_mode: BufferingMode::from_name(&args.kernel_buffering_mode)
-            .unwrap_or(BufferingMode::Streaming),
-        // Resolved now: a wrong probe is an error before recording starts.
-        uprobes: args
-            .uprobes
-            .iter()
-            .map(|spec| trace_manager::uprobes::resolve_in(spec, &args.pids))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect(),
-        usdt: resolve_usdt(&args.usdt, &args.pids)?,
+        uprobes: args.uprobes.iter().map(|s| absolute_spec(s)).collect(),
+        usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
+    };
+    let needs_kernel = categories.is_empty()
+        || !kernel_categories(&categories).is_empty()
+        || !config.uprobes.is_empty()
+        || !config.usdt.is_empty();
+
+    let mut conn = connect(needs_kernel)?;
+    let output: OwnedFd = if to_stdout {
+        use std::io::IsTerminal as _;
+        if std::io::stdout().is_terminal() {
+            bail!("-o - writes the binary trace to standard output: pipe or redirect it");
+        }
+        std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("duplicating standard output")?
+    } else {
+        File::create(&args.output)
+            .with_context(|| format!("cannot create {}", args.output.display()))?
+            .into()
     };
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.
-    let mut config = config;
     let mut early_child = None;
     if let Some(delay) = args.start_delay.map(Duration::from_secs_f64) {
         if let Some((program, rest)) = args.command.split_first() {
@@ -358,28 +430,73 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             _ = sigint.recv() => bail!("interrupted before recording started"),
         }
     }
-    let mut recording =
-        Recording::start(&config, BufWriter::with_capacity(buffer, sink)).map_err(explain)?;
+
+    let mut reply = conn
+        .ctl
+        .call(
+            Request::InitializeTracing(config.clone()),
+            Some(output.as_fd()),
+        )
+        .await?;
+    if let Reply::Failed {
+        code: fail::EMBEDDED,
+        message,
+        ..
+    } = &reply
+    {
+        // Another `trace-cli record` owns the providers; the kernel is
+        // still ours.
+        if !needs_kernel {
+            bail!("{message}; no userspace provider can be recorded now");
+        }
+        eprintln!("trace-cli: warning: {message}; recording without userspace providers");
+        check_privileges()?;
+        conn = embed(Manager::bind(None, true)?)?;
+        reply = conn
+            .ctl
+            .call(
+                Request::InitializeTracing(config.clone()),
+                Some(output.as_fd()),
+            )
+            .await?;
+    }
+    match reply {
+        Reply::Initialized => {}
+        Reply::Failed {
+            code: fail::SESSION_ACTIVE,
+            message,
+            ..
+        } => bail!("{message}; try again when it ends"),
+        other => return Err(failed("initializing", other)),
+    }
+    drop(output);
+    let ctl = &mut conn.ctl;
+    match ctl
+        .call(Request::StartTracing(StartOptions::default()), None)
+        .await?
+    {
+        Reply::StartResult(Ok(())) => {}
+        Reply::StartResult(Err(e)) => bail!("starting: {e}"),
+        other => return Err(failed("starting", other)),
+    }
 
     let mut child = match (early_child, args.command.split_first()) {
         (Some(child), _) => {
             if let Some(pid) = child.id() {
                 // Names it; it may have exited during the wait.
-                if let Err(e) = recording.follow(pid) {
-                    log::debug!("naming the command: {e}");
-                }
+                follow(ctl, pid).await?;
             }
             Some(child)
         }
         (None, Some((program, rest))) => {
-            let child = start_command(program, rest, recording.follow_hook(), to_stdout)?;
-            if config.pids.is_some()
-                && let Some(pid) = child.id()
-            {
-                // Names it (it follows itself already); it may have exited.
-                if let Err(e) = recording.follow(pid) {
-                    log::debug!("naming the command: {e}");
+            let release = config.pids.is_some().then(Release::new).transpose()?;
+            let child = start_command(program, rest, release.as_ref(), to_stdout)?;
+            if let Some(release) = release {
+                if let Some(pid) = child.id() {
+                    // Followed before it runs its first instruction.
+                    follow(ctl, pid).await?;
                 }
+                release.go();
             }
             Some(child)
         }
@@ -395,6 +512,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: recording");
     }
 
+    let mut watch = ctl.send(Request::WatchAlert, None)?;
     let reason = {
         let stop = async {
             let deadline = async {
@@ -418,39 +536,55 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         };
         tokio::pin!(stop);
         let progress = ProgressLine::new();
-        // Collect in ticks: between them, alerts are looked at and the
-        // progress line is redrawn.
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
         let reason = loop {
-            let tick = async {
-                tokio::select! {
-                    reason = &mut stop => Some(reason),
-                    () = tokio::time::sleep(PROGRESS_TICK) => None,
+            let mut news = Vec::new();
+            tokio::select! {
+                reason = &mut stop => break reason,
+                m = ctl.recv() => news.push(m?),
+                _ = tick.tick() => {
+                    if progress.shown() {
+                        match ctl.call(Request::GetStatus, None).await? {
+                            Reply::Status(s) => progress.update(&s),
+                            other => return Err(failed("asking for the status", other)),
+                        }
+                    }
                 }
-            };
-            if let Some(reason) = recording.run_until(tick).await.map_err(explain)? {
-                break reason;
             }
+            news.extend(ctl.take_early());
             let mut triggered = None;
-            for (provider, alert) in recording.take_alerts() {
-                progress.println(&format!(
-                    "trace-cli: provider {provider:?} raised alert {alert:?}"
-                ));
-                if triggered.is_none() && args.triggers.contains(&alert) {
-                    triggered = Some(alert);
+            for m in news {
+                match m.body {
+                    Reply::Alert { name, provider } => {
+                        progress.println(&format!(
+                            "trace-cli: provider {provider:?} raised alert {name:?}"
+                        ));
+                        if triggered.is_none() && args.triggers.contains(&name) {
+                            triggered = Some(name);
+                        }
+                        watch = ctl.send(Request::WatchAlert, None)?;
+                    }
+                    Reply::StateChanged(_) => {}
+                    Reply::Failed { message, .. } => bail!("{message}"),
+                    other if m.txid == watch => return Err(failed("watching alerts", other)),
+                    _ => {}
                 }
             }
             if let Some(alert) = triggered {
                 break StopReason::Trigger(alert);
             }
-            progress.update(&recording.progress());
-            if to_stdout {
-                recording.flush().map_err(explain)?;
-            }
         };
         progress.finish();
         reason
     };
-    let (stats, _) = recording.finish().await.map_err(explain)?;
+    let stats = match ctl.call(Request::TerminateTracing, None).await? {
+        Reply::Terminated(stats) => stats,
+        other => return Err(failed("ending the recording", other)),
+    };
+    drop(conn.ctl);
+    if let Some(task) = conn.embedded {
+        let _ = task.await;
+    }
     if let StopReason::Trigger(alert) = &reason {
         eprintln!("trace-cli: stopped by alert {alert:?}");
     }
@@ -463,31 +597,38 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         let _ = c.wait().await;
     }
 
+    let k = &stats.kernel;
+    let count = |name: &str| {
+        k.counts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    };
     eprintln!(
         "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
          calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
          events) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
-        stats.kernel_events,
-        stats.counts.context_switches,
-        stats.counts.wakeups,
-        stats.counts.proc_events,
-        stats.counts.syscalls,
-        stats.counts.interrupts,
-        stats.counts.block_requests,
-        stats.counts.memory_events,
-        stats.counts.probes,
-        stats.counts.usdt,
-        stats.duration.as_secs_f64(),
+        k.events,
+        count("switches"),
+        count("wakeups"),
+        count("process events"),
+        count("system calls"),
+        count("interrupts"),
+        count("block requests"),
+        count("memory events"),
+        count("probe hits"),
+        count("USDT events"),
+        Duration::from_nanos(stats.traced_ns).as_secs_f64(),
         stats.records,
         stats.bytes,
-        stats.dropped,
-        per_cpu_drops(&stats.dropped_per_cpu, stats.dropped),
-        if stats.malformed > 0 {
-            format!(", {} malformed", stats.malformed)
+        k.dropped,
+        per_cpu_drops(&k.dropped_per_cpu, k.dropped),
+        if k.malformed > 0 {
+            format!(", {} malformed", k.malformed)
         } else {
             String::new()
         },
-        providers_summary(&stats.providers),
+        providers_summary(&stats.provider_stats),
         if to_stdout {
             "standard output".to_owned()
         } else {
@@ -502,50 +643,128 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn providers_summary(p: &[trace_manager::userspace::ProviderStats]) -> String {
+/// Asks the manager to follow process `pid`.
+async fn follow(ctl: &mut Controller, pid: u32) -> Result<()> {
+    match ctl.call(Request::Follow { pid }, None).await? {
+        Reply::Followed => Ok(()),
+        // It may have exited already.
+        Reply::Failed { message, .. } => {
+            log::debug!("following the command: {message}");
+            Ok(())
+        }
+        other => Err(failed("following the command", other)),
+    }
+}
+
+fn providers_summary(p: &[trace_common::controller::ProviderStats]) -> String {
+    let p: Vec<_> = p
+        .iter()
+        .filter(|s| s.id != trace_manager::session::KERNEL_PROVIDER_ID)
+        .collect();
     if p.is_empty() {
         return String::new();
     }
-    let records: u64 = p.iter().map(|s| s.collect.records).sum();
-    let dropped: u64 = p
-        .iter()
-        .map(|s| s.collect.dropped + s.collect.rejected)
-        .sum();
+    let records: u64 = p.iter().map(|s| s.records_written).sum();
+    let dropped: u64 = p.iter().map(|s| s.records_dropped).sum();
+    let late = p.iter().filter(|s| !s.started).count();
     format!(
-        "; {} userspace provider{} ({} records, {} dropped)",
+        "; {} userspace provider{} ({} records, {} dropped{})",
         p.len(),
         if p.len() == 1 { "" } else { "s" },
         records,
-        dropped
+        dropped,
+        if late > 0 {
+            format!(", {late} did not start in time")
+        } else {
+            String::new()
+        }
     )
 }
 
-/// Starts `program` with `args`. With `hook`, the child calls it between
-/// fork and exec, so the pid filter follows the command from its first
-/// instruction.
+/// Holds a started command back until [`Release::go`]: the command is
+/// `trace-cli` itself at first, which waits on a pipe and then becomes the
+/// command (same pid), so the manager can follow it before it runs.
+struct Release {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+/// The environment variable that tells `trace-cli` to wait and become the
+/// command.
+pub const RELEASE_FD_ENV: &str = "TRACE_CLI_RELEASE_FD";
+
+impl Release {
+    fn new() -> Result<Release> {
+        // The read end is inherited by the child; the write end is not.
+        let (read, write) = nix::unistd::pipe().context("creating a pipe")?;
+        nix::fcntl::fcntl(
+            write.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .context("creating a pipe")?;
+        Ok(Release { read, write })
+    }
+
+    fn go(self) {
+        let _ = nix::unistd::write(&self.write, b"g");
+    }
+}
+
+/// In the child of [`Release`]: waits for the go, then becomes the command
+/// (`args`). Returns only on failure.
+pub fn wait_and_exec(fd: &str, args: &[std::ffi::OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt as _;
+    let Ok(fd) = fd.parse::<std::os::fd::RawFd>() else {
+        return ExitCode::FAILURE;
+    };
+    // SAFETY: the parent passed this descriptor for this process to own.
+    let read = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut go = [0u8; 1];
+    // The parent went away without a go: the command does not run.
+    if !matches!(nix::unistd::read(read.as_raw_fd(), &mut go), Ok(1)) {
+        return ExitCode::FAILURE;
+    }
+    drop(read);
+    let Some((program, rest)) = args.split_first() else {
+        return ExitCode::FAILURE;
+    };
+    let e = std::process::Command::new(program)
+        .args(rest)
+        .env_remove(RELEASE_FD_ENV)
+        .exec();
+    eprintln!("trace-cli: cannot run {program:?}: {e}");
+    ExitCode::from(127)
+}
+
+/// Starts `program` with `args`. With `release`, it waits for
+/// [`Release::go`] before it runs.
 fn start_command(
     program: &str,
     args: &[String],
-    hook: Option<FollowHook>,
+    release: Option<&Release>,
     stdout_to_stderr: bool,
 ) -> Result<tokio::process::Child> {
-    let mut cmd = Command::new(program);
-    cmd.args(args);
+    let mut cmd = match release {
+        Some(r) => {
+            let me = std::env::current_exe().context("finding trace-cli's own program")?;
+            let mut cmd = Command::new(me);
+            cmd.env(RELEASE_FD_ENV, r.read.as_raw_fd().to_string())
+                .arg(program)
+                .args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
     if stdout_to_stderr {
-        use std::os::fd::AsFd as _;
         let stderr = std::io::stderr()
             .as_fd()
             .try_clone_to_owned()
             .context("duplicating standard error for the command")?;
         cmd.stdout(std::process::Stdio::from(stderr));
-    }
-    if let Some(hook) = hook {
-        // SAFETY: the closure runs in the child between fork and exec; it
-        // makes two system calls (getpid, bpf) on values it owns, which is
-        // async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || hook.follow_self());
-        }
     }
     cmd.spawn()
         .with_context(|| format!("cannot run {program:?}"))
@@ -596,16 +815,6 @@ fn effective_capabilities() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
     u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
-}
-
-/// Turns a recording error into one clear sentence for the user.
-fn explain(e: RecordError) -> anyhow::Error {
-    match e {
-        RecordError::Kernel(k @ KernelError::Permission { .. }) => anyhow::anyhow!(
-            "{k}; recording needs root (or CAP_BPF and CAP_PERFMON), run it with sudo"
-        ),
-        other => anyhow::Error::new(other),
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! - [`kernel`]: the fixed-layout events the eBPF kernel provider writes into
 //!   its ring buffers, and the tracepoint field layouts it is configured with.
 //! - [`category`]: category names and glob matching.
+//! - [`controller`]: the protocol between a client (`trace-cli`) and the
+//!   trace manager: sessions, their states, start and stop.
 //! - [`provider`]: the shared trace buffer, FIFO packets and control
 //!   messages between userspace providers and the manager.
 //!
@@ -20,6 +22,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod category;
+#[cfg(feature = "alloc")]
+pub mod controller;
 pub mod fxt;
 pub mod kernel;
 #[cfg(feature = "alloc")]

@@ -5,16 +5,22 @@
 //! - [`kernel_records`]: turns kernel events into FXT records.
 //! - [`procfs`]: the processes and threads that already exist.
 //! - [`output`]: the merged FXT stream and per-provider string tables.
-//! - [`recording`]: one recording session run in the calling process.
+//! - [`session`]: one session's output and kernel provider, started and
+//!   stopped as often as the client asks.
+//! - [`service`]: the manager as a service: the socket providers register
+//!   on and clients drive sessions through.
+//! - [`client`]: the client side of the controller protocol.
 //! - [`syscalls`]: system call names and argument descriptions.
 //! - [`uprobes`]: where `--uprobe` probes go.
 //! - [`usdt`]: where `--usdt` probes are and how to read their arguments.
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
+pub mod client;
 pub mod kernel;
 pub mod kernel_records;
 pub mod output;
 pub mod procfs;
-pub mod recording;
+pub mod service;
+pub mod session;
 pub mod syscalls;
 pub mod uprobes;
 pub mod usdt;

@@ -486,6 +486,10 @@ fn region_max(layout: &Layout) -> usize {
 }
 
 fn clear(st: &mut State, layout: &Layout, disposition: BufferDisposition) {
+    // Retain: go on where the last run stopped, rolling data included.
+    if disposition == BufferDisposition::Retain {
+        return;
+    }
     st.wrapped = 0;
     st.full = false;
     st.save_pending = false;

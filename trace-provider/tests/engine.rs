@@ -507,3 +507,34 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
         "every event exactly once"
     );
 }
+
+#[test]
+fn dispositions_keep_or_clear_what_earlier_runs_wrote() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut buf = Buffer::new(BufferingMode::Oneshot, 256 * 1024);
+    buf.attach(&[], None);
+    let run = |disposition, from: u64| {
+        engine::start(disposition, vec![]);
+        for seq in from..from + 100 {
+            trace_provider::instant!("t", "run", "seq" => seq);
+        }
+        engine::stop();
+    };
+    let seqs = |buf: &Buffer| -> Vec<u64> {
+        events(&collect_at_stop(&buf.bytes(), BufferingMode::Oneshot))
+            .iter()
+            .filter(|e| e.name == "run")
+            .map(seq)
+            .collect()
+    };
+    run(BufferDisposition::ClearEntire, 0);
+    // Retain: the first run's records stay, the second's follow them.
+    run(BufferDisposition::Retain, 100);
+    assert_eq!(seqs(&buf), (0..200).collect::<Vec<_>>());
+    // Clearing the rolling buffers forgets both runs.
+    run(BufferDisposition::ClearNondurable, 200);
+    assert_eq!(seqs(&buf), (200..300).collect::<Vec<_>>());
+    run(BufferDisposition::ClearEntire, 300);
+    assert_eq!(seqs(&buf), (300..400).collect::<Vec<_>>());
+    engine::terminate();
+}

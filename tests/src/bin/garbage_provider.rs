@@ -2,8 +2,10 @@
 //! by hand: `garbage_provider buffer` registers and then fills its buffer
 //! with garbage (random words and well-framed records that would hijack a
 //! reader: provider info, provider section, initialization);
-//! `garbage_provider packets` sends nonsense FIFO packets instead. It runs
-//! until killed.
+//! `garbage_provider packets` sends nonsense FIFO packets instead;
+//! `garbage_provider silent` never answers Start or Stop;
+//! `garbage_provider alerts` starts, then raises the alerts `first` and
+//! `second`. It runs until killed.
 
 use std::os::fd::RawFd;
 
@@ -151,6 +153,17 @@ fn main() {
                     bytes[r0..r0 + hijack.len()].copy_from_slice(&hijack);
                     let d0 = layout.durable_offset() as usize;
                     bytes[d0..d0 + hijack.len()].copy_from_slice(&hijack);
+                }
+            }
+            Ok(ManagerMessage::Start { .. }) if fifo >= 0 && mode == "silent" => {}
+            Ok(ManagerMessage::Start { .. }) if fifo >= 0 && mode == "alerts" => {
+                use trace_common::provider::fifo::{AlertName, FromProvider};
+                let mut packets = vec![FromProvider::Started { version: 1 }];
+                for name in ["first", "second"] {
+                    packets.push(FromProvider::Alert(AlertName::new(name).unwrap()));
+                }
+                for p in packets {
+                    send(fifo, &p.to_packet().to_bytes());
                 }
             }
             Ok(ManagerMessage::Start { .. }) if fifo >= 0 => {

@@ -42,7 +42,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let secs: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5.0);
     let interval = Duration::from_micros(args.next().and_then(|a| a.parse().ok()).unwrap_or(2000));
-    let _provider = trace_provider::init("provider-app");
+    let _provider = trace_provider::init_with_categories("provider-app", &["app"]);
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let worker = std::thread::Builder::new()
         .name("worker".into())

@@ -31,6 +31,9 @@ pub struct CollectStats {
     pub wraps: u32,
     /// The buffer's header could not be trusted; nothing was collected.
     pub bad_header: bool,
+    /// How much of the buffer held records at the last collection, in
+    /// percent.
+    pub usage_percent: u8,
 }
 
 /// Reads CLOCK_MONOTONIC and the TSC together, keeping the tightest pair.
@@ -238,6 +241,12 @@ pub fn collect<W: Write>(
         fwd.stats.dropped = header.num_records_dropped;
     }
     fwd.stats.wraps = header.wrapped_count;
+    let used = header.durable_data_end.min(layout.durable)
+        + (0..2)
+            .map(|b| header.rolling_data_end[b].min(layout.rolling[b]))
+            .sum::<u64>();
+    fwd.stats.usage_percent =
+        (used.saturating_mul(100) / (snapshot.len() as u64).max(1)).min(100) as u8;
     let durable_end = match which {
         Rolling::Save { durable_end, .. } => durable_end,
         Rolling::Final { .. } => header.durable_data_end,

@@ -19,7 +19,6 @@ mod socket;
 use std::io::{IoSlice, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, recv, send, sendmsg, socketpair,
@@ -64,24 +63,24 @@ pub enum UserspaceError {
     Output(#[from] OutputError),
 }
 
-/// The registration socket path: `TRACE_MANAGER_SOCKET`, else the default.
+/// The manager's socket path: `TRACE_MANAGER_SOCKET`, else the default.
 pub fn socket_path() -> PathBuf {
     std::env::var_os(trace_common::provider::SOCKET_ENV)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(trace_common::provider::DEFAULT_SOCKET_PATH))
 }
 
-/// What to trace in userspace providers.
+/// What to trace in userspace providers during a session.
 #[derive(Clone, Debug)]
 pub struct UserspaceConfig {
-    /// The registration socket.
-    pub socket_path: PathBuf,
     /// Buffering mode of every provider.
     pub mode: BufferingMode,
     /// Buffer size of every provider, in bytes.
     pub buffer_bytes: u64,
     /// Buffer sizes of providers by name.
     pub overrides: Vec<(String, u64)>,
+    /// Categories of providers by name, instead of `categories`.
+    pub category_overrides: Vec<(String, Vec<String>)>,
     /// Enabled categories (empty: all), as sent to providers.
     pub categories: Vec<String>,
 }
@@ -97,9 +96,11 @@ pub struct ProviderInfo {
     pub pid: i32,
     /// Where it is in the protocol.
     pub state: &'static str,
+    /// The categories it declared when it registered.
+    pub categories: Vec<String>,
 }
 
-/// A provider's final numbers.
+/// A provider's numbers in a session.
 #[derive(Clone, Debug)]
 pub struct ProviderStats {
     /// Its id in traces.
@@ -110,11 +111,37 @@ pub struct ProviderStats {
     pub pid: i32,
     /// What collection did.
     pub collect: CollectStats,
-    /// It violated the protocol and was disconnected.
+    /// It answered the last start.
+    pub started: bool,
+    /// It violated the protocol, or went away, and was disconnected.
     pub aborted: bool,
 }
 
-enum Note {
+impl ProviderStats {
+    /// The numbers as the controller protocol carries them.
+    pub fn to_controller(&self) -> trace_common::controller::ProviderStats {
+        trace_common::controller::ProviderStats {
+            id: self.id,
+            name: self.name.clone(),
+            pid: self.pid,
+            records_written: self.collect.records,
+            bytes_written: self.collect.bytes,
+            records_dropped: self.collect.dropped + self.collect.rejected,
+            buffer_wrapped_count: self.collect.wraps,
+            percentage_durable_buffer_used: self.collect.usage_percent,
+            started: self.started,
+            aborted: self.aborted,
+        }
+    }
+}
+
+/// Something a provider's sockets said.
+pub struct Note {
+    id: u32,
+    what: NoteKind,
+}
+
+enum NoteKind {
     Packet(Packet),
     Closed,
 }
@@ -146,26 +173,59 @@ impl Drop for Buffer {
     }
 }
 
-struct Provider {
-    info: ProviderInfo,
-    ctl: OwnedFd,
-    fifo: Option<OwnedFd>,
-    buffer: Option<Buffer>,
+/// A provider's part in the current session.
+struct Trace {
+    fifo: OwnedFd,
+    buffer: Buffer,
     fwd: Forwarder,
+    /// Watches the FIFO; aborted when the trace ends.
+    watcher: tokio::task::AbortHandle,
+    started: bool,
     stopped: bool,
-    aborted: bool,
     last_saved: Option<u32>,
     last_durable: u64,
+    /// The buffer holds records not yet written to the output.
+    unwritten: bool,
 }
 
-/// The registry of providers of one recording.
+struct Provider {
+    info: ProviderInfo,
+    clock: ClockKind,
+    ctl: OwnedFd,
+    ctl_watcher: tokio::task::AbortHandle,
+    trace: Option<Trace>,
+    aborted: bool,
+    gone: bool,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.ctl_watcher.abort();
+        if let Some(t) = &self.trace {
+            t.watcher.abort();
+        }
+    }
+}
+
+/// Where the registry is in the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Initialized,
+    Started,
+    Stopped,
+}
+
+/// The registered userspace providers, and their part in the session.
 pub struct Registry {
-    listener: Listener,
-    config: UserspaceConfig,
+    config: Option<UserspaceConfig>,
     providers: Vec<Provider>,
-    notes_tx: mpsc::UnboundedSender<(usize, Note)>,
-    notes_rx: mpsc::UnboundedReceiver<(usize, Note)>,
-    tracing: bool,
+    notes_tx: mpsc::UnboundedSender<Note>,
+    notes_rx: mpsc::UnboundedReceiver<Note>,
+    phase: Phase,
+    /// The last start's disposition and categories, for providers that
+    /// register while tracing runs.
+    start: (BufferDisposition, Vec<String>),
     next_id: u32,
     /// Alerts raised and not yet taken: (provider name, alert name).
     alerts: Vec<(String, String)>,
@@ -175,21 +235,26 @@ fn io(e: nix::Error) -> std::io::Error {
     std::io::Error::from_raw_os_error(e as i32)
 }
 
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Registry {
-    /// Opens the registration socket.
-    pub fn bind(config: UserspaceConfig) -> Result<Registry, UserspaceError> {
-        let listener = Listener::bind(&config.socket_path)?;
+    /// An empty registry; provider ids start at 2 (1 is the kernel's).
+    pub fn new() -> Registry {
         let (notes_tx, notes_rx) = mpsc::unbounded_channel();
-        Ok(Registry {
-            listener,
-            config,
+        Registry {
+            config: None,
             providers: Vec::new(),
             notes_tx,
             notes_rx,
-            tracing: false,
+            phase: Phase::Idle,
+            start: (BufferDisposition::ClearEntire, Vec::new()),
             next_id: 2,
             alerts: Vec::new(),
-        })
+        }
     }
 
     /// The alerts providers raised since the last call, oldest first, as
@@ -203,67 +268,31 @@ impl Registry {
         self.providers.iter().map(|p| p.info.clone()).collect()
     }
 
-    /// Marks the trace as running: providers registered from now on are
-    /// initialized and started at once.
-    pub fn start_tracing(&mut self) {
-        self.tracing = true;
+    /// The categories providers declared, each once, sorted.
+    pub fn categories(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .providers
+            .iter()
+            .flat_map(|p| p.info.categories.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
-    /// Serves one thing: a new connection, a FIFO packet or a closed
-    /// provider. Never fails because of what a provider sends.
-    pub async fn serve_once<W: Write>(
-        &mut self,
-        out: &mut FxtStream<W>,
-    ) -> Result<(), UserspaceError> {
-        tokio::select! {
-            conn = self.listener.accept() => {
-                match conn {
-                    Ok((fd, pid)) => self.register(fd, pid).await,
-                    Err(e) => log::warn!("accepting a provider failed: {e}"),
-                }
-            }
-            Some((i, note)) = self.notes_rx.recv() => self.handle(i, note, out)?,
-        }
-        Ok(())
-    }
-
-    async fn register(&mut self, fd: OwnedFd, pid: i32) {
-        let Ok(afd) = async_fd(fd) else {
-            return;
-        };
-        let mut buf = vec![0u8; MAX_MESSAGE_BYTES];
-        let read = tokio::time::timeout(Duration::from_secs(1), async {
-            loop {
-                let mut g = afd.readable().await?;
-                match g.try_io(|a| {
-                    recv(a.get_ref().as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT).map_err(io)
-                }) {
-                    Ok(r) => return r,
-                    Err(_would_block) => continue,
-                }
-            }
-        })
-        .await;
-        let fd = afd.into_inner();
-        let n = match read {
-            Ok(Ok(n)) => n,
-            _ => {
-                log::warn!("provider pid {pid} did not register in time; closing");
-                return;
-            }
-        };
-        let (name, clock) = match ProviderMessage::decode(&buf[..n]) {
-            Ok(ProviderMessage::Register { name, clock, .. }) => (name, clock),
-            Err(e) => {
-                log::warn!("provider pid {pid}: {e}; closing its connection");
-                return;
-            }
-        };
+    /// Registers the provider that sent `register` on `fd` and answers it.
+    /// During a session it is initialized, and started if tracing runs.
+    pub fn add(&mut self, fd: OwnedFd, pid: i32, register: ProviderMessage) {
+        let ProviderMessage::Register {
+            name,
+            clock,
+            categories,
+        } = register;
         let id = self.next_id;
         self.next_id += 1;
         let reply = ManagerMessage::Registered {
             provider_id: id,
-            tracing_started: self.tracing,
+            tracing_started: self.phase == Phase::Started,
         };
         if let Ok(bytes) = reply.encode() {
             let _ = send(
@@ -273,42 +302,90 @@ impl Registry {
             );
         }
         log::info!("provider {name} (pid {pid}) registered as {id}");
-        let tsc_start = (clock == ClockKind::Tsc).then(collect::anchor);
+        let ctl_watcher = self.watch_ctl(id, &fd);
         let mut p = Provider {
             info: ProviderInfo {
                 id,
                 name: name.clone(),
                 pid,
                 state: "registered",
+                categories,
             },
+            clock,
             ctl: fd,
-            fifo: None,
-            buffer: None,
-            fwd: Forwarder::new(id, &name, tsc_start),
-            stopped: false,
+            ctl_watcher,
+            trace: None,
             aborted: false,
-            last_saved: None,
-            last_durable: 0,
+            gone: false,
         };
-        if self.tracing
-            && let Err(e) = self.initialize(&mut p)
-        {
-            log::warn!("provider {name}: could not start it: {e}");
+        if matches!(
+            self.phase,
+            Phase::Initialized | Phase::Started | Phase::Stopped
+        ) {
+            match self.initialize(&mut p) {
+                Err(e) => log::warn!("provider {name}: could not initialize it: {e}"),
+                Ok(()) if self.phase == Phase::Started => {
+                    let (disposition, extra) = self.start.clone();
+                    start_one(&mut p, disposition, &extra);
+                }
+                Ok(()) => {}
+            }
         }
-        let index = self.providers.len();
-        self.watch(index, &p);
         self.providers.push(p);
     }
 
+    /// Begins a session: every registered provider gets a buffer and
+    /// Initialize.
+    pub fn initialize_all(&mut self, config: UserspaceConfig) {
+        self.config = Some(config);
+        self.phase = Phase::Initialized;
+        let mut providers = std::mem::take(&mut self.providers);
+        for p in &mut providers {
+            if !p.gone
+                && !p.aborted
+                && let Err(e) = self.initialize(p)
+            {
+                log::warn!("provider {}: could not initialize it: {e}", p.info.name);
+            }
+        }
+        self.providers = providers;
+    }
+
+    /// Sends Start to every provider in the session (and, from now on, to
+    /// those that register). After a stop that wrote the buffers, buffers
+    /// are cleared whatever `disposition` says, so nothing is written
+    /// twice.
+    pub fn start_all(&mut self, disposition: BufferDisposition, additional: &[String]) {
+        self.phase = Phase::Started;
+        self.start = (disposition, additional.to_vec());
+        for p in &mut self.providers {
+            start_one(p, disposition, additional);
+        }
+    }
+
+    /// Whether every provider in the session has answered the last start
+    /// (or cannot any more).
+    pub fn all_started(&self) -> bool {
+        self.providers
+            .iter()
+            .all(|p| p.trace.as_ref().is_none_or(|t| t.started) || p.aborted || p.gone)
+    }
+
     fn buffer_bytes(&self, name: &str) -> u64 {
-        self.config
+        let Some(config) = &self.config else {
+            return 1 << 20;
+        };
+        config
             .overrides
             .iter()
             .find(|(n, _)| n == name)
-            .map_or(self.config.buffer_bytes, |(_, b)| *b)
+            .map_or(config.buffer_bytes, |(_, b)| *b)
     }
 
     fn initialize(&self, p: &mut Provider) -> std::io::Result<()> {
+        let Some(config) = &self.config else {
+            return Ok(());
+        };
         let len = self.buffer_bytes(&p.info.name);
         let memfd = nix::sys::memfd::memfd_create(
             c"trace-buffer",
@@ -355,9 +432,14 @@ impl Registry {
             SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         )
         .map_err(io)?;
+        let categories = config
+            .category_overrides
+            .iter()
+            .find(|(n, _)| *n == p.info.name)
+            .map_or(&config.categories, |(_, c)| c);
         let init = ManagerMessage::Initialize {
-            mode: self.config.mode,
-            categories: self.config.categories.clone(),
+            mode: config.mode,
+            categories: categories.clone(),
         }
         .encode()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -370,81 +452,137 @@ impl Registry {
             None,
         )
         .map_err(io)?;
-        send_ctl(
-            p.ctl.as_raw_fd(),
-            &ManagerMessage::Start {
-                disposition: BufferDisposition::ClearEntire,
-                additional_categories: Vec::new(),
-            },
-        )?;
-        p.fifo = Some(ours);
-        p.buffer = Some(buffer);
-        p.info.state = "starting";
+        let watcher = self.watch_fifo(p.info.id, &ours)?;
+        let tsc_start = (p.clock == ClockKind::Tsc).then(collect::anchor);
+        p.trace = Some(Trace {
+            fifo: ours,
+            buffer,
+            fwd: Forwarder::new(p.info.id, &p.info.name, tsc_start),
+            watcher,
+            started: false,
+            stopped: false,
+            last_saved: None,
+            last_durable: 0,
+            unwritten: false,
+        });
+        p.info.state = "initialized";
         Ok(())
     }
 
-    /// Forwards the provider's FIFO packets and hang-ups to the registry.
-    fn watch(&self, index: usize, p: &Provider) {
+    /// Forwards hang-ups of the provider's control socket as notes.
+    fn watch_ctl(&self, id: u32, ctl: &OwnedFd) -> tokio::task::AbortHandle {
         let tx = self.notes_tx.clone();
-        let ctl = p.ctl.try_clone().ok();
-        let fifo = p.fifo.as_ref().and_then(|f| f.try_clone().ok());
+        let ctl = ctl.try_clone().ok();
         tokio::spawn(async move {
-            let Some(ctl) = ctl.and_then(|c| async_fd(c).ok()) else {
-                return;
-            };
-            let fifo = fifo.and_then(|f| async_fd(f).ok());
-            let mut scratch = vec![0u8; MAX_MESSAGE_BYTES];
-            loop {
-                tokio::select! {
-                    g = ctl.readable() => {
-                        let Ok(mut g) = g else { break };
-                        match recv(ctl.get_ref().as_raw_fd(), &mut scratch, MsgFlags::MSG_DONTWAIT) {
-                            Ok(0) => break,
-                            Ok(_) => {} // providers send nothing after registering
-                            Err(nix::Error::EAGAIN) => g.clear_ready(),
-                            Err(_) => break,
-                        }
-                    }
-                    g = async { match &fifo { Some(f) => f.readable().await, None => std::future::pending().await } } => {
-                        let Ok(mut g) = g else { break };
-                        let f = fifo.as_ref().map_or(-1, |f| f.get_ref().as_raw_fd());
-                        let mut b = [0u8; PACKET_BYTES];
-                        match recv(f, &mut b, MsgFlags::MSG_DONTWAIT) {
-                            Ok(PACKET_BYTES) => { let _ = tx.send((index, Note::Packet(Packet::from_bytes(&b)))); }
-                            Ok(0) => break,
-                            Ok(_) => { let _ = tx.send((index, Note::Packet(Packet::default()))); }
-                            Err(nix::Error::EAGAIN) => g.clear_ready(),
-                            Err(_) => break,
-                        }
+            if let Some(ctl) = ctl.and_then(|c| async_fd(c).ok()) {
+                let mut scratch = vec![0u8; MAX_MESSAGE_BYTES];
+                loop {
+                    let Ok(mut g) = ctl.readable().await else {
+                        break;
+                    };
+                    match recv(
+                        ctl.get_ref().as_raw_fd(),
+                        &mut scratch,
+                        MsgFlags::MSG_DONTWAIT,
+                    ) {
+                        Ok(0) => break,
+                        Ok(_) => {} // providers send nothing after registering
+                        Err(nix::Error::EAGAIN) => g.clear_ready(),
+                        Err(_) => break,
                     }
                 }
             }
-            let _ = tx.send((index, Note::Closed));
-        });
+            let _ = tx.send(Note {
+                id,
+                what: NoteKind::Closed,
+            });
+        })
+        .abort_handle()
     }
 
-    fn handle<W: Write>(
+    /// Forwards the provider's FIFO packets as notes.
+    fn watch_fifo(&self, id: u32, fifo: &OwnedFd) -> std::io::Result<tokio::task::AbortHandle> {
+        let tx = self.notes_tx.clone();
+        let fifo = async_fd(fifo.try_clone()?)?;
+        Ok(tokio::spawn(async move {
+            loop {
+                let Ok(mut g) = fifo.readable().await else {
+                    break;
+                };
+                let mut b = [0u8; PACKET_BYTES];
+                let packet = match recv(fifo.get_ref().as_raw_fd(), &mut b, MsgFlags::MSG_DONTWAIT)
+                {
+                    Ok(PACKET_BYTES) => Packet::from_bytes(&b),
+                    Ok(0) => break,
+                    // A short packet: parsed as garbage, which aborts it.
+                    Ok(_) => Packet::default(),
+                    Err(nix::Error::EAGAIN) => {
+                        g.clear_ready();
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                if tx
+                    .send(Note {
+                        id,
+                        what: NoteKind::Packet(packet),
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+        .abort_handle())
+    }
+
+    /// The next thing a provider said. Never completes while there is
+    /// nothing (the registry keeps a sender).
+    pub async fn next_note(&mut self) -> Note {
+        match self.notes_rx.recv().await {
+            Some(n) => n,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Acts on a note: a provider that started, stopped, raised an alert,
+    /// asked for a streaming save (collected into `out`), broke the
+    /// protocol or went away. Never fails because of what a provider
+    /// sends.
+    pub fn handle<W: Write>(
         &mut self,
-        i: usize,
         note: Note,
-        out: &mut FxtStream<W>,
+        out: Option<&mut FxtStream<W>>,
     ) -> Result<(), UserspaceError> {
-        let mode = self.config.mode;
-        let Some(p) = self.providers.get_mut(i) else {
+        let mode = self.config.as_ref().map(|c| c.mode);
+        let phase = self.phase;
+        let Some(i) = self.providers.iter().position(|p| p.info.id == note.id) else {
             return Ok(());
         };
-        if p.aborted {
-            return Ok(());
-        }
-        match note {
-            Note::Closed => {
+        let p = &mut self.providers[i];
+        match note.what {
+            NoteKind::Closed => {
+                log::info!("provider {} (pid {}) went away", p.info.name, p.info.pid);
+                p.gone = true;
                 p.info.state = "disconnected";
+                // Outside a session nothing of it is left to collect.
+                if phase == Phase::Idle {
+                    self.providers.remove(i);
+                }
             }
-            Note::Packet(packet) => match FromProvider::parse(&packet) {
-                Ok(FromProvider::Started { .. }) => p.info.state = "started",
+            NoteKind::Packet(_) if p.aborted => {}
+            NoteKind::Packet(packet) => match FromProvider::parse(&packet) {
+                Ok(FromProvider::Started { .. }) => {
+                    if let Some(t) = p.trace.as_mut() {
+                        t.started = true;
+                        p.info.state = "started";
+                    }
+                }
                 Ok(FromProvider::Stopped) => {
-                    p.stopped = true;
-                    p.info.state = "stopped";
+                    if let Some(t) = p.trace.as_mut() {
+                        t.stopped = true;
+                        p.info.state = "stopped";
+                    }
                 }
                 Ok(FromProvider::Alert(name)) => {
                     log::info!("provider {} raised alert {}", p.info.name, name.as_str());
@@ -455,50 +593,54 @@ impl Registry {
                     wrapped_count,
                     durable_data_end,
                 }) => {
-                    if mode != BufferingMode::Streaming {
+                    let Some(t) = p.trace.as_mut() else {
+                        return Ok(());
+                    };
+                    if mode != Some(BufferingMode::Streaming) {
                         log::warn!(
                             "provider {} asked for a save outside streaming mode",
                             p.info.name
                         );
                         return Ok(());
                     }
-                    let expected = p.last_saved.map_or(0, |n| n.wrapping_add(1));
-                    let dlimit = p.buffer.as_ref().and_then(|b| {
-                        trace_common::provider::buffer::Layout::new(mode, b.len as u64).ok()
-                    });
+                    let expected = t.last_saved.map_or(0, |n| n.wrapping_add(1));
+                    let dlimit = trace_common::provider::buffer::Layout::new(
+                        BufferingMode::Streaming,
+                        t.buffer.len as u64,
+                    )
+                    .ok();
                     let ok = wrapped_count == expected
                         && durable_data_end.is_multiple_of(8)
                         && durable_data_end >= 16
                         && dlimit.is_some_and(|l| durable_data_end <= l.durable)
-                        && durable_data_end >= p.last_durable;
+                        && durable_data_end >= t.last_durable;
                     if !ok {
                         abort(p, "an out-of-order save request");
                         return Ok(());
                     }
-                    if let Some(b) = &p.buffer {
-                        let snap = b.snapshot();
+                    if let Some(out) = out {
+                        let snap = t.buffer.snapshot();
                         collect::collect(
                             out,
-                            &mut p.fwd,
+                            &mut t.fwd,
                             &snap,
-                            mode,
+                            BufferingMode::Streaming,
                             Rolling::Save {
                                 wrapped: wrapped_count,
                                 durable_end: durable_data_end,
                             },
                         )?;
                     }
-                    p.last_saved = Some(wrapped_count);
-                    p.last_durable = durable_data_end;
+                    t.last_saved = Some(wrapped_count);
+                    t.last_durable = durable_data_end;
                     let reply = FromManager::BufferSaved {
                         wrapped_count,
                         durable_data_end,
                     }
                     .to_packet()
                     .to_bytes();
-                    let fifo = p.fifo.as_ref().map_or(-1, |f| f.as_raw_fd());
                     if send(
-                        fifo,
+                        t.fifo.as_raw_fd(),
                         &reply,
                         MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
                     )
@@ -513,54 +655,191 @@ impl Registry {
         Ok(())
     }
 
-    /// Stops every provider, waits up to `timeout` for them to confirm,
-    /// collects every buffer into `out` and terminates the providers.
-    pub async fn finish<W: Write>(
-        mut self,
-        out: &mut FxtStream<W>,
-        timeout: Duration,
-    ) -> Result<Vec<ProviderStats>, UserspaceError> {
+    /// Sends Stop to every provider that runs; [`Registry::all_stopped`]
+    /// says when they have confirmed.
+    pub fn begin_stop(&mut self) {
+        if self.phase != Phase::Started {
+            return;
+        }
+        self.phase = Phase::Stopped;
         for p in &mut self.providers {
-            if p.buffer.is_some() && !p.aborted {
+            if let Some(t) = p.trace.as_mut()
+                && !p.aborted
+                && !p.gone
+            {
+                t.stopped = false;
+                t.unwritten = true;
+                p.info.state = "stopping";
                 let _ = send_ctl(p.ctl.as_raw_fd(), &ManagerMessage::Stop);
             }
         }
-        let deadline = tokio::time::Instant::now() + timeout;
-        while self.providers.iter().any(|p| {
-            p.buffer.is_some() && !p.stopped && !p.aborted && p.info.state != "disconnected"
-        }) {
-            match tokio::time::timeout_at(deadline, self.notes_rx.recv()).await {
-                Ok(Some((i, note))) => self.handle(i, note, out)?,
-                _ => break,
-            }
+    }
+
+    /// Whether every provider in the session confirmed the stop (or cannot
+    /// any more).
+    pub fn all_stopped(&self) -> bool {
+        self.providers
+            .iter()
+            .all(|p| p.trace.as_ref().is_none_or(|t| t.stopped) || p.aborted || p.gone)
+    }
+
+    /// After a stop: with `write_results`, collects every buffer into
+    /// `out`; returns each provider's numbers.
+    pub fn finish_stop<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        write_results: bool,
+    ) -> Result<Vec<ProviderStats>, UserspaceError> {
+        if write_results {
+            self.write_all(out)?;
         }
-        let mode = self.config.mode;
-        let mut stats = Vec::new();
+        Ok(self.stats())
+    }
+
+    /// Collects every buffer that holds records not yet written.
+    fn write_all<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), UserspaceError> {
+        let Some(mode) = self.config.as_ref().map(|c| c.mode) else {
+            return Ok(());
+        };
         for p in &mut self.providers {
-            if let Some(b) = &p.buffer {
-                // Crashed and silent providers are collected too: the mapping
-                // is ours.
-                let snap = b.snapshot();
-                collect::collect(
-                    out,
-                    &mut p.fwd,
-                    &snap,
-                    mode,
-                    Rolling::Final {
-                        last_saved: p.last_saved,
-                    },
-                )?;
+            let Some(t) = p.trace.as_mut() else { continue };
+            if !t.unwritten {
+                continue;
+            }
+            t.unwritten = false;
+            // Crashed and silent providers are collected too: the mapping
+            // is ours.
+            let snap = t.buffer.snapshot();
+            collect::collect(
+                out,
+                &mut t.fwd,
+                &snap,
+                mode,
+                Rolling::Final {
+                    last_saved: t.last_saved,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// How each provider's buffer is doing now (from its header, which
+    /// the provider updates as it writes).
+    pub fn progress(&self) -> Vec<trace_common::controller::ProviderProgress> {
+        use trace_common::provider::buffer::{HEADER_BYTES, Header};
+        self.providers
+            .iter()
+            .filter_map(|p| {
+                let t = p.trace.as_ref()?;
+                let mut raw = [0u8; HEADER_BYTES];
+                if t.buffer.len >= HEADER_BYTES {
+                    // SAFETY: the mapping is `len` readable bytes, at least a
+                    // header's; the memfd cannot shrink.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(t.buffer.map, raw.as_mut_ptr(), HEADER_BYTES)
+                    };
+                }
+                let h = Header::read(&raw);
+                let len = t.buffer.len as u64;
+                let used = h
+                    .durable_data_end
+                    .min(len)
+                    .saturating_add(h.rolling_data_end[0].min(len))
+                    .saturating_add(h.rolling_data_end[1].min(len))
+                    .min(len);
+                Some(trace_common::controller::ProviderProgress {
+                    name: p.info.name.clone(),
+                    fill_permille: (used * 1000 / len.max(1)) as u16,
+                    dropped: h.num_records_dropped,
+                    bytes_written: t.fwd.stats.bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Each provider's numbers in the session so far.
+    pub fn stats(&self) -> Vec<ProviderStats> {
+        self.providers
+            .iter()
+            .filter_map(|p| {
+                let t = p.trace.as_ref()?;
+                Some(ProviderStats {
+                    id: p.info.id,
+                    name: p.info.name.clone(),
+                    pid: p.info.pid,
+                    collect: t.fwd.stats.clone(),
+                    started: t.started,
+                    aborted: p.aborted || (p.gone && !t.stopped),
+                })
+            })
+            .collect()
+    }
+
+    /// Ends the session after its last stop: writes what was not
+    /// written, and terminates every provider's trace. Providers stay
+    /// registered; those that went away are forgotten.
+    pub fn terminate<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+    ) -> Result<Vec<ProviderStats>, UserspaceError> {
+        let written = self.write_all(out);
+        let stats = self.stats();
+        self.end();
+        written.map(|()| stats)
+    }
+
+    /// Ends the session without writing anything (the client went away).
+    pub fn end(&mut self) {
+        for p in &mut self.providers {
+            if let Some(t) = p.trace.take() {
+                t.watcher.abort();
                 let _ = send_ctl(p.ctl.as_raw_fd(), &ManagerMessage::Terminate);
             }
-            stats.push(ProviderStats {
-                id: p.info.id,
-                name: p.info.name.clone(),
-                pid: p.info.pid,
-                collect: p.fwd.stats.clone(),
-                aborted: p.aborted,
-            });
+            if !p.aborted && !p.gone {
+                p.info.state = "registered";
+            }
         }
-        Ok(stats)
+        self.providers.retain(|p| !p.aborted && !p.gone);
+        self.phase = Phase::Idle;
+        self.config = None;
+        self.alerts.clear();
+    }
+}
+
+/// Sends Start to one provider in the session; clears what the manager
+/// knows of its buffer when the provider clears it.
+fn start_one(p: &mut Provider, disposition: BufferDisposition, additional: &[String]) {
+    let Some(t) = p.trace.as_mut() else { return };
+    if p.aborted || p.gone {
+        return;
+    }
+    // What was written at the last stop must not be written again.
+    let disposition = if t.unwritten {
+        disposition
+    } else {
+        BufferDisposition::ClearEntire
+    };
+    match disposition {
+        BufferDisposition::ClearEntire => {
+            t.fwd.durable_forwarded = 0;
+            t.last_saved = None;
+            t.last_durable = 0;
+        }
+        BufferDisposition::ClearNondurable => t.last_saved = None,
+        BufferDisposition::Retain => {}
+    }
+    t.started = false;
+    t.stopped = false;
+    t.unwritten = true;
+    p.info.state = "starting";
+    if let Err(e) = send_ctl(
+        p.ctl.as_raw_fd(),
+        &ManagerMessage::Start {
+            disposition,
+            additional_categories: additional.to_vec(),
+        },
+    ) {
+        log::warn!("provider {}: could not start it: {e}", p.info.name);
     }
 }
 
@@ -572,7 +851,9 @@ fn abort(p: &mut Provider, why: &str) {
     );
     p.aborted = true;
     p.info.state = "aborted";
-    p.fifo = None;
+    if let Some(t) = &p.trace {
+        t.watcher.abort();
+    }
     let _ = nix::sys::socket::shutdown(p.ctl.as_raw_fd(), nix::sys::socket::Shutdown::Both);
 }
 

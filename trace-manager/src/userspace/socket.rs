@@ -1,7 +1,7 @@
 //! The registration socket.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{
@@ -13,9 +13,14 @@ use tokio::io::unix::AsyncFd;
 use super::UserspaceError;
 
 /// A listening `SOCK_SEQPACKET` socket; the file is removed on drop.
+///
+/// Whoever listens on a path holds an exclusive `flock` on `PATH.lock`
+/// for as long, so two managers starting at once cannot both take the
+/// path (or remove each other's socket as stale).
 pub struct Listener {
     fd: AsyncFd<OwnedFd>,
     path: PathBuf,
+    _lock: std::fs::File,
 }
 
 fn err(path: &Path, source: std::io::Error) -> UserspaceError {
@@ -34,13 +39,6 @@ impl Listener {
     /// manager listens there.
     pub fn bind(path: &Path) -> Result<Listener, UserspaceError> {
         let addr = UnixAddr::new(path).map_err(|e| err(path, super::io(e)))?;
-        if path.exists() {
-            let probe = seqpacket(SockFlag::SOCK_CLOEXEC).map_err(|e| err(path, e))?;
-            if connect(probe.as_raw_fd(), &addr).is_ok() {
-                return Err(UserspaceError::Busy(path.to_owned()));
-            }
-            std::fs::remove_file(path).map_err(|e| err(path, e))?;
-        }
         let group = nix::unistd::Group::from_name("tracing").ok().flatten();
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
@@ -53,6 +51,26 @@ impl Listener {
             if let Some(g) = &group {
                 let _ = nix::unistd::chown(dir, None, Some(g.gid));
             }
+        }
+        let mut lock_path = path.as_os_str().to_owned();
+        lock_path.push(".lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| err(path, e))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(UserspaceError::Busy(path.to_owned()));
+        }
+        if path.exists() {
+            let probe = seqpacket(SockFlag::SOCK_CLOEXEC).map_err(|e| err(path, e))?;
+            if connect(probe.as_raw_fd(), &addr).is_ok() {
+                return Err(UserspaceError::Busy(path.to_owned()));
+            }
+            std::fs::remove_file(path).map_err(|e| err(path, e))?;
         }
         let fd = seqpacket(SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK)
             .map_err(|e| err(path, e))?;
@@ -74,6 +92,7 @@ impl Listener {
         Ok(Listener {
             fd,
             path: path.to_owned(),
+            _lock: lock,
         })
     }
 
@@ -104,5 +123,29 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_listener_per_path() {
+        let dir = std::env::temp_dir().join(format!("trace-listener-{}", std::process::id()));
+        let path = dir.join("m.sock");
+        let first = Listener::bind(&path).unwrap();
+        assert!(matches!(
+            Listener::bind(&path),
+            Err(UserspaceError::Busy(_))
+        ));
+        drop(first);
+        assert!(!path.exists(), "the socket file goes with its listener");
+        // A stale socket file (its listener died without removing it) is
+        // replaced.
+        std::fs::write(&path, b"").unwrap();
+        let again = Listener::bind(&path).unwrap();
+        drop(again);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

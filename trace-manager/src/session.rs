@@ -1,45 +1,46 @@
-//! A recording session run inside the calling process (the embedded manager).
+//! The kernel side and the output of one tracing session.
 //!
-//! [`Recording::start`] loads the kernel provider for the enabled kernel
-//! categories, writes the head of the FXT stream (magic number, provider
-//! info, initialization) and names every process and thread that already
-//! exists. [`Recording::run_until`] drains the ring buffers into the stream
-//! until a future completes; [`Recording::finish`] drains what is left,
-//! reports drops as a provider event and flushes.
+//! A [`Session`] owns the FXT output and, while tracing runs, the kernel
+//! provider. [`Session::new`] checks what is asked and writes the magic
+//! number; each [`Session::start`] loads the kernel provider for the enabled
+//! kernel categories and names every process and thread that exists (the
+//! first time with the kernel's provider info); [`Session::drain`] moves
+//! ring-buffer events into the output; [`Session::stop`] detaches the
+//! programs, drains what is left and, with `write_results`, writes the
+//! events the circular mode kept; [`Session::finish`] reports drops and
+//! flushes. Userspace providers are the [`crate::userspace::Registry`]'s.
 
-use std::future::Future;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
+use trace_common::controller::KernelStats;
 use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
-use trace_common::provider::BufferingMode;
+use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::{FollowHook, KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
-use crate::userspace::{ProviderStats, Registry, UserspaceConfig, UserspaceError};
 
 /// The provider id of the kernel provider in the output.
 pub const KERNEL_PROVIDER_ID: u32 = 1;
 /// The provider name of the kernel provider in the output.
 pub const KERNEL_PROVIDER_NAME: &str = "kernel";
 
-/// What to record.
+/// What the kernel provider records.
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
     /// Category names or globs (`kernel:*`); empty selects every category.
     pub categories: Vec<String>,
-    /// Size of the kernel provider's ring buffer in bytes.
+    /// Size of the kernel provider's ring buffers in bytes, all CPUs'
+    /// together.
     pub buffer_bytes: usize,
-    /// Userspace providers to collect, if any.
-    pub userspace: Option<UserspaceConfig>,
     /// `None`: kernel events of every process. `Some(pids)`: only of these
     /// processes and what they create during the recording (see
-    /// [`KernelConfig::pids`]); [`Recording::follow`] adds more.
+    /// [`KernelConfig::pids`]); [`Session::follow`] adds more.
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
     pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
@@ -47,8 +48,11 @@ pub struct RecordConfig {
     pub usdt: Vec<crate::usdt::UsdtSite>,
     /// What happens to kernel events: written as they come (streaming),
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
-    /// `buffer_bytes` of them kept and written at the end (circular).
+    /// `buffer_bytes` of them kept and written at stop (circular).
     pub kernel_mode: BufferingMode,
+    /// Userspace providers may take part: without kernel categories or
+    /// probes the session is still worth having.
+    pub userspace: bool,
 }
 
 impl RecordConfig {
@@ -70,7 +74,7 @@ struct KernelKeep {
     ring: std::collections::VecDeque<u8>,
 }
 
-/// Why a recording failed.
+/// Why a session failed.
 #[derive(Debug, Error)]
 pub enum RecordError {
     /// The category list selects no category this recorder knows.
@@ -87,20 +91,13 @@ pub enum RecordError {
     /// The output could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
-    /// The userspace provider registry failed.
-    #[error(transparent)]
-    Userspace(#[from] UserspaceError),
 }
 
-/// The outcome of a recording.
+/// The kernel provider's outcome.
 #[derive(Clone, Debug, Default)]
 pub struct RecordStats {
     /// Kernel events received from the ring buffers.
     pub kernel_events: u64,
-    /// Records written, the magic number record included.
-    pub records: u64,
-    /// Bytes written.
-    pub bytes: u64,
     /// Kernel events lost: a CPU's ring buffer full, runs the kernel
     /// skipped, events beyond the oneshot budget.
     pub dropped: u64,
@@ -111,31 +108,46 @@ pub struct RecordStats {
     pub malformed: u64,
     /// Records written per kind.
     pub counts: KernelRecordCounts,
-    /// How long events were collected.
+    /// How long events were collected, every start-to-stop summed.
     pub duration: Duration,
     /// The kernel categories that were enabled.
     pub categories: Vec<String>,
-    /// What each userspace provider contributed.
-    pub providers: Vec<ProviderStats>,
 }
 
-/// A running recording writing FXT into `W`.
-pub struct Recording<W: Write> {
-    kernel: Option<KernelProvider>,
-    kernel_mode: BufferingMode,
-    keep: KernelKeep,
-    budget: u64,
-    registry: Option<Registry>,
-    out: FxtStream<W>,
-    translator: KernelTranslator,
-    stats: RecordStats,
-    started: Instant,
+impl RecordStats {
+    /// The numbers as the controller protocol carries them.
+    pub fn to_controller(&self) -> KernelStats {
+        let c = &self.counts;
+        KernelStats {
+            events: self.kernel_events,
+            dropped: self.dropped,
+            dropped_per_cpu: self.dropped_per_cpu.clone(),
+            malformed: self.malformed,
+            counts: [
+                ("switches", c.context_switches),
+                ("wakeups", c.wakeups),
+                ("process events", c.proc_events),
+                ("names", c.names),
+                ("system calls", c.syscalls),
+                ("interrupts", c.interrupts),
+                ("block requests", c.block_requests),
+                ("memory events", c.memory_events),
+                ("cpu counters", c.cpu_counters),
+                ("probe hits", c.probes),
+                ("USDT events", c.usdt),
+            ]
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v))
+            .collect(),
+            categories: self.categories.clone(),
+        }
+    }
 }
 
-/// How a recording is going, for a progress display.
+/// How the kernel side of a session is going, for a progress display.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Progress {
-    /// Time since the recording started.
+    /// Time spent tracing.
     pub elapsed: Duration,
     /// Kernel events received so far.
     pub kernel_events: u64,
@@ -145,8 +157,6 @@ pub struct Progress {
     pub dropped: u64,
     /// How full the fullest CPU's kernel ring buffer is, from 0 to 1.
     pub kernel_fill: f64,
-    /// Userspace providers registered, and how many of them are tracing.
-    pub providers: (usize, usize),
 }
 
 /// The kernel categories `patterns` select.
@@ -158,15 +168,33 @@ pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
         .collect()
 }
 
-impl<W: Write> Recording<W> {
-    /// Loads the kernel provider and writes the head of the trace to `out`.
-    pub fn start(config: &RecordConfig, out: W) -> Result<Self, RecordError> {
+/// One session's output and kernel provider.
+pub struct Session<W: Write> {
+    config: RecordConfig,
+    categories: Vec<String>,
+    kernel: Option<KernelProvider>,
+    /// The kernel's provider info is in the output.
+    introduced: bool,
+    keep: KernelKeep,
+    budget: u64,
+    out: FxtStream<W>,
+    translator: KernelTranslator,
+    stats: RecordStats,
+    /// Drops of the kernel providers of earlier starts.
+    dropped_before: Vec<(u32, u64)>,
+    other_dropped_before: u64,
+    started: Option<Instant>,
+}
+
+impl<W: Write> Session<W> {
+    /// Checks `config` and writes the magic number to `out`.
+    pub fn new(config: RecordConfig, out: W) -> Result<Self, RecordError> {
         let categories = kernel_categories(&config.categories);
         let unknown_kernel = config.categories.iter().find(|c| {
             c.starts_with("kernel:") && kernel_categories(std::slice::from_ref(c)).is_empty()
         });
         if unknown_kernel.is_some()
-            || (categories.is_empty() && config.userspace.is_none() && !config.probes())
+            || (categories.is_empty() && !config.userspace && !config.probes())
         {
             return Err(RecordError::NoCategory {
                 patterns: config.categories.clone(),
@@ -177,31 +205,7 @@ impl<W: Write> Recording<W> {
                     .join(", "),
             });
         }
-        let mut registry = match &config.userspace {
-            Some(u) => match Registry::bind(u.clone()) {
-                Ok(r) => Some(r),
-                // Another manager owns the providers; the kernel is still ours.
-                Err(e @ UserspaceError::Busy(_)) if !categories.is_empty() || config.probes() => {
-                    log::warn!("{e}; recording without userspace providers");
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            },
-            None => None,
-        };
-        let kernel = if categories.is_empty() && !config.probes() {
-            None
-        } else {
-            Some(KernelProvider::start(&KernelConfig {
-                categories: categories.clone(),
-                ring_buffer_bytes: config.buffer_bytes,
-                pids: config.pids.clone(),
-                uprobes: config.uprobes.clone(),
-                usdt: config.usdt.clone(),
-                classic_tracepoints: false,
-            })?)
-        };
-        let mut out = FxtStream::new(out)?;
+        let out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
         translator.set_start(monotonic_ns());
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
@@ -218,52 +222,117 @@ impl<W: Write> Recording<W> {
                 })
                 .collect(),
         );
-        if kernel.is_some() {
-            out.write(&Record::ProviderInfo {
-                id: KERNEL_PROVIDER_ID,
-                name: KERNEL_PROVIDER_NAME.into(),
-            })?;
-            out.write(&Record::Initialization {
-                ticks_per_second: 1_000_000_000,
-            })?;
-            // The programs are attached already: whatever is created from now
-            // on is reported by events, whatever existed before is in the
-            // snapshot (with a pid filter, of the followed processes).
-            let mut snapshot = procfs::snapshot();
-            if let Some(pids) = &config.pids {
-                snapshot.retain(|p| pids.contains(&p.pid));
-            }
-            translator.write_snapshot(&mut out, &snapshot)?;
-        }
-        if let Some(r) = registry.as_mut() {
-            r.start_tracing();
-        }
-        Ok(Recording {
-            kernel,
-            kernel_mode: config.kernel_mode,
-            keep: KernelKeep::default(),
+        Ok(Session {
             budget: config.buffer_bytes as u64,
-            registry,
-            out,
-            translator,
+            config,
             stats: RecordStats {
-                categories,
+                categories: categories.clone(),
                 ..Default::default()
             },
-            started: Instant::now(),
+            categories,
+            kernel: None,
+            introduced: false,
+            keep: KernelKeep::default(),
+            out,
+            translator,
+            dropped_before: Vec::new(),
+            other_dropped_before: 0,
+            started: None,
         })
     }
 
-    /// A hook for a command started for this recording to call between fork
+    /// Whether this session records anything from the kernel.
+    pub fn has_kernel(&self) -> bool {
+        !self.categories.is_empty() || self.config.probes()
+    }
+
+    /// Loads and attaches the kernel provider, and names what exists.
+    /// `disposition` says whether kernel events kept from an earlier start
+    /// and not yet written are forgotten; the kernel categories among
+    /// `additional` are recorded too, this time.
+    pub fn start(
+        &mut self,
+        disposition: BufferDisposition,
+        additional: &[String],
+    ) -> Result<(), RecordError> {
+        if disposition != BufferDisposition::Retain {
+            self.keep.ring.clear();
+            self.keep.used = 0;
+        }
+        let mut categories = self.categories.clone();
+        // (No additional categories is not "all of them".)
+        let extra = if additional.is_empty() {
+            Vec::new()
+        } else {
+            kernel_categories(additional)
+        };
+        for c in extra {
+            if !categories.contains(&c) {
+                categories.push(c);
+            }
+        }
+        if self.kernel.is_some() || (categories.is_empty() && !self.config.probes()) {
+            self.started = Some(Instant::now());
+            return Ok(());
+        }
+        for c in &categories {
+            if !self.stats.categories.contains(c) {
+                self.stats.categories.push(c.clone());
+            }
+        }
+        let kernel = KernelProvider::start(&KernelConfig {
+            categories,
+            ring_buffer_bytes: self.config.buffer_bytes,
+            pids: self.config.pids.clone(),
+            uprobes: self.config.uprobes.clone(),
+            usdt: self.config.usdt.clone(),
+            classic_tracepoints: false,
+        })?;
+        self.kernel = Some(kernel);
+        self.started = Some(Instant::now());
+        if self.introduced {
+            self.out.write(&Record::ProviderSection {
+                id: KERNEL_PROVIDER_ID,
+            })?;
+        } else {
+            self.introduced = true;
+            self.out.write(&Record::ProviderInfo {
+                id: KERNEL_PROVIDER_ID,
+                name: KERNEL_PROVIDER_NAME.into(),
+            })?;
+            self.out.write(&Record::Initialization {
+                ticks_per_second: 1_000_000_000,
+            })?;
+        }
+        self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+        // The programs are attached already: whatever is created from now
+        // on is reported by events, whatever existed before is in the
+        // snapshot (with a pid filter, of the followed processes).
+        let mut snapshot = procfs::snapshot();
+        if let Some(pids) = &self.config.pids {
+            snapshot.retain(|p| pids.contains(&p.pid));
+        }
+        self.translator.write_snapshot(&mut self.out, &snapshot)?;
+        Ok(())
+    }
+
+    /// A hook for a command started for this session to call between fork
     /// and exec, so the pid filter follows it (see
-    /// [`KernelProvider::follow_hook`]); `None` without a filter.
+    /// [`KernelProvider::follow_hook`]); `None` without a filter or while
+    /// not tracing.
     pub fn follow_hook(&self) -> Option<FollowHook> {
         self.kernel.as_ref()?.follow_hook()
     }
 
     /// Records process `pid` too (with a pid filter; see
-    /// [`KernelProvider::follow`]) and names it in the output.
+    /// [`KernelProvider::follow`]), from now on and in later starts, and
+    /// names it in the output.
     pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
+        if let Some(pids) = self.config.pids.as_mut()
+            && !pids.contains(&pid)
+        {
+            pids.push(pid);
+        }
         if let Some(k) = self.kernel.as_mut() {
             k.follow(pid)?;
             self.out.enter_provider(KERNEL_PROVIDER_ID)?;
@@ -274,29 +343,32 @@ impl<W: Write> Recording<W> {
         Ok(())
     }
 
-    /// How the recording is going.
-    pub fn progress(&self) -> Progress {
-        let providers = self
-            .registry
+    /// Kernel events lost so far.
+    fn dropped_now(&self) -> u64 {
+        let now = self
+            .kernel
             .as_ref()
-            .map(|r| r.providers())
-            .unwrap_or_default();
+            .and_then(|k| k.dropped().ok())
+            .unwrap_or(0);
+        now + self.dropped_before.iter().map(|&(_, n)| n).sum::<u64>()
+            + self.other_dropped_before
+            + self.keep.refused
+    }
+
+    /// How the session is going.
+    pub fn progress(&self) -> Progress {
         Progress {
-            elapsed: self.started.elapsed(),
+            elapsed: self.stats.duration + self.started.map_or(Duration::ZERO, |s| s.elapsed()),
             kernel_events: self.stats.kernel_events,
             bytes: self.out.bytes(),
-            dropped: self
-                .kernel
-                .as_ref()
-                .and_then(|k| k.dropped().ok())
-                .unwrap_or(0)
-                + self.keep.refused,
+            dropped: self.dropped_now(),
             kernel_fill: self.kernel.as_ref().map_or(0.0, KernelProvider::fill),
-            providers: (
-                providers.len(),
-                providers.iter().filter(|p| p.state == "started").count(),
-            ),
         }
+    }
+
+    /// The output, for userspace providers' records.
+    pub fn out(&mut self) -> &mut FxtStream<W> {
+        &mut self.out
     }
 
     /// Hands the records written so far to the output (for a reader at the
@@ -305,50 +377,22 @@ impl<W: Write> Recording<W> {
         Ok(self.out.flush()?)
     }
 
-    /// The alerts userspace providers raised since the last call, oldest
-    /// first, as (provider name, alert name).
-    pub fn take_alerts(&mut self) -> Vec<(String, String)> {
-        self.registry
-            .as_mut()
-            .map(Registry::take_alerts)
-            .unwrap_or_default()
-    }
-
-    /// Collects events until `stop` completes, and returns its output.
-    pub async fn run_until<F: Future>(&mut self, stop: F) -> Result<F::Output, RecordError> {
-        tokio::pin!(stop);
-        loop {
-            let (kernel, registry, out) = (&mut self.kernel, &mut self.registry, &mut self.out);
-            let kernel = async {
-                match kernel.as_mut() {
-                    Some(k) => k.readable().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let users = async {
-                match registry.as_mut() {
-                    Some(r) => r.serve_once(out).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let woke = tokio::select! {
-                biased;
-                v = &mut stop => return Ok(v),
-                r = kernel => r.map_err(RecordError::from),
-                r = users => r.map(|_| ()).map_err(RecordError::from).map(|_| ()),
-            };
-            woke?;
-            self.drain()?;
+    /// Waits until the kernel provider has events; never, while not
+    /// tracing.
+    pub async fn readable(&mut self) -> Result<(), RecordError> {
+        match self.kernel.as_mut() {
+            Some(k) => Ok(k.readable().await?),
+            None => std::future::pending().await,
         }
     }
 
     /// Drains every event available now into the output.
-    fn drain(&mut self) -> Result<(), RecordError> {
+    pub fn drain(&mut self) -> Result<(), RecordError> {
         let mut result = Ok(());
         let translator = &mut self.translator;
         let out = &mut self.out;
         let keep = &mut self.keep;
-        let (mode, budget) = (self.kernel_mode, self.budget);
+        let (mode, budget) = (self.config.kernel_mode, self.budget);
         let mut n = 0u64;
         let mut malformed = 0u64;
         let Some(kernel) = self.kernel.as_mut() else {
@@ -390,22 +434,47 @@ impl<W: Write> Recording<W> {
         result.map_err(RecordError::from)
     }
 
-    /// Stops the providers, writes what is left and flushes.
-    pub async fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
-        self.stats.duration = self.started.elapsed();
-        // Providers stop first, so every userspace record falls inside the
-        // time the kernel's events cover.
-        if let Some(r) = self.registry.take() {
-            self.stats.providers = r.finish(&mut self.out, Duration::from_secs(1)).await?;
+    /// Detaches the kernel provider, drains what is left, closes what is
+    /// still open and unloads the programs; with `write_results`, writes
+    /// the events the circular mode kept.
+    pub fn stop(&mut self, write_results: bool) -> Result<(), RecordError> {
+        if let Some(s) = self.started.take() {
+            self.stats.duration += s.elapsed();
         }
         if let Some(k) = self.kernel.as_mut() {
             k.detach();
-            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+            // Events already in the ring buffers are still collected.
+            self.drain()?;
         }
-        // Events already in the ring buffer are still collected.
-        self.drain()?;
-        // Circular: the newest window, oldest first.
+        if let Some(k) = self.kernel.take() {
+            let per_cpu = k.dropped_per_cpu()?;
+            let on_cpus: u64 = per_cpu.iter().map(|&(_, n)| n).sum();
+            self.other_dropped_before += k.dropped()?.saturating_sub(on_cpus);
+            for (cpu, n) in per_cpu {
+                match self.dropped_before.iter_mut().find(|(c, _)| *c == cpu) {
+                    Some((_, m)) => *m += n,
+                    None => self.dropped_before.push((cpu, n)),
+                }
+            }
+            k.stop();
+            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+            self.translator.finish_syscalls(&mut self.out)?;
+            self.translator.finish_irqs(&mut self.out)?;
+            self.translator.finish_probes(&mut self.out)?;
+        }
+        if write_results {
+            self.write_kept()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the kernel events the circular mode kept, oldest first.
+    fn write_kept(&mut self) -> Result<(), RecordError> {
         let ring = std::mem::take(&mut self.keep.ring);
+        if ring.is_empty() {
+            return Ok(());
+        }
+        self.out.enter_provider(KERNEL_PROVIDER_ID)?;
         let mut at = 0;
         while at + 2 <= ring.len() {
             let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
@@ -422,31 +491,46 @@ impl<W: Write> Recording<W> {
         self.translator.finish_syscalls(&mut self.out)?;
         self.translator.finish_irqs(&mut self.out)?;
         self.translator.finish_probes(&mut self.out)?;
-        self.stats.dropped = match self.kernel.as_ref() {
-            Some(k) => k.dropped()?,
-            None => 0,
-        } + self.keep.refused;
-        self.stats.dropped_per_cpu = match self.kernel.as_ref() {
-            Some(k) => k.dropped_per_cpu()?,
-            None => Vec::new(),
-        };
-        if self.stats.dropped > 0 {
-            let on_cpus: u64 = self.stats.dropped_per_cpu.iter().map(|&(_, n)| n).sum();
+        Ok(())
+    }
+
+    /// The kernel provider's numbers so far.
+    pub fn stats(&self) -> RecordStats {
+        let mut stats = self.stats.clone();
+        stats.counts = self.translator.counts();
+        stats.dropped = self.dropped_now();
+        stats.dropped_per_cpu = self.dropped_before.clone();
+        if let Some(now) = self.kernel.as_ref().and_then(|k| k.dropped_per_cpu().ok()) {
+            for (cpu, n) in now {
+                match stats.dropped_per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
+                    Some((_, m)) => *m += n,
+                    None => stats.dropped_per_cpu.push((cpu, n)),
+                }
+            }
+        }
+        stats.duration += self.started.map_or(Duration::ZERO, |s| s.elapsed());
+        stats
+    }
+
+    /// Stops if needed, writes what was kept and not written, reports
+    /// drops, flushes, and hands back the output.
+    pub fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
+        self.stop(true)?;
+        let stats = self.stats();
+        if stats.dropped > 0 {
+            let on_cpus: u64 = stats.dropped_per_cpu.iter().map(|&(_, n)| n).sum();
+            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
             self.translator.drops(
                 &mut self.out,
                 monotonic_ns(),
-                &self.stats.dropped_per_cpu,
-                self.stats.dropped.saturating_sub(on_cpus),
+                &stats.dropped_per_cpu,
+                stats.dropped.saturating_sub(on_cpus),
             )?;
             self.out.write(&Record::ProviderEvent {
                 id: KERNEL_PROVIDER_ID,
                 event: provider_event::BUFFER_OVERFLOW,
             })?;
         }
-        self.stats.counts = self.translator.counts();
-        self.stats.records = self.out.records();
-        self.stats.bytes = self.out.bytes();
-        let stats = self.stats.clone();
         let w = self.out.finish()?;
         Ok((stats, w))
     }
