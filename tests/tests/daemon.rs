@@ -630,19 +630,29 @@ fn start_stop_cycles_follow_the_buffer_dispositions() {
         );
         use BufferDisposition::{ClearEntire, Retain};
         // (disposition of the start, whether the stop writes the results)
-        for (disposition, write) in [
+        for (round, (disposition, write)) in [
             (ClearEntire, false),
             (Retain, true),
             (ClearEntire, false),
             (ClearEntire, true),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Too many additional categories: the extras are discarded, the
+            // start goes ahead.
+            let additional = if round == 0 {
+                (0..150).map(|i| format!("extra{i}")).collect()
+            } else {
+                Vec::new()
+            };
             let t0 = monotonic_ns();
             assert_eq!(
                 call(
                     &mut c,
                     Request::StartTracing(StartOptions {
                         buffer_disposition: disposition,
-                        additional_categories: Vec::new(),
+                        additional_categories: additional,
                     })
                 )
                 .await,
@@ -676,6 +686,12 @@ fn start_stop_cycles_follow_the_buffer_dispositions() {
             Reply::Terminated(_)
         ));
     });
+    assert!(
+        d.log()
+            .contains("51 additional categories past the limit of 100 discarded"),
+        "{}",
+        d.log()
+    );
     let t = parse(&path);
     assert!(t.errors.is_empty(), "{:?}", t.errors);
     let ticks = app_events(&t, app.pid, "tick");
@@ -761,6 +777,19 @@ fn a_killed_client_returns_the_manager_to_ready() {
         }
         .encode()
         .unwrap();
+        // A version this manager does not speak.
+        let mut v2 = bytes.clone();
+        v2[4] = 2;
+        let mut h = Controller::connect(&d.socket).unwrap();
+        h.send_raw(&v2, None).unwrap();
+        match h.recv().await.unwrap().body {
+            Reply::Failed {
+                fatal: true,
+                code: fail::MALFORMED,
+                message,
+            } => assert!(message.contains("version 2"), "{message}"),
+            other => panic!("{other:?}"),
+        }
         bytes.extend_from_slice(b"trailing garbage");
         g.send_raw(&bytes, None).unwrap();
         assert!(matches!(

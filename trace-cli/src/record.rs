@@ -350,6 +350,10 @@ fn absolute_spec(spec: &str) -> String {
 }
 
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
+    // From here on Ctrl-C ends the recording with a complete file, even one
+    // pressed while it is being set up.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let to_stdout = args.output.as_os_str() == "-";
     let mut specs = Vec::new();
     for spec in &args.provider_buffers {
@@ -424,7 +428,6 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             "trace-cli: recording starts in {:.1} s",
             delay.as_secs_f64()
         );
-        let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             _ = sigint.recv() => bail!("interrupted before recording started"),
@@ -502,8 +505,6 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
-    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let duration = args.duration.map(Duration::from_secs_f64);
     // Printed once every provider is attached: scripts may wait for it.
     if child.is_none() && duration.is_none() {
