@@ -451,6 +451,10 @@ fn a_scripted_client_walks_every_state_and_every_error() {
             call(&mut c, Request::StartTracing(StartOptions::default())).await,
             Reply::StartResult(Err(StartError::Terminating))
         );
+        assert!(matches!(
+            call(&mut c, Request::TerminateTracing).await,
+            Reply::Failed { fatal: false, message, .. } if message.contains("already being terminated")
+        ));
         assert_eq!(
             call(
                 &mut c,
@@ -600,9 +604,15 @@ fn alerts_and_watchers_are_queued_and_paired_in_order() {
                 }
             );
         }
+        // A watcher still waiting when the session ends is told so.
+        let w3 = c.send(Request::WatchAlert, None).unwrap();
         assert!(matches!(
             call(&mut c, Request::TerminateTracing).await,
             Reply::Terminated(_)
+        ));
+        assert!(matches!(
+            c.wait(w3).await.unwrap(),
+            Reply::Failed { fatal: false, message, .. } if message.contains("session ended")
         ));
     });
 }
@@ -768,6 +778,17 @@ fn a_killed_client_returns_the_manager_to_ready() {
     assert!(!busy.status.success());
     let busy = String::from_utf8_lossy(&busy.stderr);
     assert!(busy.contains("session is already active"), "{busy}");
+    // Others may look at the session's state, not more.
+    runtime().block_on(async {
+        let mut c = Controller::connect(&d.socket).unwrap();
+        match call(&mut c, Request::GetStatus).await {
+            Reply::Status(s) => {
+                assert_eq!(s.state, Some(SessionState::Started));
+                assert_eq!(s.bytes, 0);
+            }
+            other => panic!("{other:?}"),
+        }
+    });
     // A client sending garbage is cut off; the session goes on.
     runtime().block_on(async {
         let mut g = Controller::connect(&d.socket).unwrap();
@@ -947,4 +968,59 @@ fn streaming_to_stdout_for_thirty_seconds_loses_nothing() {
         "userspace records lost"
     );
     assert!(t.switches.len() > 1000);
+}
+
+#[test]
+fn a_command_recorded_through_the_daemon_is_followed_from_its_start() {
+    let d = Daemon::start("command");
+    let file = d.dir.join("command.fxt");
+    let out = d
+        .record(
+            &file,
+            &[
+                "-c",
+                "kernel:syscall,kernel:proc",
+                "--",
+                "sh",
+                "-c",
+                "echo pid=$$; exec /bin/sleep 0.2",
+            ],
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        d.log().contains("session state STARTED"),
+        "not through the daemon"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .unwrap_or_else(|| panic!("{text}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let t = parse(&file);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let calls: Vec<_> = t
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:syscall")
+        .collect();
+    // The command's own calls from its first (the shell's execve of
+    // itself is already followed), nobody else's.
+    assert!(calls.iter().any(|e| e.pid == pid && e.name == "execve"));
+    assert!(
+        calls.iter().all(|e| e.pid == pid),
+        "another process's calls"
+    );
+    assert!(
+        t.process_names
+            .get(&pid)
+            .is_some_and(|n| n.iter().any(|n| n == "sleep")),
+        "{:?}",
+        t.process_names.get(&pid)
+    );
 }

@@ -17,8 +17,8 @@ pub struct ProvidersArgs {
 }
 
 pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
-    if !(args.wait.is_finite() && args.wait >= 0.0) {
-        bail!("--wait must be a non-negative number of seconds");
+    if !(args.wait.is_finite() && (0.0..=3600.0).contains(&args.wait)) {
+        bail!("--wait must be a number of seconds from 0 to 3600");
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -31,7 +31,7 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
         if embedded {
             // Providers waiting for a manager connect when its socket
             // appears.
-            tokio::time::sleep(Duration::from_secs_f64(args.wait)).await;
+            tokio::time::sleep(Duration::try_from_secs_f64(args.wait)?).await;
         }
         let providers = match conn.ctl.call(Request::GetProviders, None).await? {
             Reply::Providers(p) => p,

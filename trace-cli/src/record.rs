@@ -351,9 +351,8 @@ fn absolute_spec(spec: &str) -> String {
 
 async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     // From here on Ctrl-C ends the recording with a complete file, even one
-    // pressed while it is being set up.
-    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    // pressed while it is being set up; a second one ends trace-cli at once.
+    let mut interrupted = interruptions()?;
     let to_stdout = args.output.as_os_str() == "-";
     let mut specs = Vec::new();
     for spec in &args.provider_buffers {
@@ -416,7 +415,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.
     let mut early_child = None;
-    if let Some(delay) = args.start_delay.map(Duration::from_secs_f64) {
+    if let Some(delay) = args.start_delay.map(seconds).transpose()? {
         if let Some((program, rest)) = args.command.split_first() {
             let child = start_command(program, rest, None, to_stdout)?;
             if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
@@ -430,7 +429,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         );
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            _ = sigint.recv() => bail!("interrupted before recording started"),
+            _ = interrupted.wait_for(|&n| n > 0) => bail!("interrupted before recording started"),
         }
     }
 
@@ -505,7 +504,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
-    let duration = args.duration.map(Duration::from_secs_f64);
+    let duration = args.duration.map(seconds).transpose()?;
     // Printed once every provider is attached: scripts may wait for it.
     if child.is_none() && duration.is_none() {
         eprintln!("trace-cli: recording; press Ctrl-C to stop");
@@ -531,8 +530,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             tokio::select! {
                 _ = deadline => StopReason::Duration,
                 status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
-                _ = sigint.recv() => StopReason::Signal,
-                _ = sigterm.recv() => StopReason::Signal,
+                _ = interrupted.wait_for(|&n| n > 0) => StopReason::Signal,
             }
         };
         tokio::pin!(stop);
@@ -545,9 +543,14 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 m = ctl.recv() => news.push(m?),
                 _ = tick.tick() => {
                     if progress.shown() {
-                        match ctl.call(Request::GetStatus, None).await? {
-                            Reply::Status(s) => progress.update(&s),
-                            other => return Err(failed("asking for the status", other)),
+                        let status =
+                            tokio::time::timeout(PROGRESS_TICK * 8, ctl.call(Request::GetStatus, None));
+                        match status.await {
+                            Ok(Ok(Reply::Status(s))) => progress.update(&s),
+                            Ok(Ok(other)) => return Err(failed("asking for the status", other)),
+                            Ok(Err(e)) => return Err(e.into()),
+                            // A busy manager: the line waits.
+                            Err(_) => {}
                         }
                     }
                 }
@@ -642,6 +645,34 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: the command exited with {status}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `s` seconds; an error when it is too long to wait for.
+fn seconds(s: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(s).with_context(|| format!("{s} seconds is no duration"))
+}
+
+/// How many times SIGINT or SIGTERM came (the first ends the recording);
+/// the second ends the process at once.
+fn interruptions() -> Result<tokio::sync::watch::Receiver<u32>> {
+    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+            let n = *tx.borrow() + 1;
+            if n >= 2 {
+                eprintln!("trace-cli: interrupted again; the trace may be incomplete");
+                std::process::exit(130);
+            }
+            let _ = tx.send(n);
+        }
+    });
+    Ok(rx)
 }
 
 /// Asks the manager to follow process `pid`.

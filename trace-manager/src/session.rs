@@ -184,6 +184,9 @@ pub struct Session<W: Write> {
     dropped_before: Vec<(u32, u64)>,
     other_dropped_before: u64,
     started: Option<Instant>,
+    /// The last stop wrote the kept events: the next start begins afresh
+    /// whatever its disposition, so nothing is written twice.
+    written_at_stop: bool,
 }
 
 impl<W: Write> Session<W> {
@@ -238,6 +241,7 @@ impl<W: Write> Session<W> {
             dropped_before: Vec::new(),
             other_dropped_before: 0,
             started: None,
+            written_at_stop: false,
         })
     }
 
@@ -255,10 +259,11 @@ impl<W: Write> Session<W> {
         disposition: BufferDisposition,
         additional: &[String],
     ) -> Result<(), RecordError> {
-        if disposition != BufferDisposition::Retain {
+        if disposition != BufferDisposition::Retain || self.written_at_stop {
             self.keep.ring.clear();
             self.keep.used = 0;
         }
+        self.written_at_stop = false;
         let mut categories = self.categories.clone();
         // (No additional categories is not "all of them".)
         let extra = if additional.is_empty() {
@@ -464,6 +469,7 @@ impl<W: Write> Session<W> {
         }
         if write_results {
             self.write_kept()?;
+            self.written_at_stop = true;
         }
         Ok(())
     }

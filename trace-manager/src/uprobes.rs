@@ -10,6 +10,7 @@
 //! their raw name or their demangled Rust (`crate::module::function`, without
 //! the hash) or C++ (`ns::function`, without the parameters) name.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -117,7 +118,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             })?
         }
     };
-    let data = std::fs::read(&path).map_err(|source| UprobeError::Binary {
+    let data = read_program(&path).map_err(|source| UprobeError::Binary {
         spec: spec.to_owned(),
         path: path.clone(),
         source,
@@ -315,8 +316,57 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The largest program file probes are looked up in.
+const MAX_PROGRAM_BYTES: u64 = 2 << 30;
+
+/// The bytes of the program file `path`: a regular file (not a device or
+/// a FIFO, which could make the reader wait or read forever) of at most
+/// [`MAX_PROGRAM_BYTES`].
+pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    // O_NONBLOCK: opening a FIFO does not wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_PROGRAM_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("larger than {} GiB", MAX_PROGRAM_BYTES >> 30),
+        ));
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_PROGRAM_BYTES).read_to_end(&mut data)?;
+    Ok(data)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_regular_files_are_read_as_programs() {
+        let zero = read_program(Path::new("/dev/zero")).unwrap_err();
+        assert!(zero.to_string().contains("not a regular file"), "{zero}");
+        let fifo = std::env::temp_dir().join(format!("trace-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&fifo);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Returns at once (no writer is waited for), refused.
+        assert!(read_program(&fifo).is_err());
+        std::fs::remove_file(&fifo).unwrap();
+        assert!(
+            !read_program(Path::new("/proc/self/exe"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -500,7 +500,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let mut sites = Vec::new();
     let mut known = BTreeSet::new();
     for path in &candidates {
-        let data = match std::fs::read(path) {
+        let data = match crate::uprobes::read_program(path) {
             Ok(d) => d,
             Err(source) if binary.is_some() => {
                 return Err(UsdtError::Binary {

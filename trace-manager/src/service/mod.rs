@@ -46,6 +46,11 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the output is flushed and the start timeout looked at.
 const TICK: Duration = Duration::from_millis(250);
+/// How long a terminated session waits for its client to read the rest
+/// of its output before the manager gives up on it.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most alerts (and WatchAlert requests) a session queues.
+const MAX_QUEUED_ALERTS: usize = 1024;
 
 /// Why the manager could not run.
 #[derive(Debug, Error)]
@@ -128,9 +133,18 @@ pub struct Manager {
     events_rx: mpsc::UnboundedReceiver<Event>,
     /// The client whose disconnection ends an embedded manager.
     local: Option<u64>,
-    /// The owner of a session whose output is still being written out:
-    /// the session is TERMINATING, and no other can begin.
-    terminating: Option<u64>,
+    /// A session whose output is still being written out: it is
+    /// TERMINATING, and no other can begin.
+    terminating: Option<Terminating>,
+}
+
+/// A terminated session whose output a thread is still writing.
+struct Terminating {
+    owner: u64,
+    txid: u32,
+    /// When to give up waiting for the client to read its output.
+    deadline: tokio::time::Instant,
+    cancel: sink::Cancel,
 }
 
 impl Manager {
@@ -196,8 +210,9 @@ impl Manager {
                     _ => std::future::pending().await,
                 }
             };
+            // Unbiased: a busy source (a chatty client, a flooded kernel
+            // ring) cannot starve the others.
             tokio::select! {
-                biased;
                 Some(event) = self.events_rx.recv() => {
                     if self.on_event(event) {
                         return;
@@ -225,7 +240,11 @@ impl Manager {
                         self.next_client += 1;
                         tokio::spawn(hello(id, fd, pid, self.events_tx.clone()));
                     }
-                    Err(e) => log::warn!("accepting a connection failed: {e}"),
+                    Err(e) => {
+                        // Out of descriptors, say: do not spin on it.
+                        log::warn!("accepting a connection failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                 },
                 _ = tick.tick() => self.on_tick(),
             }
@@ -237,6 +256,11 @@ impl Manager {
         let alerts = self.registry.take_alerts();
         if let Some(a) = self.active.as_mut() {
             a.alerts.extend(alerts);
+            if a.alerts.len() > MAX_QUEUED_ALERTS {
+                let n = a.alerts.len() - MAX_QUEUED_ALERTS;
+                log::warn!("{n} alerts nobody asked for dropped");
+                a.alerts.drain(..n);
+            }
         }
         // Alerts and watchers are paired in the order they came.
         loop {
@@ -259,6 +283,32 @@ impl Manager {
     }
 
     fn on_tick(&mut self) {
+        if let Some(t) = &self.terminating
+            && tokio::time::Instant::now() >= t.deadline
+        {
+            let (owner, txid) = (t.owner, t.txid);
+            t.cancel.cancel();
+            self.terminating = None;
+            log::warn!(
+                "client {owner} did not read its trace for {} s; giving up on it",
+                DRAIN_TIMEOUT.as_secs()
+            );
+            log::info!("session state READY");
+            if self.send(owner, 0, Reply::StateChanged(SessionState::Ready)) {
+                self.reply(
+                    owner,
+                    txid,
+                    Reply::Failed {
+                        fatal: false,
+                        code: fail::OTHER,
+                        message: format!(
+                            "the trace was not read for {} s; the rest of it is dropped",
+                            DRAIN_TIMEOUT.as_secs()
+                        ),
+                    },
+                );
+            }
+        }
         if let Some(a) = self.active.as_mut()
             && a.aborted.is_none()
             && let Err(e) = a.session.flush()
@@ -335,11 +385,20 @@ impl Manager {
             }
             Event::Closed { id } => {
                 self.drop_client(id);
-                if Some(id) == self.local && self.terminating.is_none() {
+                if Some(id) == self.local {
                     return true;
                 }
             }
             Event::Drained { id, txid, reply } => {
+                // A session given up on (its client went away, or did not
+                // read) is over already.
+                if !self
+                    .terminating
+                    .as_ref()
+                    .is_some_and(|t| t.owner == id && t.txid == txid)
+                {
+                    return false;
+                }
                 self.terminating = None;
                 log::info!("session state READY");
                 if self.send(id, 0, Reply::StateChanged(SessionState::Ready)) {
@@ -355,14 +414,21 @@ impl Manager {
 
     /// Forgets a client; the session it owned is aborted and ended.
     fn drop_client(&mut self, id: u64) {
-        if self.clients.remove(&id).is_some() {
+        if let Some(c) = self.clients.remove(&id) {
             log::debug!("client {id} went away");
+            // Its reader task ends, and the client sees the connection end.
+            let _ = nix::sys::socket::shutdown(c.fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         }
         if self.active.as_ref().is_some_and(|a| a.owner == id) {
             log::info!("the session's client went away; aborting the session");
             self.set_state(SessionState::Terminating);
             self.registry.end();
+            // Dropping the output abandons what it has not written.
             self.active = None;
+            log::info!("session state READY");
+        }
+        if self.terminating.as_ref().is_some_and(|t| t.owner == id) {
+            self.terminating = None;
             log::info!("session state READY");
         }
     }
@@ -375,7 +441,18 @@ impl Manager {
             Ok(b) => b,
             Err(e) => {
                 log::warn!("encoding a reply to client {id}: {e}");
-                return false;
+                let failed = Envelope {
+                    txid,
+                    body: Reply::Failed {
+                        fatal: false,
+                        code: fail::OTHER,
+                        message: format!("the answer does not fit in a message ({e})"),
+                    },
+                };
+                match failed.encode() {
+                    Ok(b) => b,
+                    Err(_) => return false,
+                }
             }
         };
         match send(
@@ -401,7 +478,15 @@ impl Manager {
         }
     }
 
-    fn fail(&mut self, id: u64, txid: u32, fatal: bool, code: u32, message: String) {
+    fn fail(&mut self, id: u64, txid: u32, fatal: bool, code: u32, mut message: String) {
+        if message.len() > trace_common::controller::MAX_STRING_LEN {
+            let mut end = trace_common::controller::MAX_STRING_LEN - 3;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str("...");
+        }
         let sent = self.send(
             id,
             txid,
@@ -446,6 +531,10 @@ impl Manager {
         }
     }
 
+    fn is_terminating(&self, id: u64) -> bool {
+        self.terminating.as_ref().is_some_and(|t| t.owner == id)
+    }
+
     fn owns_session(&self, id: u64) -> bool {
         self.active.as_ref().is_some_and(|a| a.owner == id)
     }
@@ -463,17 +552,29 @@ impl Manager {
         }
         match req {
             Request::GetProviders => {
+                // Within one message: declared categories are left out once
+                // the list grows long.
+                let mut budget = trace_common::controller::MAX_MESSAGE_BYTES / 2;
                 let list = self
                     .registry
                     .providers()
                     .into_iter()
                     .take(trace_common::controller::MAX_PROVIDERS)
-                    .map(|p| ProviderInfo {
-                        id: p.id,
-                        name: p.name,
-                        pid: p.pid,
-                        state: p.state.to_owned(),
-                        categories: p.categories,
+                    .map(|p| {
+                        let size: usize = p.categories.iter().map(|c| c.len() + 2).sum();
+                        let categories = if size <= budget {
+                            budget -= size;
+                            p.categories
+                        } else {
+                            Vec::new()
+                        };
+                        ProviderInfo {
+                            id: p.id,
+                            name: p.name,
+                            pid: p.pid,
+                            state: p.state.to_owned(),
+                            categories,
+                        }
                     })
                     .collect();
                 self.reply(id, txid, Reply::Providers(list));
@@ -483,8 +584,12 @@ impl Manager {
                     .iter()
                     .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
                     .collect();
+                // Declared ones come deduplicated from the registry.
                 for c in self.registry.categories() {
-                    if !list.iter().any(|(n, _)| *n == c) {
+                    if list.len() >= trace_common::controller::MAX_LIST_LEN {
+                        break;
+                    }
+                    if !c.starts_with("kernel:") {
                         list.push((c, "declared by a userspace provider".to_owned()));
                     }
                 }
@@ -505,6 +610,16 @@ impl Manager {
                     );
                     return;
                 };
+                if a.watchers.len() >= MAX_QUEUED_ALERTS {
+                    self.fail(
+                        id,
+                        txid,
+                        false,
+                        fail::OTHER,
+                        format!("already {MAX_QUEUED_ALERTS} WatchAlert requests waiting"),
+                    );
+                    return;
+                }
                 a.watchers.push_back(txid);
                 self.after_provider_news();
             }
@@ -532,11 +647,12 @@ impl Manager {
             }
             Request::GetStatus => {
                 let status = match self.active.as_ref().filter(|a| a.owner == id) {
+                    // Another client's session, or none: its state only.
                     None => Status {
-                        state: Some(if self.terminating == Some(id) {
-                            SessionState::Terminating
-                        } else {
-                            SessionState::Ready
+                        state: Some(match &self.active {
+                            Some(a) => a.state,
+                            None if self.terminating.is_some() => SessionState::Terminating,
+                            None => SessionState::Ready,
                         }),
                         ..Status::default()
                     },
@@ -553,7 +669,12 @@ impl Manager {
                             providers: providers.len() as u32,
                             providers_started: providers.iter().filter(|p| p.started).count()
                                 as u32,
-                            provider_progress: self.registry.progress(),
+                            provider_progress: self
+                                .registry
+                                .progress()
+                                .into_iter()
+                                .take(trace_common::controller::MAX_PROVIDERS)
+                                .collect(),
                         }
                     }
                 };
@@ -586,7 +707,8 @@ impl Manager {
             );
             return;
         }
-        if let Some(owner) = self.active.as_ref().map(|a| a.owner).or(self.terminating) {
+        let terminating = self.terminating.as_ref().map(|t| t.owner);
+        if let Some(owner) = self.active.as_ref().map(|a| a.owner).or(terminating) {
             let owner = self.clients.get(&owner).map_or(0, |c| c.pid);
             self.fail(
                 id,
@@ -619,8 +741,9 @@ impl Manager {
         let output = fds.pop().expect("one descriptor, checked above");
         match self.new_session(&config, output) {
             Ok(session) => {
-                let categories = config.categories.clone();
-                self.registry.initialize_all(userspace_config(&config));
+                let userspace = userspace_config(&config);
+                let categories = userspace.categories.clone();
+                self.registry.initialize_all(userspace);
                 self.active = Some(Active {
                     owner: id,
                     state: SessionState::Ready,
@@ -680,7 +803,7 @@ impl Manager {
     fn start(&mut self, id: u64, txid: u32, options: StartOptions) {
         let state = match self.active.as_ref() {
             Some(a) if a.owner == id => a.state,
-            _ if self.terminating == Some(id) => SessionState::Terminating,
+            _ if self.is_terminating(id) => SessionState::Terminating,
             _ => {
                 self.reply(
                     id,
@@ -704,9 +827,14 @@ impl Manager {
         let Some(a) = self.active.as_mut() else {
             return;
         };
-        // The combined list is capped; extras are discarded.
+        // The combined list is capped; extras are discarded, and so are
+        // names longer than providers accept.
         let room = MAX_CATEGORIES.saturating_sub(a.categories.len());
-        let mut additional = options.additional_categories;
+        let mut additional: Vec<String> = options
+            .additional_categories
+            .into_iter()
+            .filter(|c| c.starts_with("kernel:") || usable_category(c))
+            .collect();
         if additional.len() > room {
             log::warn!(
                 "{} additional categories past the limit of {MAX_CATEGORIES} discarded",
@@ -743,7 +871,7 @@ impl Manager {
     fn stop(&mut self, id: u64, txid: u32, write_results: bool) {
         let state = match self.active.as_ref() {
             Some(a) if a.owner == id => a.state,
-            _ if self.terminating == Some(id) => SessionState::Terminating,
+            _ if self.is_terminating(id) => SessionState::Terminating,
             _ => {
                 self.reply(id, txid, Reply::StopResult(Err(StopError::NotInitialized)));
                 return;
@@ -857,6 +985,7 @@ impl Manager {
             });
         }
         provider_stats.extend(providers.iter().map(|p| p.to_controller()));
+        provider_stats.truncate(trace_common::controller::MAX_PROVIDERS);
         StopResult {
             provider_stats,
             kernel: kernel.to_controller(),
@@ -867,6 +996,16 @@ impl Manager {
     }
 
     fn terminate(&mut self, id: u64, txid: u32) {
+        if self.is_terminating(id) {
+            self.fail(
+                id,
+                txid,
+                false,
+                fail::OTHER,
+                "the session is already being terminated".into(),
+            );
+            return;
+        }
         if !self.owns_session(id) {
             self.fail(
                 id,
@@ -885,8 +1024,16 @@ impl Manager {
             }
             Some(SessionState::Started) => self.begin_stop(None, true, Some(txid)),
             Some(SessionState::Stopping) => {
-                if let Some(p) = self.active.as_mut().and_then(|a| a.pending_stop.as_mut()) {
-                    p.terminate = Some(txid);
+                let pending = self.active.as_mut().and_then(|a| a.pending_stop.as_mut());
+                match pending {
+                    Some(p) if p.terminate.is_none() => p.terminate = Some(txid),
+                    _ => self.fail(
+                        id,
+                        txid,
+                        false,
+                        fail::OTHER,
+                        "the session is already being terminated".into(),
+                    ),
                 }
             }
             _ => self.finish_terminate(id, txid),
@@ -911,10 +1058,20 @@ impl Manager {
         };
         self.active = Some(a);
         let result = self.results_with(&providers);
-        let Some(a) = self.active.take() else {
+        let Some(mut a) = self.active.take() else {
             return;
         };
-        self.terminating = Some(id);
+        for watcher in std::mem::take(&mut a.watchers) {
+            self.send(
+                id,
+                watcher,
+                Reply::Failed {
+                    fatal: false,
+                    code: fail::OTHER,
+                    message: "the session ended before another alert came".into(),
+                },
+            );
+        }
         // The last records go to the output thread's queue here; the thread
         // writes them out while the manager goes on.
         let sink = a
@@ -922,6 +1079,29 @@ impl Manager {
             .finish()
             .map_err(|e| e.to_string())
             .and_then(|(_, w)| w.into_inner().map_err(|e| e.error().to_string()));
+        if let Ok(sink) = &sink {
+            self.terminating = Some(Terminating {
+                owner: id,
+                txid,
+                deadline: tokio::time::Instant::now() + DRAIN_TIMEOUT,
+                cancel: sink.canceller(),
+            });
+        }
+        if let Err(e) = &sink {
+            log::info!("session state READY");
+            if self.send(id, 0, Reply::StateChanged(SessionState::Ready)) {
+                self.reply(
+                    id,
+                    txid,
+                    Reply::Failed {
+                        fatal: false,
+                        code: fail::OTHER,
+                        message: format!("writing the trace: {e}"),
+                    },
+                );
+            }
+            return;
+        }
         let tx = self.events_tx.clone();
         tokio::spawn(async move {
             let written = match sink {
@@ -965,15 +1145,38 @@ fn userspace_config(config: &TraceConfig) -> UserspaceConfig {
             .provider_specs
             .iter()
             .filter(|s| !s.categories.is_empty())
-            .map(|s| (s.name.clone(), s.categories.clone()))
+            .map(|s| (s.name.clone(), userspace_categories(&s.categories)))
             .collect(),
-        categories: config
-            .categories
-            .iter()
-            .filter(|c| !c.starts_with("kernel:"))
-            .cloned()
-            .collect(),
+        categories: userspace_categories(&config.categories),
     }
+}
+
+/// Whether providers accept `category` as a name (kernel categories are
+/// not theirs).
+fn usable_category(category: &str) -> bool {
+    if category.starts_with("kernel:") {
+        return false;
+    }
+    let ok =
+        !category.is_empty() && category.len() <= trace_common::provider::MAX_CATEGORY_NAME_LEN;
+    if !ok {
+        log::warn!("category {category:?} is not a name providers accept; discarded");
+    }
+    ok
+}
+
+/// The categories of `all` that go to userspace providers, at most
+/// [`MAX_CATEGORIES`] of them; extras are discarded.
+fn userspace_categories(all: &[String]) -> Vec<String> {
+    let mut list: Vec<String> = all.iter().filter(|c| usable_category(c)).cloned().collect();
+    if list.len() > MAX_CATEGORIES {
+        log::warn!(
+            "{} categories past the limit of {MAX_CATEGORIES} discarded",
+            list.len() - MAX_CATEGORIES
+        );
+        list.truncate(MAX_CATEGORIES);
+    }
+    list
 }
 
 /// Every site of every `--usdt` probe in the `pids` processes (every

@@ -4,19 +4,32 @@
 use std::fs::File;
 use std::io::{self, Seek, Write};
 use std::os::fd::OwnedFd;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Chunks in flight to the writer thread before writes wait for it.
-const CHUNKS_IN_FLIGHT: usize = 256;
+/// Bytes queued for a reader that does not keep up before its session
+/// fails (rather than the manager waiting for it).
+const MAX_QUEUED_BYTES: u64 = 256 << 20;
 
 /// The output of a session: a `Write` whose bytes a thread writes to the
 /// client's descriptor, at once or (deferred) when the session ends.
+/// Writing never waits for the reader: a reader more than
+/// [`MAX_QUEUED_BYTES`] behind fails the writes instead.
 pub struct Sink {
-    tx: Option<SyncSender<Vec<u8>>>,
-    failed: Arc<Mutex<Option<io::ErrorKind>>>,
+    tx: Option<Sender<Vec<u8>>>,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<io::Result<u64>>>,
+}
+
+/// What the writer thread and the sink share.
+#[derive(Default)]
+struct Shared {
+    failed: Mutex<Option<io::ErrorKind>>,
+    queued: AtomicU64,
+    /// The session was abandoned: what is left is not written.
+    cancelled: AtomicBool,
 }
 
 impl Sink {
@@ -29,17 +42,23 @@ impl Sink {
         } else {
             None
         };
-        let (tx, rx) = sync_channel(CHUNKS_IN_FLIGHT);
-        let failed = Arc::new(Mutex::new(None));
-        let f = failed.clone();
+        let (tx, rx) = channel();
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("trace-output".into())
-            .spawn(move || write_out(rx, dest, staging, f))?;
+            .spawn(move || write_out(rx, dest, staging, &s))?;
         Ok(Sink {
             tx: Some(tx),
-            failed,
+            shared,
             thread: Some(thread),
         })
+    }
+
+    /// A handle that abandons what is not yet written (see
+    /// [`Cancel::cancel`]).
+    pub fn canceller(&self) -> Cancel {
+        Cancel(self.shared.clone())
     }
 
     /// Waits until every byte reached the client's descriptor; the number
@@ -54,8 +73,20 @@ impl Sink {
     }
 
     fn error(&self) -> Option<io::Error> {
-        let kind = *self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let kind = *self.shared.failed.lock().unwrap_or_else(|e| e.into_inner());
         kind.map(|k| io::Error::new(k, "writing the trace to the client's output failed"))
+    }
+}
+
+/// Abandons a sink's unwritten bytes, from any thread.
+#[derive(Clone)]
+pub struct Cancel(Arc<Shared>);
+
+impl Cancel {
+    /// Stops the writer thread at its next chunk; a deferred trace is not
+    /// copied out.
+    pub fn cancel(&self) {
+        self.0.cancelled.store(true, Ordering::Relaxed);
     }
 }
 
@@ -64,7 +95,17 @@ impl Write for Sink {
         if let Some(e) = self.error() {
             return Err(e);
         }
+        let queued = self.shared.queued.load(Ordering::Relaxed);
+        if queued + buf.len() as u64 > MAX_QUEUED_BYTES {
+            return Err(io::Error::other(format!(
+                "the client is not reading its output ({} MiB behind)",
+                queued >> 20
+            )));
+        }
         let tx = self.tx.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
+        self.shared
+            .queued
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         tx.send(buf.to_vec())
             .map_err(|_| self.error().unwrap_or(io::ErrorKind::BrokenPipe.into()))?;
         Ok(buf.len())
@@ -80,7 +121,11 @@ impl Write for Sink {
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        // Not joined: an aborted session's reader may never read.
+        // Dropped without `close`: the session was abandoned. Not joined:
+        // its reader may never read.
+        if self.thread.is_some() {
+            self.shared.cancelled.store(true, Ordering::Relaxed);
+        }
         self.tx.take();
     }
 }
@@ -89,14 +134,23 @@ fn write_out(
     rx: Receiver<Vec<u8>>,
     mut dest: File,
     mut staging: Option<File>,
-    failed: Arc<Mutex<Option<io::ErrorKind>>>,
+    shared: &Shared,
 ) -> io::Result<u64> {
     let fail = |e: io::Error| {
-        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.kind());
+        *shared.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.kind());
         e
+    };
+    let cancelled = || {
+        shared
+            .cancelled
+            .load(Ordering::Relaxed)
+            .then(|| io::Error::new(io::ErrorKind::Interrupted, "the session was abandoned"))
     };
     let mut n = 0u64;
     for chunk in rx {
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         match staging.as_mut() {
             Some(s) => s.write_all(&chunk).map_err(fail)?,
             None => {
@@ -104,8 +158,14 @@ fn write_out(
                 n += chunk.len() as u64;
             }
         }
+        shared
+            .queued
+            .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
     }
     if let Some(mut s) = staging {
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         s.rewind().map_err(fail)?;
         n = io::copy(&mut s, &mut dest).map_err(fail)?;
     }
@@ -154,6 +214,24 @@ mod tests {
         assert_eq!(s.close().unwrap(), 6);
         r.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"abcdef");
+    }
+
+    #[test]
+    fn a_reader_far_behind_fails_writes_instead_of_stalling_them() {
+        let (_r, w) = pipe();
+        let mut s = Sink::new(w, false).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        let mut failed = None;
+        for i in 0..(MAX_QUEUED_BYTES >> 20) + 2 {
+            if let Err(e) = s.write_all(&chunk) {
+                failed = Some((i, e));
+                break;
+            }
+        }
+        let (i, e) = failed.expect("writes failed");
+        assert!(i >= (MAX_QUEUED_BYTES >> 20) - 1, "failed after {i} MiB");
+        assert!(e.to_string().contains("not reading"), "{e}");
+        s.canceller().cancel();
     }
 
     #[test]

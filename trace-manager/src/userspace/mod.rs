@@ -138,8 +138,14 @@ impl ProviderStats {
 /// Something a provider's sockets said.
 pub struct Note {
     id: u32,
+    /// For FIFO packets: the trace they belong to (packets of an ended
+    /// trace still queued are ignored).
+    trace: u64,
     what: NoteKind,
 }
+
+/// The most providers registered at once; more are refused.
+pub const MAX_REGISTERED: usize = 1000;
 
 enum NoteKind {
     Packet(Packet),
@@ -175,6 +181,8 @@ impl Drop for Buffer {
 
 /// A provider's part in the current session.
 struct Trace {
+    /// Unique among every trace of the registry.
+    serial: u64,
     fifo: OwnedFd,
     buffer: Buffer,
     fwd: Forwarder,
@@ -227,6 +235,7 @@ pub struct Registry {
     /// register while tracing runs.
     start: (BufferDisposition, Vec<String>),
     next_id: u32,
+    next_trace: u64,
     /// Alerts raised and not yet taken: (provider name, alert name).
     alerts: Vec<(String, String)>,
 }
@@ -253,6 +262,7 @@ impl Registry {
             phase: Phase::Idle,
             start: (BufferDisposition::ClearEntire, Vec::new()),
             next_id: 2,
+            next_trace: 1,
             alerts: Vec::new(),
         }
     }
@@ -288,6 +298,10 @@ impl Registry {
             clock,
             categories,
         } = register;
+        if self.providers.len() >= MAX_REGISTERED {
+            log::warn!("provider {name} (pid {pid}) refused: {MAX_REGISTERED} are registered");
+            return;
+        }
         let id = self.next_id;
         self.next_id += 1;
         let reply = ManagerMessage::Registered {
@@ -382,7 +396,7 @@ impl Registry {
             .map_or(config.buffer_bytes, |(_, b)| *b)
     }
 
-    fn initialize(&self, p: &mut Provider) -> std::io::Result<()> {
+    fn initialize(&mut self, p: &mut Provider) -> std::io::Result<()> {
         let Some(config) = &self.config else {
             return Ok(());
         };
@@ -452,9 +466,12 @@ impl Registry {
             None,
         )
         .map_err(io)?;
-        let watcher = self.watch_fifo(p.info.id, &ours)?;
+        let serial = self.next_trace;
+        self.next_trace += 1;
+        let watcher = self.watch_fifo(p.info.id, serial, &ours)?;
         let tsc_start = (p.clock == ClockKind::Tsc).then(collect::anchor);
         p.trace = Some(Trace {
+            serial,
             fifo: ours,
             buffer,
             fwd: Forwarder::new(p.info.id, &p.info.name, tsc_start),
@@ -494,6 +511,7 @@ impl Registry {
             }
             let _ = tx.send(Note {
                 id,
+                trace: 0,
                 what: NoteKind::Closed,
             });
         })
@@ -501,7 +519,12 @@ impl Registry {
     }
 
     /// Forwards the provider's FIFO packets as notes.
-    fn watch_fifo(&self, id: u32, fifo: &OwnedFd) -> std::io::Result<tokio::task::AbortHandle> {
+    fn watch_fifo(
+        &self,
+        id: u32,
+        trace: u64,
+        fifo: &OwnedFd,
+    ) -> std::io::Result<tokio::task::AbortHandle> {
         let tx = self.notes_tx.clone();
         let fifo = async_fd(fifo.try_clone()?)?;
         Ok(tokio::spawn(async move {
@@ -525,6 +548,7 @@ impl Registry {
                 if tx
                     .send(Note {
                         id,
+                        trace,
                         what: NoteKind::Packet(packet),
                     })
                     .is_err()
@@ -571,6 +595,7 @@ impl Registry {
                 }
             }
             NoteKind::Packet(_) if p.aborted => {}
+            NoteKind::Packet(_) if p.trace.as_ref().is_none_or(|t| t.serial != note.trace) => {}
             NoteKind::Packet(packet) => match FromProvider::parse(&packet) {
                 Ok(FromProvider::Started { .. }) => {
                     if let Some(t) = p.trace.as_mut() {
