@@ -122,6 +122,35 @@ pub fn wait_for_recording(stderr: &mut impl BufRead) {
     }
 }
 
+/// Starts a provider program (`provider_app` or its C twin) as `program
+/// SECONDS INTERVAL_US` registering on `socket`; returns it with the pid and
+/// main thread id its first line gives.
+pub fn start_provider(
+    program: &str,
+    socket: &Path,
+    secs: f64,
+    interval_us: u64,
+) -> (std::process::Child, u64, u64) {
+    let mut child = Command::new(program)
+        .args([secs.to_string(), interval_us.to_string()])
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let field = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
+            .parse()
+            .unwrap()
+    };
+    (child, field("pid="), field("main="))
+}
+
 /// Runs `trace-cli record ARGS -o OUTPUT`, which must fail before it starts
 /// recording; returns its standard error.
 pub fn record_fails(args: &[&str], output: &Path) -> String {

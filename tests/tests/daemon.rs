@@ -6,7 +6,7 @@
 //! a scripted client speaking the protocol.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -121,22 +121,7 @@ impl App {
     /// `program SECONDS INTERVAL_US` (provider_app or its C twin), once it
     /// printed its pid.
     fn start(program: &str, socket: &Path, secs: f64, interval_us: u64) -> App {
-        let mut child = Command::new(program)
-            .args([secs.to_string(), interval_us.to_string()])
-            .env("TRACE_MANAGER_SOCKET", socket)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let pid = line
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("pid="))
-            .unwrap_or_else(|| panic!("no pid in {line:?}"))
-            .parse()
-            .unwrap();
+        let (child, pid, _) = tests::start_provider(program, socket, secs, interval_us);
         App { child, pid }
     }
 
@@ -277,6 +262,11 @@ async fn call(c: &mut Controller, req: Request) -> Reply {
     c.call(req, None).await.unwrap()
 }
 
+/// StopTracing's reply.
+async fn stop_tracing(c: &mut Controller, write_results: bool) -> Reply {
+    call(c, Request::StopTracing { write_results }).await
+}
+
 #[test]
 fn a_scripted_client_walks_every_state_and_every_error() {
     let d = Daemon::start("states");
@@ -289,13 +279,7 @@ fn a_scripted_client_walks_every_state_and_every_error() {
             Reply::StartResult(Err(StartError::NotInitialized))
         );
         assert_eq!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: true
-                }
-            )
-            .await,
+            stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::NotInitialized))
         );
         assert!(matches!(
@@ -338,13 +322,7 @@ fn a_scripted_client_walks_every_state_and_every_error() {
         }
 
         assert_eq!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: true
-                }
-            )
-            .await,
+            stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::NotStarted))
         );
         // The silent provider never answers: the start is acknowledged
@@ -397,13 +375,7 @@ fn a_scripted_client_walks_every_state_and_every_error() {
             .expect("the silent provider's stats");
         assert!(!s.started, "{s:?}");
         assert_eq!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: true
-                }
-            )
-            .await,
+            stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::NotStarted))
         );
         let Reply::Terminated(end) = call(&mut c, Request::TerminateTracing).await else {
@@ -456,13 +428,7 @@ fn a_scripted_client_walks_every_state_and_every_error() {
             Reply::Failed { fatal: false, message, .. } if message.contains("already being terminated")
         ));
         assert_eq!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: true
-                }
-            )
-            .await,
+            stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::NotStarted))
         );
         let reader = std::thread::spawn(move || {
@@ -494,13 +460,7 @@ fn a_scripted_client_walks_every_state_and_every_error() {
         );
         tokio::time::sleep(Duration::from_millis(800)).await;
         assert_eq!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: true
-                }
-            )
-            .await,
+            stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::Aborted))
         );
         assert!(matches!(
@@ -581,13 +541,7 @@ fn alerts_and_watchers_are_queued_and_paired_in_order() {
         );
         // Alerts first: kept until asked for, in order.
         assert!(matches!(
-            call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: false
-                }
-            )
-            .await,
+            stop_tracing(&mut c, false).await,
             Reply::StopResult(Ok(_))
         ));
         assert_eq!(
@@ -680,13 +634,7 @@ fn start_stop_cycles_follow_the_buffer_dispositions() {
                 }
                 other => panic!("{other:?}"),
             }
-            let stop = call(
-                &mut c,
-                Request::StopTracing {
-                    write_results: write,
-                },
-            )
-            .await;
+            let stop = stop_tracing(&mut c, write).await;
             assert!(matches!(stop, Reply::StopResult(Ok(_))), "{stop:?}");
             windows.push((t0, monotonic_ns()));
             tokio::time::sleep(Duration::from_millis(300)).await;

@@ -3,9 +3,8 @@
 //! kernel provider in one file, recorded by a real `trace-cli record`.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use tests::{Event, Trace, parse, require_root, trace_cli};
@@ -20,24 +19,12 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Starts `provider_app_c SECONDS INTERVAL_US` on `socket`; returns it with
 /// its pid and main thread id from its first line.
 fn start_app_c(socket: &Path, secs: f64, interval_us: u64) -> (Child, u64, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_provider_app_c"))
-        .args([secs.to_string(), interval_us.to_string()])
-        .env("TRACE_MANAGER_SOCKET", socket)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let field = |k: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(k))
-            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
-            .parse()
-            .unwrap()
-    };
-    (child, field("pid="), field("main="))
+    tests::start_provider(
+        env!("CARGO_BIN_EXE_provider_app_c"),
+        socket,
+        secs,
+        interval_us,
+    )
 }
 
 fn record(socket: &Path, out: &Path, extra: &[&str]) -> Command {

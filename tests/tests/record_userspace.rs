@@ -4,7 +4,6 @@
 //! `trace-cli record`, real sockets and eBPF. Each test uses its own socket.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -20,40 +19,13 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// Starts `provider_app SECONDS INTERVAL_US` on `socket`; returns it with
 /// its pid and main thread id once it runs.
-fn start_app(socket: &PathBuf, secs: f64, interval_us: u64) -> (Child, u64, u64) {
-    start_program(
+fn start_app(socket: &std::path::Path, secs: f64, interval_us: u64) -> (Child, u64, u64) {
+    tests::start_provider(
         env!("CARGO_BIN_EXE_provider_app"),
         socket,
         secs,
         interval_us,
     )
-}
-
-/// Starts `program SECONDS INTERVAL_US` (provider_app or its C twin).
-fn start_program(
-    program: &str,
-    socket: &PathBuf,
-    secs: f64,
-    interval_us: u64,
-) -> (Child, u64, u64) {
-    let mut child = Command::new(program)
-        .args([secs.to_string(), interval_us.to_string()])
-        .env("TRACE_MANAGER_SOCKET", socket)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let field = |k: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(k))
-            .unwrap_or_else(|| panic!("no {k} in {line:?}"))
-            .parse()
-            .unwrap()
-    };
-    (child, field("pid="), field("main="))
 }
 
 fn record(socket: &PathBuf, out: &PathBuf, extra: &[&str]) -> Command {

@@ -20,7 +20,7 @@ use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
-use crate::kernel::{FollowHook, KernelConfig, KernelError, KernelProvider};
+use crate::kernel::{KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
@@ -50,9 +50,6 @@ pub struct RecordConfig {
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
     /// `buffer_bytes` of them kept and written at stop (circular).
     pub kernel_mode: BufferingMode,
-    /// Userspace providers may take part: without kernel categories or
-    /// probes the session is still worth having.
-    pub userspace: bool,
 }
 
 impl RecordConfig {
@@ -77,7 +74,7 @@ struct KernelKeep {
 /// Why a session failed.
 #[derive(Debug, Error)]
 pub enum RecordError {
-    /// The category list selects no category this recorder knows.
+    /// A `kernel:` category pattern selects no kernel category.
     #[error("no known category matches {patterns:?}; known categories: {known}")]
     NoCategory {
         /// The patterns given.
@@ -196,9 +193,8 @@ impl<W: Write> Session<W> {
         let unknown_kernel = config.categories.iter().find(|c| {
             c.starts_with("kernel:") && kernel_categories(std::slice::from_ref(c)).is_empty()
         });
-        if unknown_kernel.is_some()
-            || (categories.is_empty() && !config.userspace && !config.probes())
-        {
+        // No kernel category is no error: userspace providers may record.
+        if unknown_kernel.is_some() {
             return Err(RecordError::NoCategory {
                 patterns: config.categories.clone(),
                 known: KERNEL_CATEGORIES
@@ -319,14 +315,6 @@ impl<W: Write> Session<W> {
         }
         self.translator.write_snapshot(&mut self.out, &snapshot)?;
         Ok(())
-    }
-
-    /// A hook for a command started for this session to call between fork
-    /// and exec, so the pid filter follows it (see
-    /// [`KernelProvider::follow_hook`]); `None` without a filter or while
-    /// not tracing.
-    pub fn follow_hook(&self) -> Option<FollowHook> {
-        self.kernel.as_ref()?.follow_hook()
     }
 
     /// Records process `pid` too (with a pid filter; see

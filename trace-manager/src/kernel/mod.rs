@@ -391,8 +391,6 @@ pub struct KernelProvider {
     detached: bool,
     /// The followed threads, when a pid filter is set.
     followed: Option<BpfHashMap<MapData, u32, u8>>,
-    /// The descriptor of `followed`'s map (owned by it).
-    followed_fd: Option<std::os::fd::RawFd>,
     /// Programs attached, by name.
     attached: Vec<&'static str>,
     /// Probes opened directly (USDT sites); dropping them removes them.
@@ -628,7 +626,7 @@ impl KernelProvider {
             });
         }
 
-        let (followed, followed_fd) = match &config.pids {
+        let followed = match &config.pids {
             Some(_) => {
                 let map = ebpf
                     .take_map(MAP_FOLLOWED)
@@ -636,17 +634,13 @@ impl KernelProvider {
                         what: "map",
                         name: MAP_FOLLOWED,
                     })?;
-                let fd = match &map {
-                    aya::maps::Map::HashMap(data) => Some(data.fd().as_fd().as_raw_fd()),
-                    _ => None,
-                };
                 let map = BpfHashMap::try_from(map).map_err(|e| KernelError::Map {
                     name: MAP_FOLLOWED,
                     source: Box::new(e),
                 })?;
-                (Some(map), fd)
+                Some(map)
             }
-            None => (None, None),
+            None => None,
         };
 
         let mut provider = KernelProvider {
@@ -657,7 +651,6 @@ impl KernelProvider {
             reorder: Reorder::default(),
             detached: false,
             followed,
-            followed_fd,
             attached: Vec::new(),
             probe_links: Vec::new(),
             categories,
@@ -905,17 +898,6 @@ impl KernelProvider {
             })?;
         }
         Ok(())
-    }
-
-    /// A hook that makes the pid filter follow the process calling it: for
-    /// a command to run between fork and exec (`CommandExt::pre_exec`), so
-    /// that everything it does is recorded from its first instruction.
-    /// `None` without a pid filter (everything is recorded anyway).
-    pub fn follow_hook(&self) -> Option<FollowHook> {
-        self.followed.as_ref()?;
-        Some(FollowHook {
-            map_fd: self.followed_fd?,
-        })
     }
 
     /// New tasks of followed processes that could not be followed because
@@ -1181,57 +1163,6 @@ impl KernelProvider {
     /// Detaches everything and frees the maps.
     pub fn stop(self) {
         drop(self);
-    }
-}
-
-/// Makes the pid filter follow the calling process; see
-/// [`KernelProvider::follow_hook`]. Valid while its provider lives.
-#[derive(Clone, Copy, Debug)]
-pub struct FollowHook {
-    map_fd: std::os::fd::RawFd,
-}
-
-impl FollowHook {
-    /// Follows the calling process (its calling thread: call it before the
-    /// process has other threads, as between fork and exec). Only makes two
-    /// system calls (getpid, bpf), so it is async-signal-safe.
-    pub fn follow_self(&self) -> io::Result<()> {
-        /// `union bpf_attr` as `BPF_MAP_UPDATE_ELEM` reads it.
-        #[repr(C, align(8))]
-        struct UpdateAttr {
-            map_fd: u32,
-            pad: u32,
-            key: u64,
-            value: u64,
-            flags: u64,
-        }
-        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-        // SAFETY: getpid has no preconditions.
-        let tid = unsafe { libc::getpid() } as u32;
-        let value = 0u8;
-        let attr = UpdateAttr {
-            map_fd: self.map_fd as u32,
-            pad: 0,
-            key: &tid as *const u32 as u64,
-            value: &value as *const u8 as u64,
-            flags: 0,
-        };
-        // SAFETY: `attr` is a valid BPF_MAP_UPDATE_ELEM attribute whose key
-        // and value point at live locals of the map's key and value sizes;
-        // the kernel only reads them during the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_UPDATE_ELEM,
-                &attr as *const UpdateAttr,
-                std::mem::size_of::<UpdateAttr>() as libc::c_uint,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
     }
 }
 

@@ -793,7 +793,6 @@ impl Manager {
                 uprobes,
                 usdt,
                 kernel_mode: config.kernel_buffering_mode,
-                userspace: true,
             },
             BufWriter::with_capacity(64 << 10, sink),
         )
