@@ -1,5 +1,5 @@
 //! Helpers for the end-to-end tests: finding the built binaries, reading the
-//! kernel's monotonic clock, and parsing a trace file into plain facts.
+//! kernel's clock (CLOCK_BOOTTIME), and parsing a trace file into plain facts.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -31,14 +31,14 @@ pub fn trace_cli() -> PathBuf {
     p
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the clock the kernel provider stamps events with.
-pub fn monotonic_ns() -> u64 {
+/// CLOCK_BOOTTIME in nanoseconds: the clock the kernel provider stamps events with.
+pub fn boottime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     assert_eq!(rc, 0);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -260,6 +260,77 @@ impl Trace {
         v.sort();
         v
     }
+}
+
+/// Per thread, sorted (timestamp, on-CPU after it) transitions from the
+/// trace's context switches.
+pub fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
+    let mut m: HashMap<u64, Vec<(u64, bool)>> = HashMap::new();
+    for s in &t.switches {
+        m.entry(s.out_tid).or_default().push((s.ts, false));
+        m.entry(s.in_tid).or_default().push((s.ts, true));
+    }
+    for v in m.values_mut() {
+        v.sort();
+    }
+    m
+}
+
+/// Whether `tid` was on a CPU at `ts` (within `slack` ns of a transition),
+/// from [`cpu_transitions`]; `None` when the kernel's record around `ts` is
+/// inconsistent (the thread is switched out twice with no switch in
+/// between).
+pub fn on_cpu(tr: &HashMap<u64, Vec<(u64, bool)>>, tid: u64, ts: u64, slack: u64) -> Option<bool> {
+    let Some(v) = tr.get(&tid) else {
+        return Some(false);
+    };
+    let i = v.partition_point(|&(t, _)| t <= ts);
+    let before = i.checked_sub(1).map(|j| v[j]);
+    let after = v.get(i).copied();
+    Some(match (before, after) {
+        (Some((_, true)), _) => true,
+        // Switched out just before `ts` or in just after: clock slack.
+        (Some((t, false)), _) if ts - t <= slack => true,
+        (_, Some((t, true))) if t - ts <= slack => true,
+        (Some((_, false)), Some((_, false))) => return None,
+        (None, Some((_, false))) => true,
+        _ => false,
+    })
+}
+
+/// Asserts that every complete duration of `durations` starts and ends
+/// while its thread is on a CPU (within 1 µs of a switch), by the trace's
+/// context switches: at most 1% may have no usable kernel history around
+/// them.
+pub fn assert_durations_on_cpu(t: &Trace, durations: &[&Event]) {
+    let tr = cpu_transitions(t);
+    let mut outside = Vec::new();
+    let mut unknown = 0;
+    for e in durations {
+        let EventKind::DurationComplete { end_ts } = e.kind else {
+            panic!("a complete duration: {:?}", e.kind)
+        };
+        assert!(end_ts >= e.ts);
+        match (
+            on_cpu(&tr, e.tid, e.ts, 1_000),
+            on_cpu(&tr, e.tid, end_ts, 1_000),
+        ) {
+            (Some(true), Some(true)) => {}
+            (None, _) | (_, None) => unknown += 1,
+            _ => outside.push((e.tid, e.ts, end_ts)),
+        }
+    }
+    assert!(
+        unknown * 100 <= durations.len(),
+        "{unknown} durations without kernel history"
+    );
+    assert!(
+        outside.is_empty(),
+        "{} of {} durations outside the thread's time on CPU, e.g. {:?}",
+        outside.len(),
+        durations.len(),
+        &outside[..outside.len().min(5)]
+    );
 }
 
 fn resolve_args(

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Trace, bin_dir, monotonic_ns, parse, parse_bytes, require_root, trace_cli};
+use tests::{Trace, bin_dir, boottime_ns, parse, parse_bytes, require_root, trace_cli};
 use trace_common::controller::{
     ProviderInfo, Reply, Request, SessionState, StartError, StartOptions, StopError, TraceConfig,
     fail,
@@ -610,7 +610,7 @@ fn start_stop_cycles_follow_the_buffer_dispositions() {
             } else {
                 Vec::new()
             };
-            let t0 = monotonic_ns();
+            let t0 = boottime_ns();
             assert_eq!(
                 call(
                     &mut c,
@@ -636,7 +636,7 @@ fn start_stop_cycles_follow_the_buffer_dispositions() {
             }
             let stop = stop_tracing(&mut c, write).await;
             assert!(matches!(stop, Reply::StopResult(Ok(_))), "{stop:?}");
-            windows.push((t0, monotonic_ns()));
+            windows.push((t0, boottime_ns()));
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         assert!(matches!(

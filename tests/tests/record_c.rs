@@ -2,7 +2,6 @@
 //! `tests/build.rs` with the system C compiler, warnings as errors) and the
 //! kernel provider in one file, recorded by a real `trace-cli record`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -65,40 +64,6 @@ fn contiguous_seqs(what: &str, events: &[&Event]) -> Vec<u64> {
         seqs[n - 1]
     );
     seqs
-}
-
-/// Per thread, sorted (timestamp, on-CPU after it) transitions.
-fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
-    let mut m: HashMap<u64, Vec<(u64, bool)>> = HashMap::new();
-    for s in &t.switches {
-        m.entry(s.out_tid).or_default().push((s.ts, false));
-        m.entry(s.in_tid).or_default().push((s.ts, true));
-    }
-    for v in m.values_mut() {
-        v.sort();
-    }
-    m
-}
-
-/// Whether `tid` was on a CPU at `ts` (within `slack` ns of a transition);
-/// `None` when the kernel's record around `ts` is inconsistent (the thread
-/// is switched out twice with no switch in between).
-fn on_cpu(tr: &HashMap<u64, Vec<(u64, bool)>>, tid: u64, ts: u64, slack: u64) -> Option<bool> {
-    let Some(v) = tr.get(&tid) else {
-        return Some(false);
-    };
-    let i = v.partition_point(|&(t, _)| t <= ts);
-    let before = i.checked_sub(1).map(|j| v[j]);
-    let after = v.get(i).copied();
-    Some(match (before, after) {
-        (Some((_, true)), _) => true,
-        // Switched out just before `ts` or in just after: clock slack.
-        (Some((t, false)), _) if ts - t <= slack => true,
-        (_, Some((t, true))) if t - ts <= slack => true,
-        (Some((_, false)), Some((_, false))) => return None,
-        (None, Some((_, false))) => true,
-        _ => false,
-    })
 }
 
 #[test]
@@ -165,36 +130,7 @@ fn c_provider_started_before_recording_lines_up_with_the_kernel() {
     assert_eq!(t.thread(main_tid).map(|(p, _)| *p), Some(pid));
 
     // Every duration starts and ends while its thread is on a CPU.
-    let tr = cpu_transitions(&t);
-    let mut outside = Vec::new();
-    let mut unknown = 0;
-    for e in &work {
-        let EventKind::DurationComplete { end_ts } = e.kind else {
-            panic!("work is a complete duration: {:?}", e.kind)
-        };
-        assert!(end_ts >= e.ts);
-        match (
-            on_cpu(&tr, e.tid, e.ts, 1_000),
-            on_cpu(&tr, e.tid, end_ts, 1_000),
-        ) {
-            (Some(true), Some(true)) => {}
-            (None, _) | (_, None) => unknown += 1,
-            _ => outside.push((e.tid, e.ts, end_ts)),
-        }
-    }
-    // A switch-in the kernel provider occasionally misses (seen as two
-    // switch-outs in a row) leaves a duration it cannot place; rare.
-    assert!(
-        unknown * 100 <= work.len(),
-        "{unknown} durations without kernel history"
-    );
-    assert!(
-        outside.is_empty(),
-        "{} of {} durations outside the thread's time on CPU, e.g. {:?}",
-        outside.len(),
-        work.len(),
-        &outside[..outside.len().min(5)]
-    );
+    tests::assert_durations_on_cpu(&t, &work);
 }
 
 #[test]

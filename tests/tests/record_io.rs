@@ -188,7 +188,7 @@ fn interrupts_are_durations_on_named_per_cpu_tracks() {
 }
 
 #[test]
-fn block_requests_are_async_slices_from_issue_to_completion() {
+fn block_requests_are_durations_on_the_tracks_of_their_device() {
     require_root();
     let (file, rest) = record_during("kernel:block", "block.fxt", || block_io("block-load.bin"));
     let trace = parse(&file);
@@ -204,36 +204,43 @@ fn block_requests_are_async_slices_from_issue_to_completion() {
         trace.process_names.get(&process).and_then(|n| n.last()),
         Some(&"kernel block I/O".to_owned())
     );
-    // Every completion ends a request begun earlier, on the same device
-    // track, with the same name.
-    let mut begun: HashMap<u64, &Event> = HashMap::new();
+    // Each request is one complete duration from issue to completion, on
+    // a track named after its device; requests on one track never overlap.
+    let mut by_track: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
     let mut written = 0u64;
     for e in &block {
         assert_eq!(e.pid, process);
         let (_, track) = trace.thread(e.tid).expect("device track named");
-        assert!(track.starts_with("block "), "{track}");
-        match e.kind {
-            EventKind::AsyncBegin { id } => {
-                assert!(begun.insert(id, e).is_none(), "id {id} twice");
-                assert!(e.args.contains_key("sector") && e.args.contains_key("issuer"));
-            }
-            EventKind::AsyncEnd { id } => {
-                let b = begun
-                    .get(&id)
-                    .unwrap_or_else(|| panic!("end of {id} without begin"));
-                assert!(
-                    e.ts >= b.ts && e.tid == b.tid && e.name == b.name,
-                    "{b:?} {e:?}"
-                );
-                assert_eq!(e.args.get("error"), Some(&ArgValue::Int32(0)));
-                if b.name == "write"
-                    && let Some(ArgValue::Uint32(n)) = b.args.get("bytes")
-                {
-                    written += u64::from(*n);
-                }
-            }
-            other => panic!("unexpected {other:?}"),
+        let Some(ArgValue::String(trace_common::fxt::StringRef::Inline(device))) =
+            e.args.get("device")
+        else {
+            panic!("no device: {e:?}");
+        };
+        let device = device.to_string();
+        assert!(
+            *track == device || track.starts_with(&format!("{device} (")),
+            "track {track} of device {device}"
+        );
+        assert!(
+            std::path::Path::new("/dev").join(&device).exists(),
+            "/dev/{device}"
+        );
+        let EventKind::DurationComplete { end_ts } = e.kind else {
+            panic!("unexpected {:?}", e.kind);
+        };
+        assert!(end_ts >= e.ts);
+        assert!(e.args.contains_key("sector") && e.args.contains_key("issuer"));
+        by_track.entry(e.tid).or_default().push((e.ts, end_ts));
+        if e.args.get("error") == Some(&ArgValue::Int32(0))
+            && e.name == "write"
+            && let Some(ArgValue::Uint32(n)) = e.args.get("bytes")
+        {
+            written += u64::from(*n);
         }
+    }
+    for spans in by_track.values_mut() {
+        spans.sort();
+        assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "{spans:?}");
     }
     // The flushed data went to a device inside the recording.
     assert!(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Trace, monotonic_ns, parse, require_root, trace_cli};
+use tests::{Trace, boottime_ns, parse, require_root, trace_cli};
 use trace_common::fxt::{ArgValue, EventKind, ThreadState};
 
 fn temp_path(name: &str) -> PathBuf {
@@ -75,7 +75,7 @@ fn records_pingpong_threads_and_their_lifecycle() {
     require_root();
     let file = temp_path("pingpong.fxt");
     let rounds = 2000u64;
-    let t0 = monotonic_ns();
+    let t0 = boottime_ns();
     // Every process (`-a`): the fork of the command is the recorder's.
     let out = Command::new(trace_cli())
         .args(["record", "-a", "-c", "kernel:sched,kernel:proc", "-o"])
@@ -85,7 +85,7 @@ fn records_pingpong_threads_and_their_lifecycle() {
         .arg(rounds.to_string())
         .output()
         .unwrap();
-    let t1 = monotonic_ns();
+    let t1 = boottime_ns();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "record failed: {stderr}");
     assert!(

@@ -52,40 +52,6 @@ fn app_events<'t>(t: &'t Trace, pid: u64, name: &str) -> Vec<&'t tests::Event> {
         .collect()
 }
 
-/// Per thread, sorted (timestamp, on-CPU after it) transitions.
-fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
-    let mut m: HashMap<u64, Vec<(u64, bool)>> = HashMap::new();
-    for s in &t.switches {
-        m.entry(s.out_tid).or_default().push((s.ts, false));
-        m.entry(s.in_tid).or_default().push((s.ts, true));
-    }
-    for v in m.values_mut() {
-        v.sort();
-    }
-    m
-}
-
-/// Whether `tid` was on a CPU at `ts` (within `slack` ns of a transition);
-/// `None` when the kernel's record around `ts` is inconsistent (the thread
-/// is switched out twice with no switch in between).
-fn on_cpu(tr: &HashMap<u64, Vec<(u64, bool)>>, tid: u64, ts: u64, slack: u64) -> Option<bool> {
-    let Some(v) = tr.get(&tid) else {
-        return Some(false);
-    };
-    let i = v.partition_point(|&(t, _)| t <= ts);
-    let before = i.checked_sub(1).map(|j| v[j]);
-    let after = v.get(i).copied();
-    Some(match (before, after) {
-        (Some((_, true)), _) => true,
-        // Switched out just before `ts` or in just after: clock slack.
-        (Some((t, false)), _) if ts - t <= slack => true,
-        (_, Some((t, true))) if t - ts <= slack => true,
-        (Some((_, false)), Some((_, false))) => return None,
-        (None, Some((_, false))) => true,
-        _ => false,
-    })
-}
-
 #[test]
 fn provider_started_before_recording_lines_up_with_the_kernel() {
     require_root();
@@ -135,36 +101,7 @@ fn provider_started_before_recording_lines_up_with_the_kernel() {
     assert_eq!(t.thread(main_tid).map(|(p, _)| *p), Some(pid));
 
     // Every duration starts and ends while its thread is on a CPU.
-    let tr = cpu_transitions(&t);
-    let mut outside = Vec::new();
-    let mut unknown = 0;
-    for e in &work {
-        let EventKind::DurationComplete { end_ts } = e.kind else {
-            panic!("work is a complete duration: {:?}", e.kind)
-        };
-        assert!(end_ts >= e.ts);
-        match (
-            on_cpu(&tr, e.tid, e.ts, 1_000),
-            on_cpu(&tr, e.tid, end_ts, 1_000),
-        ) {
-            (Some(true), Some(true)) => {}
-            (None, _) | (_, None) => unknown += 1,
-            _ => outside.push((e.tid, e.ts, end_ts)),
-        }
-    }
-    // A switch-in the kernel provider occasionally misses (seen as two
-    // switch-outs in a row) leaves a duration it cannot place; rare.
-    assert!(
-        unknown * 100 <= work.len(),
-        "{unknown} durations without kernel history"
-    );
-    assert!(
-        outside.is_empty(),
-        "{} of {} durations outside the thread's time on CPU, e.g. {:?}",
-        outside.len(),
-        work.len(),
-        &outside[..outside.len().min(5)]
-    );
+    tests::assert_durations_on_cpu(&t, &work);
 }
 
 #[test]
@@ -394,6 +331,37 @@ fn oneshot_keeps_the_first_records_and_reports_drops() {
         t.provider_events.iter().any(|&(p, _)| p == id),
         "a buffer-overflow provider event"
     );
+    // Perfetto ignores provider events: the drops are a counter on the
+    // provider's process too, from 0 before its records to the number
+    // dropped after them.
+    let drops: Vec<_> = t
+        .events
+        .iter()
+        .filter(|e| e.name == "dropped_records")
+        .collect();
+    assert_eq!(drops.len(), 2, "{drops:?}");
+    let app_ts: Vec<u64> = t
+        .events
+        .iter()
+        .filter(|e| e.pid == pid && e.category == "app")
+        .map(|e| e.ts)
+        .collect();
+    let (first, last) = (*app_ts.iter().min().unwrap(), *app_ts.iter().max().unwrap());
+    for (d, want_zero) in drops.iter().zip([true, false]) {
+        assert_eq!((d.pid, d.tid), (pid, pid));
+        assert_eq!(d.category, "trace");
+        assert_eq!(d.kind, EventKind::Counter { id: 0 });
+        let Some(ArgValue::Uint64(n)) = d.args.get("records") else {
+            panic!("records argument missing: {d:?}");
+        };
+        if want_zero {
+            assert_eq!(*n, 0);
+            assert!(d.ts <= first, "{} after the first record {first}", d.ts);
+        } else {
+            assert!(*n > 0);
+            assert!(d.ts >= last, "{} before the last record {last}", d.ts);
+        }
+    }
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(!stderr.contains("(0 records"), "{stderr}");
     for seqs in ticks_by_thread(&t, pid).values() {

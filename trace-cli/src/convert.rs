@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value, json};
-use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::read::{InstantScope, Reader, TraceState, instant_scope};
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
 
 /// The pid of the pseudo-process holding one track per CPU.
@@ -103,8 +103,8 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
     let mut errors = 0;
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
     for item in Reader::new(data) {
-        let record = match item {
-            Ok((_, r)) => r,
+        let (offset, record) = match item {
+            Ok(r) => r,
             Err(_) => {
                 errors += 1;
                 continue;
@@ -152,7 +152,12 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
                 let mut json_args = args_json(&state, args);
                 let ph = match kind {
                     EventKind::Instant => {
-                        ev.insert("s".into(), "t".into());
+                        let scope = match instant_scope(&record, &data[offset..]) {
+                            Some(InstantScope::Process) => "p",
+                            Some(InstantScope::Global) => "g",
+                            None => "t",
+                        };
+                        ev.insert("s".into(), scope.into());
                         "i"
                     }
                     EventKind::Counter { id } => {
@@ -340,4 +345,79 @@ fn args_json(state: &TraceState, args: &[Arg<'_>]) -> Map<String, Value> {
         m.insert(key, v);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_common::fxt::write::encode;
+    use trace_common::fxt::{StringRef, ThreadRef};
+
+    /// Instants keep their scope (Perfetto ignores it; Chrome JSON has it).
+    #[test]
+    fn instants_keep_their_scope() {
+        let mut data = Vec::new();
+        for r in [
+            Record::Magic,
+            Record::ProviderInfo {
+                id: 1,
+                name: "p".into(),
+            },
+            Record::Initialization {
+                ticks_per_second: 1_000_000_000,
+            },
+        ] {
+            encode(&r, &mut data).unwrap();
+        }
+        for (name, scope) in [
+            ("thread", None),
+            ("process", Some(1u64)),
+            ("global", Some(2)),
+        ] {
+            let at = data.len();
+            encode(
+                &Record::Event {
+                    ts: 1_000,
+                    thread: ThreadRef::Inline {
+                        process: 1,
+                        thread: 2,
+                    },
+                    category: StringRef::inline("c"),
+                    name: StringRef::inline(name),
+                    args: vec![].into(),
+                    kind: EventKind::Instant,
+                },
+                &mut data,
+            )
+            .unwrap();
+            if let Some(scope) = scope {
+                data.extend(scope.to_le_bytes());
+                let header = u64::from_le_bytes(data[at..at + 8].try_into().unwrap()) + (1 << 4);
+                data[at..at + 8].copy_from_slice(&header.to_le_bytes());
+            }
+        }
+        let mut out = Vec::new();
+        convert(&data, &mut out).unwrap();
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        let scopes: Vec<(String, String)> = json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "i")
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["s"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            scopes,
+            [
+                ("thread".to_owned(), "t".to_owned()),
+                ("process".to_owned(), "p".to_owned()),
+                ("global".to_owned(), "g".to_owned())
+            ]
+        );
+    }
 }

@@ -2,6 +2,7 @@
 //! Fuchsia Trace Format file, and inspect or convert such files.
 
 mod categories;
+mod check;
 mod convert;
 mod dump;
 mod providers;
@@ -31,6 +32,10 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Convert a trace file to Chrome trace-event JSON.
     Convert(convert::ConvertArgs),
+    /// Check a trace file as Perfetto's importer reads it: what it imports,
+    /// what it ignores, and every record it would lose or draw wrongly
+    /// (exit status 1 when there are such violations).
+    Check(check::CheckArgs),
     /// Print a shell completion script (e.g. `trace-cli completions bash >
     /// /etc/bash_completion.d/trace-cli`).
     Completions {
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(args),
         Command::Providers(args) => providers::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Check(args) => check::run(args),
         Command::Categories(args) => categories::run(args),
         Command::Completions { shell } => {
             // Generated into memory: the generator panics on a write error.

@@ -15,7 +15,7 @@ pub const KERNEL_SYSCALL: &str = "kernel:syscall";
 /// as durations on one track per CPU.
 pub const KERNEL_IRQ: &str = "kernel:irq";
 /// The kernel provider's block I/O category: requests from issue to
-/// completion as async events.
+/// completion as durations on per-device tracks.
 pub const KERNEL_BLOCK: &str = "kernel:block";
 /// The kernel provider's memory category: user page faults and resident-set
 /// counters.
@@ -41,7 +41,7 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     ),
     (
         KERNEL_BLOCK,
-        "block requests from issue to completion as async slices: device, sector, bytes, op",
+        "block requests from issue to completion as durations on per-device tracks: sector, bytes, op",
     ),
     (
         KERNEL_VM,

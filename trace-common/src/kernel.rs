@@ -700,12 +700,18 @@ pub struct KernelLayout {
     /// Process id of the recorder itself: its system calls are not
     /// recorded (they would record its own reading of the events).
     pub self_tgid: u32,
+    /// Padding, so that `stop_ts` is 8-aligned; 0.
+    pub reserved_tail: u32,
+    /// Events stamped after this time (CLOCK_BOOTTIME ns) are not written:
+    /// stopping sets it, so every category ends at the same instant however
+    /// long detaching the programs takes. `u64::MAX` while recording.
+    pub stop_ts: u64,
 }
 
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 7;
+    pub const VERSION: u16 = 8;
 }
 
 // ---------------------------------------------------------------------------
@@ -815,7 +821,7 @@ pub struct EventHeader {
     pub kind: u32,
     /// CPU the event happened on (`bpf_get_smp_processor_id`).
     pub cpu: u32,
-    /// Time of the event in nanoseconds of CLOCK_MONOTONIC (`bpf_ktime_get_ns`).
+    /// Time of the event in nanoseconds of CLOCK_BOOTTIME (`bpf_ktime_get_boot_ns`).
     pub ts: u64,
     /// Thread id of the current task (the kernel's `pid`).
     pub tid: u32,
@@ -1280,9 +1286,11 @@ const _: () = {
     assert!(size_of::<UsdtEvent>() == 40 + 8 * USDT_MAX_ARGS + USDT_STR_LEN * USDT_MAX_STRS);
     assert!(USDT_MAX_REGS_BYTES.is_multiple_of(8));
     // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
-    // self_tgid: no implicit padding anywhere (add a `u16` before `filter`
-    // when the fields stop ending on a multiple of 4).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 62 * 6 + 4 + 4);
+    // self_tgid, reserved_tail, stop_ts: no implicit padding anywhere (add
+    // a `u16` before `filter` when the fields stop ending on a multiple of
+    // 4, and resize `reserved_tail` to keep `stop_ts` at a multiple of 8).
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 62 * 6 + 4 + 4 + 4 + 8);
+    assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };
 

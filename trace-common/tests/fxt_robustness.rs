@@ -582,3 +582,37 @@ fn error_display() {
     );
     let _: &dyn std::error::Error = &e;
 }
+
+#[test]
+fn the_scope_word_of_an_instant_is_read() {
+    use trace_common::fxt::read::{InstantScope, instant_scope};
+    let instant = Record::Event {
+        ts: 5,
+        thread: ThreadRef::Inline {
+            process: 1,
+            thread: 2,
+        },
+        category: StringRef::inline("c"),
+        name: StringRef::inline("n"),
+        args: vec![].into(),
+        kind: EventKind::Instant,
+    };
+    let mut plain = Vec::new();
+    encode(&instant, &mut plain).unwrap();
+    // The same record with the legacy scope word after it.
+    let with = |scope: u64| {
+        let mut b = plain.clone();
+        b.extend(scope.to_le_bytes());
+        let header = u64::from_le_bytes(b[..8].try_into().unwrap()) + (1 << 4);
+        b[..8].copy_from_slice(&header.to_le_bytes());
+        b
+    };
+    let scope_of = |b: &[u8]| {
+        let (r, _) = decode(b).unwrap();
+        instant_scope(&r, b)
+    };
+    assert_eq!(scope_of(&plain), None);
+    assert_eq!(scope_of(&with(0)), None);
+    assert_eq!(scope_of(&with(1)), Some(InstantScope::Process));
+    assert_eq!(scope_of(&with(2)), Some(InstantScope::Global));
+}

@@ -55,9 +55,9 @@ use aya_ebpf::{
     EbpfContext as _,
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
-        generated,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_ktime_get_boot_ns, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
+        bpf_probe_read_user_str_bytes, generated,
     },
     btf_maps::{ArrayOfMaps, RingBuf},
     macros::{btf_map, btf_tracepoint, map, tracepoint, uprobe, uretprobe},
@@ -191,11 +191,15 @@ fn count_lost(counter: u32) {
     }
 }
 
-/// The layout userspace filled in, or `None` (counted) while it has not.
+/// The layout userspace filled in, or `None` (counted) while it has not;
+/// also `None` (not counted) for an event stamped `ts` after the recording
+/// stopped.
 #[inline(always)]
-fn layout() -> Option<&'static KernelLayout> {
+fn layout(ts: u64) -> Option<&'static KernelLayout> {
     match LAYOUT.get(0) {
-        Some(layout) if layout.version == KernelLayout::VERSION => Some(layout),
+        Some(layout) if layout.version == KernelLayout::VERSION => {
+            (ts <= layout.stop_ts).then_some(layout)
+        }
         _ => {
             count_lost(COUNTER_NO_LAYOUT);
             None
@@ -237,11 +241,13 @@ fn follow_child(layout: &KernelLayout, parent: u32, tid: u32) {
     }
 }
 
-/// The current time on CLOCK_MONOTONIC, in nanoseconds.
+/// The current time on CLOCK_BOOTTIME, in nanoseconds: the clock Perfetto
+/// takes FXT timestamps on, which keeps counting through a suspend.
+/// (`bpf_ktime_get_boot_ns` costs the same as `bpf_ktime_get_ns`.)
 #[inline(always)]
 fn now() -> u64 {
     // SAFETY: the helper takes no arguments and only reads the clock.
-    unsafe { bpf_ktime_get_ns() }
+    unsafe { bpf_ktime_get_boot_ns() }
 }
 
 /// The common header for an event of `kind` at time `ts`.
@@ -515,7 +521,7 @@ fn reserve<T: 'static>() -> Option<RingBufEntry<T>> {
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let l = &layout.sched_switch;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -581,7 +587,7 @@ fn wakeup(
 #[tracepoint]
 pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     wakeup(&ctx, layout, &layout.sched_wakeup, 0, ts);
     0
 }
@@ -590,15 +596,14 @@ pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     wakeup(&ctx, layout, &layout.sched_wakeup_new, WAKEUP_NEW, ts);
     0
 }
 
 /// Shared body of the two power tracepoints.
 #[inline(always)]
-fn power(ctx: &TracePointContext, layout: &KernelLayout, l: &PowerLayout, what: u32) {
-    let ts = now();
+fn power(ctx: &TracePointContext, layout: &KernelLayout, l: &PowerLayout, what: u32, ts: u64) {
     if layout.filter & FILTER_PIDS != 0 {
         return;
     }
@@ -625,16 +630,18 @@ fn power(ctx: &TracePointContext, layout: &KernelLayout, l: &PowerLayout, what: 
 /// `power:cpu_idle`.
 #[tracepoint]
 pub fn cpu_idle(ctx: TracePointContext) -> u32 {
-    let Some(layout) = layout() else { return 0 };
-    power(&ctx, layout, &layout.cpu_idle, POWER_IDLE);
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    power(&ctx, layout, &layout.cpu_idle, POWER_IDLE, ts);
     0
 }
 
 /// `power:cpu_frequency`.
 #[tracepoint]
 pub fn cpu_frequency(ctx: TracePointContext) -> u32 {
-    let Some(layout) = layout() else { return 0 };
-    power(&ctx, layout, &layout.cpu_frequency, POWER_FREQUENCY);
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    power(&ctx, layout, &layout.cpu_frequency, POWER_FREQUENCY, ts);
     0
 }
 
@@ -645,7 +652,7 @@ pub fn cpu_frequency(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
@@ -674,7 +681,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let l = &layout.task_newtask;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -716,7 +723,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
@@ -749,7 +756,7 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let tid = bpf_get_current_pid_tgid() as u32;
     let record = emit_proc(layout) && wanted(layout, tid);
     if layout.filter & FILTER_PIDS != 0 {
@@ -792,7 +799,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if !emit_proc(layout) || !current_wanted(layout) {
         return 0;
     }
@@ -840,7 +847,7 @@ fn syscall_wanted(layout: &KernelLayout, pid_tgid: u64) -> bool {
 #[inline(always)]
 fn syscall_start() -> Option<(u64, &'static KernelLayout, u64)> {
     let ts = now();
-    let layout = layout()?;
+    let layout = layout(ts)?;
     let pid_tgid = bpf_get_current_pid_tgid();
     syscall_wanted(layout, pid_tgid).then_some((ts, layout, pid_tgid))
 }
@@ -920,7 +927,7 @@ fn irq_wanted(layout: &KernelLayout) -> bool {
 #[tracepoint]
 pub fn irq_handler_entry(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if !irq_wanted(layout) {
         return 0;
     }
@@ -953,7 +960,7 @@ pub fn irq_handler_entry(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn irq_handler_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if !irq_wanted(layout) {
         return 0;
     }
@@ -1002,7 +1009,7 @@ fn softirq(ctx: &TracePointContext, layout: &KernelLayout, l: &SoftirqLayout, ex
 #[tracepoint]
 pub fn softirq_entry(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if irq_wanted(layout) {
         softirq(&ctx, layout, &layout.softirq_entry, 0, ts);
     }
@@ -1013,7 +1020,7 @@ pub fn softirq_entry(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn softirq_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     if irq_wanted(layout) {
         softirq(&ctx, layout, &layout.softirq_exit, SOFTIRQ_EXIT, ts);
     }
@@ -1025,8 +1032,13 @@ pub fn softirq_exit(ctx: TracePointContext) -> u32 {
 
 /// Shared body of the two block request tracepoints.
 #[inline(always)]
-fn block_rq(ctx: &TracePointContext, layout: &KernelLayout, l: &BlockRqLayout, kind: EventKind) {
-    let ts = now();
+fn block_rq(
+    ctx: &TracePointContext,
+    layout: &KernelLayout,
+    l: &BlockRqLayout,
+    kind: EventKind,
+    ts: u64,
+) {
     let Some(r) = Record::copy(ctx, l.record_size) else {
         return;
     };
@@ -1064,9 +1076,10 @@ fn block_rq(ctx: &TracePointContext, layout: &KernelLayout, l: &BlockRqLayout, k
 /// `block:block_rq_issue`.
 #[tracepoint]
 pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
-    let Some(layout) = layout() else { return 0 };
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
     if current_wanted(layout) {
-        block_rq(&ctx, layout, &layout.block_rq_issue, EventKind::BlockIssue);
+        block_rq(&ctx, layout, &layout.block_rq_issue, EventKind::BlockIssue, ts);
     }
     0
 }
@@ -1075,12 +1088,14 @@ pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
 /// completions of requests it did not see issued).
 #[tracepoint]
 pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
-    let Some(layout) = layout() else { return 0 };
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
     block_rq(
         &ctx,
         layout,
         &layout.block_rq_complete,
         EventKind::BlockComplete,
+        ts,
     );
     0
 }
@@ -1092,7 +1107,7 @@ pub fn block_rq_complete(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn page_fault_user(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(layout, pid_tgid as u32) {
         return 0;
@@ -1122,7 +1137,7 @@ pub fn page_fault_user(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn rss_stat(ctx: TracePointContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(layout, pid_tgid as u32) {
         return 0;
@@ -1157,7 +1172,7 @@ pub fn rss_stat(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn probe_event(ctx: *mut c_void, ret: u32) {
     let ts = now();
-    let Some(layout) = layout() else { return };
+    let Some(layout) = layout(ts) else { return };
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(layout, pid_tgid as u32) {
         return;
@@ -1228,7 +1243,7 @@ pub fn uprobe_return(ctx: RetProbeContext) -> u32 {
 #[uprobe]
 pub fn usdt(ctx: ProbeContext) -> u32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(layout, pid_tgid as u32) {
         return 0;
@@ -1417,7 +1432,7 @@ fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let preempt: u64 = ctx.arg(0);
     let prev: *const u8 = ctx.arg(1);
     let next: *const u8 = ctx.arg(2);
@@ -1458,7 +1473,7 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
 #[inline(always)]
 fn wakeup_btf(ctx: &BtfTracePointContext, flags: u32) -> i32 {
     let ts = now();
-    let Some(layout) = layout() else { return 0 };
+    let Some(layout) = layout(ts) else { return 0 };
     let p: *const u8 = ctx.arg(0);
     // SAFETY: `p` is the tracepoint's task argument; the marker is patched
     // to `task_struct.pid`.

@@ -10,7 +10,13 @@
 //!   or priority does not fit 8 bits) the switch is written as a context
 //!   switch record (scheduling type 1) with `incoming_weight` /
 //!   `outgoing_weight` Int32 arguments instead, [`IDLE_WEIGHT`] for idle.
-//! - Wake-ups become thread-wakeup records with `weight` and `waker`.
+//! - Every event says which task its CPU runs ([`KernelTranslator::current_task`]);
+//!   a switch the kernel did not record (a lost event, a task kept out of
+//!   tracing) is written where an event first shows it, as a context switch
+//!   record with `inferred: true`, so every CPU's switches are continuous.
+//! - Wake-ups become thread-wakeup records with `weight` and `waker` (a
+//!   CPU's interrupt track when the waker is its idle task); wake-ups of
+//!   running threads are left out.
 //! - Fork, exec, exit and renames become instants in `kernel:proc` on the
 //!   thread that did them, and kernel object records that (re)name the
 //!   processes and threads involved.
@@ -18,27 +24,32 @@
 //! - System calls become complete durations in `kernel:syscall` on the
 //!   calling thread, named by the system call, with `nr`, the arguments
 //!   (named and typed as the kernel declares them) and `ret`. A call still
-//!   running when the recording ends is written as a duration begin (it
-//!   never ends, as in the trace); a call that began before the recording
-//!   spans from the recording's start, marked `began_before_recording`; a
-//!   thread that exits inside one (`exit`, `exit_group`) ends it there; a
-//!   call whose return was lost (a full ring buffer) ends where the thread's
-//!   next call begins, marked `return_lost`.
+//!   running when the recording stops ends there, marked `unfinished`; a
+//!   call that began before the recording spans from the recording's start
+//!   (from the thread's creation for a thread created since: the child's
+//!   side of `clone`), marked `began_before_recording`; a thread that exits
+//!   inside one (`exit`, `exit_group`) ends it there; a call whose return
+//!   was lost (a full ring buffer) ends where the thread's next call begins,
+//!   marked `return_lost`, and one whose entry was lost begins where the
+//!   thread's previous call ended, marked `entry_lost`. `rt_sigreturn`
+//!   returns with call number -1 and still closes its call.
 //!
 //! - Hard IRQ handlers and softirqs become complete durations in
 //!   `kernel:irq` on one track per CPU: pseudo-threads `CPU n interrupts`
 //!   ([`irq_thread_koid`]) of a pseudo-process `kernel interrupts`
 //!   ([`IRQ_PROCESS_KOID`]), koids above any Linux pid. A softirq
-//!   interrupted by a hard IRQ nests it. A handler still running at the end
-//!   is written as begun; an exit without its entry (the recording started
-//!   inside the handler) is left out.
+//!   interrupted by a hard IRQ nests it. A handler still running at the stop
+//!   ends there (`unfinished`); an exit without its entry (the recording
+//!   started inside the handler) is left out.
 //!
-//! - Block requests become async slices in `kernel:block` from issue to
-//!   completion, named by the operation (`read`, `write`, `flush`, ...), on
-//!   one track per device (`block 254:0`, a pseudo-thread of a pseudo-process
-//!   `kernel block I/O`, [`BLOCK_PROCESS_KOID`]), with the sector, size,
+//! - Block requests become complete durations in `kernel:block` from issue
+//!   to completion, named by the operation (`read`, `write`, `flush`, ...),
+//!   on the tracks of their device (`vda`, `vda (2)`, ...: pseudo-threads of
+//!   a pseudo-process `kernel block I/O`, [`BLOCK_PROCESS_KOID`]; each track
+//!   holds requests that do not overlap), with the device, sector, size,
 //!   `rwbs` flags and issuing thread, and the error at completion. A
-//!   completion of a request issued before the recording is left out.
+//!   completion of a request issued before the recording is left out; one
+//!   still in flight at the stop ends there (`unfinished`).
 //!
 //! - User page faults become instants `page_fault` in `kernel:vm` on the
 //!   faulting thread (address and instruction as pointers, the raw error
@@ -56,8 +67,8 @@
 //! - Probed functions (`--uprobe`) become complete durations in `uprobe`
 //!   on the calling thread, named by the function, paired entry to return
 //!   per thread as a stack (recursion nests). A return whose entry came
-//!   before the recording is left out; a function still running at the end
-//!   is written as begun.
+//!   before the recording is left out; a function still running at the stop
+//!   ends there (`unfinished`).
 //!
 //! - USDT probe sites (`--usdt`) become instants in `usdt` on the thread
 //!   that passed them, named `PROVIDER:NAME`, with the probe's arguments
@@ -170,6 +181,11 @@ pub struct KernelRecordCounts {
     pub probes: u64,
     /// USDT probe instants.
     pub usdt: u64,
+    /// Context switches the kernel did not record, written where the first
+    /// event of another thread on that CPU shows them (`inferred`).
+    pub inferred_switches: u64,
+    /// Wake-ups of threads that were running (not written: nothing changed).
+    pub running_wakeups: u64,
 }
 
 /// What the translator needs to know of a USDT probe site.
@@ -200,8 +216,36 @@ pub const BLOCK_PROCESS_KOID: u32 = 0x7FFE_0000;
 /// A block request issued and not yet completed.
 #[derive(Clone, Debug)]
 struct PendingBlock {
-    id: u64,
+    ts: u64,
     name: &'static str,
+    sector: u64,
+    sectors: u32,
+    bytes: u32,
+    rwbs: String,
+    issuer: u32,
+}
+
+/// A device's block tracks: requests overlap on a device, so each track
+/// (lane) holds requests that do not, the first free lane taking the next.
+#[derive(Clone, Debug, Default)]
+struct BlockDevice {
+    name: String,
+    /// Each lane's koid and the end of its last request.
+    lanes: Vec<(u32, u64)>,
+}
+
+/// The name of block device `dev` (a `dev_t` as the block tracepoints
+/// give it: major in the upper 12 bits, minor in the lower 20), from sysfs
+/// (`vda`, `nvme0n1p2`), else `major:minor`.
+pub fn block_device_name(dev: u32) -> String {
+    let number = format!("{}:{}", dev >> 20, dev & 0xF_FFFF);
+    std::fs::read_to_string(format!("/sys/dev/block/{number}/uevent"))
+        .ok()
+        .and_then(|u| {
+            u.lines()
+                .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_owned))
+        })
+        .unwrap_or(number)
 }
 
 /// The operation a block request's `rwbs` flags describe.
@@ -244,8 +288,8 @@ enum CallEnd {
     Exited { ts: u64 },
     /// Its return was lost; the thread's next call began at `ts`.
     Lost { ts: u64 },
-    /// The recording ended inside it.
-    Running,
+    /// The recording ended inside it, at `ts`.
+    Running { ts: u64 },
 }
 
 /// A system call entered and not yet returned.
@@ -267,16 +311,17 @@ pub struct KernelTranslator {
     syscall_table: SyscallTable,
     /// System calls in progress, by thread.
     pending: HashMap<u32, PendingSyscall>,
-    /// When the recording started (CLOCK_MONOTONIC ns): where calls that
+    /// When the recording started (CLOCK_BOOTTIME ns): where calls that
     /// began before it start.
     start_ts: u64,
     /// Interrupts running, by CPU.
     irqs: HashMap<u32, CpuIrqs>,
     /// Block requests in flight by (device, sector), oldest first.
     block: HashMap<(u32, u64), std::collections::VecDeque<PendingBlock>>,
-    /// Block device tracks: device → pseudo-thread koid.
-    block_tracks: HashMap<u32, u32>,
-    next_block_id: u64,
+    /// Block devices by `dev_t`, with their tracks.
+    block_devices: HashMap<u32, BlockDevice>,
+    /// The next block track's koid.
+    next_block_koid: u32,
     /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
     mm_owners: HashMap<u32, u32>,
     /// Names of the probed functions, by probe index.
@@ -286,6 +331,31 @@ pub struct KernelTranslator {
     /// Probed functions entered and not returned, by thread: (probe,
     /// process, entry time), innermost last.
     probe_stacks: HashMap<u32, Vec<(u64, u32, u64)>>,
+    /// When the recording stopped: where what is still open ends.
+    stop_ts: Option<u64>,
+    /// The latest event time seen.
+    last_ts: u64,
+    /// The task each CPU runs, as the events show it.
+    cpu_current: HashMap<u16, Current>,
+    /// The CPU each running thread is on (idle tasks left out).
+    running_on: HashMap<u32, u16>,
+    /// Each thread's priority, as last seen.
+    prio_of: HashMap<u32, i32>,
+    /// Threads that existed when the recording started (the snapshot).
+    at_start: std::collections::HashSet<u32>,
+    /// When each thread was first seen in an event.
+    first_seen: HashMap<u32, u64>,
+    /// When threads created during the recording were created.
+    created: HashMap<u32, u64>,
+    /// When each thread's last system call written ended.
+    last_call_end: HashMap<u32, u64>,
+}
+
+/// The task a CPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Current {
+    tid: u32,
+    tgid: u32,
 }
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -348,20 +418,65 @@ impl KernelTranslator {
             start_ts: 0,
             irqs: HashMap::new(),
             block: HashMap::new(),
-            block_tracks: HashMap::new(),
-            next_block_id: 1,
+            block_devices: HashMap::new(),
+            next_block_koid: BLOCK_PROCESS_KOID + 1,
             mm_owners: HashMap::new(),
             probe_names: Vec::new(),
             usdt_sites: Vec::new(),
             thread_table: ThreadTable::default(),
             probe_stacks: HashMap::new(),
+            stop_ts: None,
+            last_ts: 0,
+            cpu_current: HashMap::new(),
+            running_on: HashMap::new(),
+            prio_of: HashMap::new(),
+            at_start: std::collections::HashSet::new(),
+            first_seen: HashMap::new(),
+            created: HashMap::new(),
+            last_call_end: HashMap::new(),
         }
     }
 
-    /// Sets when the recording started (CLOCK_MONOTONIC ns), the start of
+    /// Sets when the recording started (CLOCK_BOOTTIME ns), the start of
     /// system calls that were already running.
     pub fn set_start(&mut self, ts: u64) {
         self.start_ts = ts;
+    }
+
+    /// Sets when the recording stopped: events stamped later are not
+    /// translated ([`KernelTranslator::wants`]), and what is still running
+    /// at the end (system calls, interrupts, probed functions, block
+    /// requests) ends there.
+    pub fn set_stop(&mut self, ts: u64) {
+        self.stop_ts = Some(ts);
+    }
+
+    /// Starts recording again at `ts` after a stop: nothing is known of
+    /// what the CPUs run, and calls returning without an entry began at
+    /// `ts` at the earliest.
+    pub fn restart(&mut self, ts: u64) {
+        if self.stop_ts.take().is_some() {
+            self.start_ts = ts;
+            self.cpu_current.clear();
+            self.running_on.clear();
+        }
+    }
+
+    /// When the recording stopped, once it has.
+    pub fn stop_ts(&self) -> Option<u64> {
+        self.stop_ts
+    }
+
+    /// Whether an event stamped `ts` belongs to the recording (not after
+    /// its stop).
+    pub fn wants(&self, ts: u64) -> bool {
+        self.stop_ts.is_none_or(|stop| ts <= stop)
+    }
+
+    /// Where what is still open at the end ends: the stop time, else the
+    /// latest event.
+    fn end_ts(&self) -> u64 {
+        self.stop_ts.unwrap_or(self.last_ts)
     }
 
     /// What was written so far.
@@ -378,6 +493,7 @@ impl KernelTranslator {
         for p in snapshot {
             self.name_process(out, p.pid, &p.name)?;
             for t in &p.threads {
+                self.at_start.insert(t.tid);
                 self.name_thread(out, t.tid, p.pid, &t.name)?;
             }
         }
@@ -487,6 +603,109 @@ impl KernelTranslator {
         }
     }
 
+    /// Every event says which task was running on the CPU it was written
+    /// on (`tid` of `tgid`, at `ts`). Where that is not the task the CPU's
+    /// last context switch switched in, the kernel switched without a
+    /// record (a lost event, or a task the kernel keeps out of tracing):
+    /// the switch is written here, marked `inferred`, so that every CPU's
+    /// switches stay continuous.
+    pub fn current_task<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u16,
+        tid: u32,
+        tgid: u32,
+    ) -> Result<(), OutputError> {
+        self.last_ts = self.last_ts.max(ts);
+        self.first_seen.entry(tid).or_insert(ts);
+        let now = Current { tid, tgid };
+        match self.cpu_current.get(&cpu).copied() {
+            Some(c) if c.tid == tid => Ok(()),
+            Some(c) => self.inferred_switch(out, ts, cpu, c, now),
+            None => {
+                self.set_current(cpu, now);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records that `cpu` runs `now`.
+    fn set_current(&mut self, cpu: u16, now: Current) {
+        if let Some(old) = self.cpu_current.insert(cpu, now)
+            && self.running_on.get(&old.tid) == Some(&cpu)
+        {
+            self.running_on.remove(&old.tid);
+        }
+        if now.tid != 0 {
+            self.running_on.insert(now.tid, cpu);
+        }
+    }
+
+    /// Writes a switch on `cpu` from `from` to `to` that no event recorded,
+    /// at `ts`: a context switch record (8/1) with the weights and an
+    /// `inferred` argument. The outgoing thread's state is unknown; it is
+    /// written as blocked.
+    fn inferred_switch<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u16,
+        from: Current,
+        to: Current,
+    ) -> Result<(), OutputError> {
+        if to.tid != 0 {
+            // The thread may still look as if it ran on another CPU.
+            if let Some(other) = self.running_on.get(&to.tid).copied()
+                && other != cpu
+            {
+                let idle = Current { tid: 0, tgid: 0 };
+                self.inferred_switch(out, ts, other, to, idle)?;
+            }
+            self.know_thread(out, to.tid, to.tgid)?;
+        }
+        if from.tid != 0 {
+            self.know_thread(out, from.tid, from.tgid)?;
+        }
+        let prio = |t: &Self, tid: u32| {
+            if tid == 0 {
+                IDLE_WEIGHT
+            } else {
+                t.prio_of.get(&tid).copied().unwrap_or(120)
+            }
+        };
+        let (in_w, out_w) = (prio(self, to.tid), prio(self, from.tid));
+        let incoming = self.strings.intern(out, "incoming_weight")?;
+        let outgoing = self.strings.intern(out, "outgoing_weight")?;
+        let inferred = self.strings.intern(out, "inferred")?;
+        let args = [
+            Arg {
+                name: incoming,
+                value: ArgValue::Int32(in_w),
+            },
+            Arg {
+                name: outgoing,
+                value: ArgValue::Int32(out_w),
+            },
+            Arg {
+                name: inferred,
+                value: ArgValue::Bool(true),
+            },
+        ];
+        out.write(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: ThreadState::Blocked as u8,
+            outgoing_tid: u64::from(from.tid),
+            incoming_tid: u64::from(to.tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.context_switches += 1;
+        self.counts.inferred_switches += 1;
+        self.set_current(cpu, to);
+        Ok(())
+    }
+
     /// A context switch on `cpu` from `prev` (the current task, in thread
     /// group `prev_tgid`) to `next`.
     #[allow(clippy::too_many_arguments)]
@@ -504,6 +723,22 @@ impl KernelTranslator {
         next_prio: i32,
         next_comm: &str,
     ) -> Result<(), OutputError> {
+        self.current_task(out, ts, cpu, prev_tid, prev_tgid)?;
+        self.first_seen.entry(next_tid).or_insert(ts);
+        if prev_tid != 0 {
+            self.prio_of.insert(prev_tid, prev_prio);
+        }
+        if next_tid != 0 {
+            self.prio_of.insert(next_tid, next_prio);
+            // Switched in here while it looks as if it ran elsewhere: that
+            // CPU switched away from it without a record.
+            if let Some(other) = self.running_on.get(&next_tid).copied()
+                && other != cpu
+                && let Some(c) = self.cpu_current.get(&other).copied()
+            {
+                self.inferred_switch(out, ts, other, c, Current { tid: 0, tgid: 0 })?;
+            }
+        }
         self.name_thread(out, prev_tid, prev_tgid, prev_comm)?;
         self.see_thread(out, next_tid, next_comm)?;
         let next_tgid = if next_tid == 0 {
@@ -511,6 +746,13 @@ impl KernelTranslator {
         } else {
             self.threads.get(&next_tid).and_then(|e| e.tgid)
         };
+        self.set_current(
+            cpu,
+            Current {
+                tid: next_tid,
+                tgid: next_tgid.unwrap_or(next_tid),
+            },
+        );
         let priority = |tid: u32, prio: i32| {
             if tid == 0 {
                 Some(0)
@@ -587,8 +829,13 @@ impl KernelTranslator {
         Ok(ThreadRef::Index(index))
     }
 
-    /// `tid` (named `comm`, priority `prio`) was woken by `waker_tid`, to run
-    /// on `target_cpu`.
+    /// `tid` (named `comm`, priority `prio`) was woken by `waker_tid`
+    /// (running on `waker_cpu`), to run on `target_cpu`.
+    ///
+    /// A wake-up from a CPU's idle task (waker 0: an interrupt taken while
+    /// idle) names that CPU's interrupt track (`CPU n interrupts`) as the
+    /// waker. A wake-up of a thread that is running (it was woken before it
+    /// got to sleep) changes nothing and is not written.
     #[allow(clippy::too_many_arguments)]
     pub fn wakeup<W: Write>(
         &mut self,
@@ -599,8 +846,22 @@ impl KernelTranslator {
         prio: i32,
         comm: &str,
         waker_tid: u32,
+        waker_cpu: u16,
     ) -> Result<(), OutputError> {
+        self.first_seen.entry(tid).or_insert(ts);
+        if tid != 0 {
+            self.prio_of.insert(tid, prio);
+        }
+        if self.running_on.contains_key(&tid) {
+            self.counts.running_wakeups += 1;
+            return Ok(());
+        }
         self.see_thread(out, tid, comm)?;
+        let waker_koid = if waker_tid == 0 {
+            self.irq_track(out, u32::from(waker_cpu))?
+        } else {
+            waker_tid
+        };
         let w = self.strings.intern(out, "weight")?;
         let waker = self.strings.intern(out, "waker")?;
         let args = [
@@ -610,7 +871,7 @@ impl KernelTranslator {
             },
             Arg {
                 name: waker,
-                value: ArgValue::Koid(u64::from(waker_tid)),
+                value: ArgValue::Koid(u64::from(waker_koid)),
             },
         ];
         out.write(&Record::ThreadWakeup {
@@ -621,6 +882,22 @@ impl KernelTranslator {
         })?;
         self.counts.wakeups += 1;
         Ok(())
+    }
+
+    /// The koid of `cpu`'s interrupt track, named on first use.
+    fn irq_track<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        cpu: u32,
+    ) -> Result<u32, OutputError> {
+        let tid = irq_thread_koid(cpu);
+        if !self.processes.contains_key(&IRQ_PROCESS_KOID) {
+            self.name_process(out, IRQ_PROCESS_KOID, "kernel interrupts")?;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.name_thread(out, tid, IRQ_PROCESS_KOID, &format!("CPU {cpu} interrupts"))?;
+        }
+        Ok(tid)
     }
 
     /// An instant in `kernel:proc` on thread `tid` of `tgid`.
@@ -661,6 +938,8 @@ impl KernelTranslator {
         child_comm: &str,
         clone_flags: u64,
     ) -> Result<(), OutputError> {
+        self.created.insert(child_tid, ts);
+        self.first_seen.insert(child_tid, ts);
         let is_thread = child_tgid == parent_tgid && child_tid != child_tgid;
         if !is_thread {
             self.name_process(out, child_tgid, child_comm)?;
@@ -734,32 +1013,69 @@ impl KernelTranslator {
         ret: i64,
     ) -> Result<(), OutputError> {
         match self.pending.remove(&tid) {
-            Some(call) if call.nr == nr => {
+            // `rt_sigreturn` restores the registers of the interrupted
+            // code, so its return reports call number -1 (the kernel's "no
+            // system call" marker): it returns from the call in progress.
+            Some(call) if call.nr == nr || nr == -1 => {
                 self.write_syscall(out, tid, call, CallEnd::Returned { ts, ret })
             }
             other => {
                 if let Some(lost) = other {
                     self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
                 }
-                // Entered before the recording (or the entry was lost).
+                if nr == -1 {
+                    // A return from no known call: nothing to draw.
+                    return Ok(());
+                }
+                // Entered before the recording, or before the thread was
+                // seen (the child's side of clone and fork, which returns
+                // without having entered): it spans from the recording's
+                // start for a thread that existed then, else from when the
+                // thread was first seen, never before the thread existed.
+                // A thread seen returning from a call before entered this
+                // one after that return: its entry was lost.
+                if let Some(&after) = self.last_call_end.get(&tid) {
+                    let call = PendingSyscall {
+                        ts: after.min(ts),
+                        tgid,
+                        nr,
+                        args: [0; trace_common::kernel::SYSCALL_ARGS],
+                    };
+                    return self.write_syscall_without_entry(out, tid, call, ts, ret, "entry_lost");
+                }
+                let from = if let Some(&born) = self.created.get(&tid) {
+                    born.max(self.start_ts)
+                } else if self.at_start.contains(&tid) {
+                    self.start_ts
+                } else {
+                    self.first_seen.get(&tid).copied().unwrap_or(ts)
+                };
                 let call = PendingSyscall {
-                    ts: self.start_ts.min(ts),
+                    ts: from.min(ts),
                     tgid,
                     nr,
                     args: [0; trace_common::kernel::SYSCALL_ARGS],
                 };
-                self.write_syscall_from_before(out, tid, call, ts, ret)
+                self.write_syscall_without_entry(out, tid, call, ts, ret, "began_before_recording")
             }
         }
     }
 
-    /// Writes the system calls still running as durations that begin and
-    /// do not end (the recording ended inside them).
+    /// Writes the system calls still running as durations that end where
+    /// the recording ended, marked `unfinished`.
     pub fn finish_syscalls<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
         let mut left: Vec<_> = self.pending.drain().collect();
         left.sort_by_key(|(_, c)| c.ts);
+        let end = self.end_ts();
         for (tid, call) in left {
-            self.write_syscall(out, tid, call, CallEnd::Running)?;
+            self.write_syscall(
+                out,
+                tid,
+                call,
+                CallEnd::Running {
+                    ts: end.max(call.ts),
+                },
+            )?;
         }
         Ok(())
     }
@@ -773,6 +1089,13 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
+        let end_ts = match end {
+            CallEnd::Returned { ts, .. }
+            | CallEnd::Exited { ts }
+            | CallEnd::Lost { ts }
+            | CallEnd::Running { ts } => ts,
+        };
+        self.last_call_end.insert(tid, end_ts);
         let info = self.syscall_table.get(call.nr);
         let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
         args.push(("nr", ArgValue::Int64(call.nr)));
@@ -789,26 +1112,31 @@ impl KernelTranslator {
                 args.push(("return_lost", ArgValue::Bool(true)));
                 EventKind::DurationComplete { end_ts: ts }
             }
-            CallEnd::Running => EventKind::DurationBegin,
+            CallEnd::Running { ts } => {
+                args.push(("unfinished", ArgValue::Bool(true)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
         };
         self.syscall_event(out, call.ts, call.tgid, tid, &info.name, &args, kind)
     }
 
-    /// A call that returned `ret` at `end` and began before the recording
-    /// (its arguments are unknown).
-    fn write_syscall_from_before<W: Write>(
+    /// A call that returned `ret` at `end` whose entry was not seen (its
+    /// arguments are unknown), marked with the Bool argument `why`.
+    fn write_syscall_without_entry<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         tid: u32,
         call: PendingSyscall,
         end: u64,
         ret: i64,
+        why: &'static str,
     ) -> Result<(), OutputError> {
+        self.last_call_end.insert(tid, end);
         let info = self.syscall_table.get(call.nr);
         let args = [
             ("nr", ArgValue::Int64(call.nr)),
             ("ret", ArgValue::Int64(ret)),
-            ("began_before_recording", ArgValue::Bool(true)),
+            (why, ArgValue::Bool(true)),
         ];
         let kind = EventKind::DurationComplete { end_ts: end };
         self.syscall_event(out, call.ts, call.tgid, tid, &info.name, &args, kind)
@@ -927,13 +1255,7 @@ impl KernelTranslator {
         };
         if let Some(lost) = self.irqs.entry(cpu).or_default().hard.replace(pending) {
             // Its exit was lost (a full ring buffer).
-            self.write_irq(
-                out,
-                cpu,
-                lost,
-                Some(ts),
-                &[("exit_lost", ArgValue::Bool(true))],
-            )?;
+            self.write_irq(out, cpu, lost, ts, &[("exit_lost", ArgValue::Bool(true))])?;
         }
         Ok(())
     }
@@ -949,13 +1271,9 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let slot = &mut self.irqs.entry(cpu).or_default().hard;
         match slot.take() {
-            Some(p) if p.number == i64::from(irq) => self.write_irq(
-                out,
-                cpu,
-                p,
-                Some(ts),
-                &[("handled", ArgValue::Bool(ret != 0))],
-            ),
+            Some(p) if p.number == i64::from(irq) => {
+                self.write_irq(out, cpu, p, ts, &[("handled", ArgValue::Bool(ret != 0))])
+            }
             other => {
                 *slot = other;
                 Ok(())
@@ -985,18 +1303,12 @@ impl KernelTranslator {
                 number: i64::from(vec),
             };
             if let Some(lost) = slot.replace(pending) {
-                self.write_irq(
-                    out,
-                    cpu,
-                    lost,
-                    Some(ts),
-                    &[("exit_lost", ArgValue::Bool(true))],
-                )?;
+                self.write_irq(out, cpu, lost, ts, &[("exit_lost", ArgValue::Bool(true))])?;
             }
             return Ok(());
         }
         match slot.take() {
-            Some(p) if p.number == i64::from(vec) => self.write_irq(out, cpu, p, Some(ts), &[]),
+            Some(p) if p.number == i64::from(vec) => self.write_irq(out, cpu, p, ts, &[]),
             other => {
                 *slot = other;
                 Ok(())
@@ -1004,8 +1316,8 @@ impl KernelTranslator {
         }
     }
 
-    /// Writes the interrupts still running as durations that begin and do
-    /// not end.
+    /// Writes the interrupts still running as durations that end where the
+    /// recording ended, marked `unfinished`.
     pub fn finish_irqs<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
         let mut left: Vec<(u32, PendingIrq)> = Vec::new();
         for (cpu, irqs) in self.irqs.iter_mut() {
@@ -1013,34 +1325,27 @@ impl KernelTranslator {
             left.extend(irqs.hard.take().map(|p| (*cpu, p)));
         }
         left.sort_by_key(|(_, p)| p.ts);
+        let end = self.end_ts();
         for (cpu, p) in left {
-            self.write_irq(out, cpu, p, None, &[])?;
+            let at = end.max(p.ts);
+            self.write_irq(out, cpu, p, at, &[("unfinished", ArgValue::Bool(true))])?;
         }
         Ok(())
     }
 
-    /// Writes one interrupt on `cpu`'s track: complete when `end` is known.
+    /// Writes one interrupt on `cpu`'s track, from its start to `end_ts`.
     fn write_irq<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         cpu: u32,
         p: PendingIrq,
-        end: Option<u64>,
+        end_ts: u64,
         extra: &[(&str, ArgValue<'_>)],
     ) -> Result<(), OutputError> {
-        let tid = irq_thread_koid(cpu);
-        if !self.processes.contains_key(&IRQ_PROCESS_KOID) {
-            self.name_process(out, IRQ_PROCESS_KOID, "kernel interrupts")?;
-        }
-        if !self.threads.contains_key(&tid) {
-            self.name_thread(out, tid, IRQ_PROCESS_KOID, &format!("CPU {cpu} interrupts"))?;
-        }
+        let tid = self.irq_track(out, cpu)?;
         let mut args: Vec<(&str, ArgValue<'_>)> = p.args.clone();
         args.extend(extra.iter().cloned());
-        let kind = match end {
-            Some(end_ts) => EventKind::DurationComplete { end_ts },
-            None => EventKind::DurationBegin,
-        };
+        let kind = EventKind::DurationComplete { end_ts };
         self.event(
             out,
             p.ts,
@@ -1248,10 +1553,11 @@ impl KernelTranslator {
         };
         let (_, tgid, start) = stack[at];
         stack.truncate(at);
-        self.write_probe(out, tid, tgid, probe, start, Some(ts))
+        self.write_probe(out, tid, tgid, probe, start, Some(ts), ts)
     }
 
-    /// Writes the probed functions still running as begun durations.
+    /// Writes the probed functions still running as durations that end
+    /// where the recording ended, marked `unfinished`.
     pub fn finish_probes<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
         let mut left: Vec<(u32, (u64, u32, u64))> = self
             .probe_stacks
@@ -1259,12 +1565,16 @@ impl KernelTranslator {
             .flat_map(|(tid, s)| s.into_iter().map(move |c| (tid, c)))
             .collect();
         left.sort_by_key(|&(_, (_, _, ts))| ts);
+        let end = self.end_ts();
         for (tid, (probe, tgid, ts)) in left {
-            self.write_probe(out, tid, tgid, probe, ts, None)?;
+            self.write_probe(out, tid, tgid, probe, ts, None, end.max(ts))?;
         }
         Ok(())
     }
 
+    /// One probed function call from `start`: returned at `returned`, or
+    /// unfinished at `end`.
+    #[allow(clippy::too_many_arguments)]
     fn write_probe<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -1272,18 +1582,20 @@ impl KernelTranslator {
         tgid: u32,
         probe: u64,
         start: u64,
-        end: Option<u64>,
+        returned: Option<u64>,
+        end: u64,
     ) -> Result<(), OutputError> {
         self.know_thread(out, tid, tgid)?;
         let name = usize::try_from(probe)
             .ok()
             .and_then(|i| self.probe_names.get(i).cloned())
             .unwrap_or_else(|| format!("probe {probe}"));
-        let kind = match end {
-            Some(end_ts) => EventKind::DurationComplete { end_ts },
-            None => EventKind::DurationBegin,
+        let kind = EventKind::DurationComplete {
+            end_ts: returned.unwrap_or(end),
         };
-        self.event(out, start, "uprobe", (tgid, tid), &name, &[], kind)?;
+        let unfinished = [("unfinished", ArgValue::Bool(true))];
+        let args: &[(&str, ArgValue<'_>)] = if returned.is_some() { &[] } else { &unfinished };
+        self.event(out, start, "uprobe", (tgid, tid), &name, args, kind)?;
         self.counts.probes += 1;
         Ok(())
     }
@@ -1335,8 +1647,9 @@ impl KernelTranslator {
 
     /// At `ts`, `per_cpu` events had been lost on each CPU (`(cpu, lost)`),
     /// and `other` more that belong to no CPU (runs the kernel skipped,
-    /// events beyond the oneshot budget): one counter `dropped_events` on
-    /// the `kernel CPUs` track, an argument per CPU and `other`.
+    /// events beyond the oneshot budget): a counter `dropped_events` on the
+    /// `kernel CPUs` track, an argument per CPU and `other`, from 0 at the
+    /// recording's start to these numbers at `ts`.
     pub fn drops<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -1352,6 +1665,21 @@ impl KernelTranslator {
             .map(|(name, &(_, n))| (name.as_str(), ArgValue::Uint64(n)))
             .collect();
         args.push(("other", ArgValue::Uint64(other)));
+        // A sample of 0 where the recording started, so that Perfetto draws
+        // a step rather than one lone point.
+        let zeros: Vec<(&str, ArgValue<'_>)> = args
+            .iter()
+            .map(|(k, _)| (*k, ArgValue::Uint64(0)))
+            .collect();
+        self.event(
+            out,
+            self.start_ts.min(ts),
+            "kernel",
+            (CPUS_PROCESS_KOID, tid),
+            "dropped_events",
+            &zeros,
+            EventKind::Counter { id: 0 },
+        )?;
         self.event(
             out,
             ts,
@@ -1365,9 +1693,8 @@ impl KernelTranslator {
 
     /// Thread `tid` issued a block request to device `dev`.
     #[allow(clippy::too_many_arguments)]
-    pub fn block_issue<W: Write>(
+    pub fn block_issue(
         &mut self,
-        out: &mut FxtStream<W>,
         ts: u64,
         tid: u32,
         dev: u32,
@@ -1375,25 +1702,19 @@ impl KernelTranslator {
         nr_sector: u32,
         bytes: i32,
         rwbs: &str,
-    ) -> Result<(), OutputError> {
-        let id = self.next_block_id;
-        self.next_block_id += 1;
-        let name = block_op(rwbs);
+    ) {
         self.block
             .entry((dev, sector))
             .or_default()
-            .push_back(PendingBlock { id, name });
-        let device = format!("{}:{}", dev >> 20, dev & 0xF_FFFF);
-        let args = [
-            ("device", ArgValue::String(StringRef::inline(&device))),
-            ("sector", ArgValue::Uint64(sector)),
-            ("sectors", ArgValue::Uint32(nr_sector)),
-            ("bytes", ArgValue::Uint32(bytes as u32)),
-            ("rwbs", ArgValue::String(StringRef::inline(rwbs))),
-            ("issuer", ArgValue::Koid(u64::from(tid))),
-        ];
-        self.counts.block_requests += 1;
-        self.block_event(out, ts, dev, name, &args, EventKind::AsyncBegin { id })
+            .push_back(PendingBlock {
+                ts,
+                name: block_op(rwbs),
+                sector,
+                sectors: nr_sector,
+                bytes: bytes as u32,
+                rwbs: rwbs.to_owned(),
+                issuer: tid,
+            });
     }
 
     /// Device `dev` completed the request at `sector`; `error` 0 on success.
@@ -1415,45 +1736,89 @@ impl KernelTranslator {
         if queue.is_empty() {
             self.block.remove(&(dev, sector));
         }
-        let args = [("error", ArgValue::Int32(error))];
-        self.block_event(
-            out,
-            ts,
-            dev,
-            p.name,
-            &args,
-            EventKind::AsyncEnd { id: p.id },
-        )
+        self.write_block(out, dev, p, ts, Some(error))
     }
 
-    fn block_event<W: Write>(
+    /// Writes the block requests still in flight as durations that end
+    /// where the recording ended, marked `unfinished`.
+    pub fn finish_block<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        let mut left: Vec<(u32, PendingBlock)> = self
+            .block
+            .drain()
+            .flat_map(|((dev, _), q)| q.into_iter().map(move |p| (dev, p)))
+            .collect();
+        left.sort_by_key(|(_, p)| p.ts);
+        let end = self.end_ts();
+        for (dev, p) in left {
+            let at = end.max(p.ts);
+            self.write_block(out, dev, p, at, None)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one block request, issued at `p.ts` and completed at `end`
+    /// (with `error`; `None`: unfinished), as a complete duration on the
+    /// first of its device's tracks that is free since it was issued.
+    fn write_block<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
-        ts: u64,
         dev: u32,
-        name: &str,
-        args: &[(&str, ArgValue<'_>)],
-        kind: EventKind,
+        p: PendingBlock,
+        end: u64,
+        error: Option<i32>,
     ) -> Result<(), OutputError> {
         if !self.processes.contains_key(&BLOCK_PROCESS_KOID) {
             self.name_process(out, BLOCK_PROCESS_KOID, "kernel block I/O")?;
         }
-        let next = BLOCK_PROCESS_KOID + 1 + self.block_tracks.len().min(0xFFFE) as u32;
-        let track = *self.block_tracks.entry(dev).or_insert(next);
-        if !self.threads.contains_key(&track) {
-            let label = format!("block {}:{}", dev >> 20, dev & 0xF_FFFF);
-            self.name_thread(out, track, BLOCK_PROCESS_KOID, &label)?;
+        let device = self
+            .block_devices
+            .entry(dev)
+            .or_insert_with(|| BlockDevice {
+                name: block_device_name(dev),
+                lanes: Vec::new(),
+            });
+        let name = device.name.clone();
+        let lane = match device.lanes.iter().position(|&(_, last)| last <= p.ts) {
+            Some(i) => {
+                device.lanes[i].1 = end;
+                device.lanes[i].0
+            }
+            None => {
+                let koid = self.next_block_koid;
+                self.next_block_koid = self.next_block_koid.saturating_add(1).min(0x7FFE_FFFF);
+                device.lanes.push((koid, end));
+                let label = match device.lanes.len() {
+                    1 => name.clone(),
+                    n => format!("{name} ({n})"),
+                };
+                self.name_thread(out, koid, BLOCK_PROCESS_KOID, &label)?;
+                koid
+            }
+        };
+        let number = format!("{}:{}", dev >> 20, dev & 0xF_FFFF);
+        let mut args = vec![
+            ("device", ArgValue::String(StringRef::inline(&name))),
+            ("dev", ArgValue::String(StringRef::inline(&number))),
+            ("sector", ArgValue::Uint64(p.sector)),
+            ("sectors", ArgValue::Uint32(p.sectors)),
+            ("bytes", ArgValue::Uint32(p.bytes)),
+            ("rwbs", ArgValue::String(StringRef::inline(&p.rwbs))),
+            ("issuer", ArgValue::Koid(u64::from(p.issuer))),
+        ];
+        match error {
+            Some(e) => args.push(("error", ArgValue::Int32(e))),
+            None => args.push(("unfinished", ArgValue::Bool(true))),
         }
+        self.counts.block_requests += 1;
         self.event(
             out,
-            ts,
+            p.ts,
             trace_common::category::KERNEL_BLOCK,
-            (BLOCK_PROCESS_KOID, track),
-            name,
-            args,
-            kind,
-        )?;
-        Ok(())
+            (BLOCK_PROCESS_KOID, lane),
+            p.name,
+            &args,
+            EventKind::DurationComplete { end_ts: end },
+        )
     }
 
     /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
@@ -1471,6 +1836,11 @@ impl KernelTranslator {
             // `exit` or `exit_group`: the call ends with the thread.
             self.write_syscall(out, tid, call, CallEnd::Exited { ts })?;
         }
+        // Its id may be given to a new thread.
+        self.at_start.remove(&tid);
+        self.created.remove(&tid);
+        self.first_seen.remove(&tid);
+        self.last_call_end.remove(&tid);
         self.name_thread(out, tid, tgid, comm)?;
         let mut args = Vec::new();
         if let Some(g) = group_dead {
@@ -1614,6 +1984,7 @@ mod tests {
         // Still inside a call when the recording ends.
         t.sys_enter(&mut out, 1800, a, pid, write, [2, 0x2000, 7, 0, 0, 0])
             .unwrap();
+        t.set_stop(1_900);
         t.finish_syscalls(&mut out).unwrap();
         assert_eq!(t.counts().syscalls, 6);
         let bytes = out.finish().unwrap();
@@ -1635,7 +2006,7 @@ mod tests {
                     "exit_group",
                     EventKind::DurationComplete { end_ts: 1700 }
                 ),
-                (a, "write", EventKind::DurationBegin),
+                (a, "write", EventKind::DurationComplete { end_ts: 1_900 }),
             ]
         );
         let arg = |i: usize, k: &str| ev[i].3.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -1666,6 +2037,7 @@ mod tests {
         t.irq_exit(&mut out, 200, 0, 5, 1).unwrap();
         t.softirq(&mut out, 210, 0, 9, true).unwrap();
         t.irq_entry(&mut out, 300, 0, 7, "").unwrap();
+        t.set_stop(400);
         t.finish_irqs(&mut out).unwrap();
         assert_eq!(t.counts().interrupts, 3);
         let bytes = out.finish().unwrap();
@@ -1708,7 +2080,12 @@ mod tests {
                     "softirq TIMER".to_owned(),
                     EventKind::DurationComplete { end_ts: 150 }
                 ),
-                (300, cpu0, "irq 7".to_owned(), EventKind::DurationBegin),
+                (
+                    300,
+                    cpu0,
+                    "irq 7".to_owned(),
+                    EventKind::DurationComplete { end_ts: 400 }
+                ),
             ]
         );
         assert_eq!(names[&cpu1], "CPU 1 interrupts");
@@ -1717,8 +2094,45 @@ mod tests {
         assert!(cpu0 > 4_194_304 && cpu1 < i32::MAX as u64);
     }
 
+    /// An event of a stream: (ts, process, thread, name, kind).
+    type Ev = (u64, u64, u64, String, EventKind);
+
+    /// The events of a stream: (ts, process, thread, name, kind), and the
+    /// thread names by koid.
+    fn events_and_names(bytes: &[u8]) -> (Vec<Ev>, HashMap<u64, String>) {
+        let mut st = TraceState::new();
+        let mut ev = Vec::new();
+        let mut names = HashMap::new();
+        for r in Reader::new(bytes) {
+            let (_, r) = r.unwrap();
+            st.apply(&r);
+            match &r {
+                Record::Event {
+                    ts,
+                    name,
+                    kind,
+                    thread,
+                    ..
+                } => {
+                    let (p, t) = st.thread(*thread).unwrap();
+                    ev.push((*ts, p, t, st.string(name).unwrap().to_owned(), *kind));
+                }
+                Record::KernelObject {
+                    koid,
+                    obj_type: o,
+                    name,
+                    ..
+                } if *o == obj_type::THREAD => {
+                    names.insert(*koid, st.string(name).unwrap().to_owned());
+                }
+                _ => {}
+            }
+        }
+        (ev, names)
+    }
+
     #[test]
-    fn block_requests_pair_by_device_and_sector() {
+    fn block_requests_pair_by_device_and_sector_on_lanes_per_device() {
         assert_eq!(block_op("R"), "read");
         assert_eq!(block_op("RA"), "read");
         assert_eq!(block_op("WS"), "write");
@@ -1728,52 +2142,311 @@ mod tests {
         assert_eq!(block_op(""), "block I/O");
         let mut out = FxtStream::new(Vec::new()).unwrap();
         let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
-        let dev = (254 << 20) | 16;
+        // A device number no machine has: named by its numbers.
+        let dev = (4000 << 20) | 16;
         // Completed before it was seen issued: left out.
         t.block_complete(&mut out, 50, dev, 8, 0).unwrap();
-        // Two requests at the same sector complete in order.
-        t.block_issue(&mut out, 100, 42, dev, 8, 8, 4096, "W")
-            .unwrap();
-        t.block_issue(&mut out, 110, 43, dev, 8, 8, 4096, "R")
-            .unwrap();
+        // Two requests at the same sector complete in order; they overlap,
+        // so they go on two tracks of the device.
+        t.block_issue(100, 42, dev, 8, 8, 4096, "W");
+        t.block_issue(110, 43, dev, 8, 8, 4096, "R");
         t.block_complete(&mut out, 200, dev, 8, 0).unwrap();
         t.block_complete(&mut out, 210, dev, 8, -5).unwrap();
-        assert_eq!(t.counts().block_requests, 2);
+        // A later one fits on the first track again.
+        t.block_issue(300, 42, dev, 16, 8, 4096, "W");
+        t.block_complete(&mut out, 320, dev, 16, 0).unwrap();
+        // Still in flight when the recording stops: ends there.
+        t.block_issue(400, 42, dev, 24, 8, 4096, "FF");
+        t.set_stop(500);
+        t.finish_block(&mut out).unwrap();
+        assert_eq!(t.counts().block_requests, 4);
         let bytes = out.finish().unwrap();
-        let (st, recs) = records(&bytes);
-        let mut ev = Vec::new();
-        let mut track_name = String::new();
-        for r in &recs {
-            match r {
-                Record::Event {
-                    ts,
-                    name,
-                    kind,
-                    thread,
-                    ..
-                } => {
-                    let (p, _) = st.thread(*thread).unwrap();
-                    assert_eq!(p, u64::from(BLOCK_PROCESS_KOID));
-                    ev.push((*ts, st.string(name).unwrap().to_owned(), *kind));
-                }
-                Record::KernelObject {
-                    obj_type: o, name, ..
-                } if *o == obj_type::THREAD => {
-                    track_name = st.string(name).unwrap().to_owned();
-                }
-                _ => {}
-            }
-        }
-        assert_eq!(track_name, "block 254:16");
+        let (ev, names) = events_and_names(&bytes);
+        let p = u64::from(BLOCK_PROCESS_KOID);
+        let (a, b) = (p + 1, p + 2);
+        assert_eq!(names[&a], "4000:16");
+        assert_eq!(names[&b], "4000:16 (2)");
+        // Complete durations, never async events (Perfetto keys those by id
+        // alone, across every process, and files them at the top level).
         assert_eq!(
             ev,
             [
-                (100, "write".to_owned(), EventKind::AsyncBegin { id: 1 }),
-                (110, "read".to_owned(), EventKind::AsyncBegin { id: 2 }),
-                (200, "write".to_owned(), EventKind::AsyncEnd { id: 1 }),
-                (210, "read".to_owned(), EventKind::AsyncEnd { id: 2 }),
+                (
+                    100,
+                    p,
+                    a,
+                    "write".to_owned(),
+                    EventKind::DurationComplete { end_ts: 200 }
+                ),
+                (
+                    110,
+                    p,
+                    b,
+                    "read".to_owned(),
+                    EventKind::DurationComplete { end_ts: 210 }
+                ),
+                (
+                    300,
+                    p,
+                    a,
+                    "write".to_owned(),
+                    EventKind::DurationComplete { end_ts: 320 }
+                ),
+                (
+                    400,
+                    p,
+                    a,
+                    "flush".to_owned(),
+                    EventKind::DurationComplete { end_ts: 500 }
+                ),
             ]
         );
+    }
+
+    #[test]
+    fn a_switch_the_kernel_did_not_record_is_inferred_from_the_next_event_on_that_cpu() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // CPU 0 switches from idle to thread 69, which the kernel keeps out
+        // of tracing (or whose switch-out was lost): the next event on CPU
+        // 0 comes from the idle task.
+        t.current_task(&mut out, 100, 0, 0, 0).unwrap();
+        t.context_switch(
+            &mut out,
+            100,
+            0,
+            0,
+            0,
+            120,
+            0,
+            "swapper/0",
+            69,
+            110,
+            "hidden",
+        )
+        .unwrap();
+        t.current_task(&mut out, 400, 0, 0, 0).unwrap();
+        t.cpu_power(&mut out, 400, 0, false, 1).unwrap();
+        t.current_task(&mut out, 900, 0, 0, 0).unwrap();
+        t.context_switch(
+            &mut out,
+            900,
+            0,
+            0,
+            0,
+            120,
+            0,
+            "swapper/0",
+            11,
+            120,
+            "worker",
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 1);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let _ = st;
+        let mut switches = Vec::new();
+        let mut st = TraceState::new();
+        for r in &recs {
+            st.apply(r);
+            match r {
+                Record::LegacyContextSwitch {
+                    ts,
+                    outgoing_thread,
+                    incoming_thread,
+                    ..
+                } => switches.push((
+                    *ts,
+                    st.thread(*outgoing_thread).unwrap().1,
+                    st.thread(*incoming_thread).unwrap().1,
+                    false,
+                )),
+                Record::ContextSwitch {
+                    ts,
+                    outgoing_tid,
+                    incoming_tid,
+                    args,
+                    ..
+                } => switches.push((
+                    *ts,
+                    *outgoing_tid,
+                    *incoming_tid,
+                    st.arg(args, "inferred") == Some(&ArgValue::Bool(true)),
+                )),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            switches,
+            [(100, 0, 69, false), (400, 69, 0, true), (900, 0, 11, false)]
+        );
+        // Every switch out is of the thread switched in before it.
+        for w in switches.windows(2) {
+            assert_eq!(w[0].2, w[1].1, "{switches:?}");
+        }
+    }
+
+    #[test]
+    fn a_thread_switched_in_on_another_cpu_leaves_the_first_one() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.context_switch(
+            &mut out,
+            100,
+            0,
+            0,
+            0,
+            120,
+            0,
+            "swapper/0",
+            69,
+            110,
+            "hidden",
+        )
+        .unwrap();
+        t.context_switch(
+            &mut out,
+            200,
+            1,
+            0,
+            0,
+            120,
+            0,
+            "swapper/1",
+            69,
+            110,
+            "hidden",
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 1);
+        assert_eq!(t.running_on.get(&69), Some(&1));
+        assert_eq!(t.cpu_current[&0].tid, 0);
+    }
+
+    #[test]
+    fn wakeups_of_running_threads_are_left_out_and_idle_wakers_are_interrupts() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.context_switch(
+            &mut out,
+            100,
+            0,
+            0,
+            0,
+            120,
+            0,
+            "swapper/0",
+            42,
+            120,
+            "runner",
+        )
+        .unwrap();
+        // Woken while still running (before it got to sleep): nothing
+        // changes, nothing is written.
+        t.wakeup(&mut out, 150, 0, 42, 120, "runner", 7, 1).unwrap();
+        // Woken by an interrupt taken while CPU 1 was idle (waker 0).
+        t.wakeup(&mut out, 160, 0, 43, 120, "sleeper", 0, 1)
+            .unwrap();
+        assert_eq!(t.counts().wakeups, 1);
+        assert_eq!(t.counts().running_wakeups, 1);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let wakers: Vec<u64> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::ThreadWakeup { tid, args, .. } => {
+                    assert_eq!(*tid, 43);
+                    match st.arg(args, "waker") {
+                        Some(ArgValue::Koid(k)) => Some(*k),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(wakers, [u64::from(irq_thread_koid(1))]);
+        let (_, names) = events_and_names(&bytes);
+        assert_eq!(names[&u64::from(irq_thread_koid(1))], "CPU 1 interrupts");
+    }
+
+    #[test]
+    fn sigreturn_returns_from_its_own_call_and_clone_children_start_when_created() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_start(1_000);
+        let sigreturn = i64::from(syscalls::Sysno::rt_sigreturn.id());
+        let clone = i64::from(syscalls::Sysno::clone.id());
+        // `rt_sigreturn` returns with call number -1.
+        t.sys_enter(&mut out, 2_000, 50, 50, sigreturn, [0; 6])
+            .unwrap();
+        t.sys_exit(&mut out, 2_100, 50, 50, -1, 0).unwrap();
+        // A return of nothing known at all: nothing is drawn.
+        t.sys_exit(&mut out, 2_200, 50, 50, -1, 0).unwrap();
+        // A thread created during the recording returns from clone without
+        // having entered it: the call spans from its creation.
+        t.new_task(&mut out, 3_000, 50, 50, 51, 50, "child", 0x10000)
+            .unwrap();
+        t.current_task(&mut out, 3_500, 1, 51, 50).unwrap();
+        t.sys_exit(&mut out, 3_500, 51, 50, clone, 0).unwrap();
+        // One that existed when the recording started spans from the start.
+        t.sys_exit(&mut out, 4_000, 52, 50, clone, 0).unwrap();
+        let bytes = out.finish().unwrap();
+        let mut calls: Vec<(u64, u64, String, EventKind)> = Vec::new();
+        for (ts, _, tid, name, kind) in events_and_names(&bytes).0 {
+            if name != "thread_create" {
+                calls.push((ts, tid, name, kind));
+            }
+        }
+        assert_eq!(
+            calls,
+            [
+                (
+                    2_000,
+                    50,
+                    "rt_sigreturn".to_owned(),
+                    EventKind::DurationComplete { end_ts: 2_100 }
+                ),
+                (
+                    3_000,
+                    51,
+                    "clone".to_owned(),
+                    EventKind::DurationComplete { end_ts: 3_500 }
+                ),
+                (
+                    4_000,
+                    52,
+                    "clone".to_owned(),
+                    EventKind::DurationComplete { end_ts: 4_000 }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stop_cuts_every_category_at_one_instant() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        let read = i64::from(syscalls::Sysno::read.id());
+        t.sys_enter(&mut out, 100, 50, 50, read, [0; 6]).unwrap();
+        t.irq_entry(&mut out, 150, 0, 5, "eth0").unwrap();
+        t.probe(&mut out, 160, 50, 50, 0, false).unwrap();
+        t.block_issue(170, 50, (8 << 20) | 1, 0, 8, 4096, "R");
+        t.set_stop(200);
+        assert!(t.wants(200));
+        assert!(!t.wants(201));
+        t.finish_syscalls(&mut out).unwrap();
+        t.finish_irqs(&mut out).unwrap();
+        t.finish_probes(&mut out).unwrap();
+        t.finish_block(&mut out).unwrap();
+        let bytes = out.finish().unwrap();
+        let (ev, _) = events_and_names(&bytes);
+        assert_eq!(ev.len(), 4, "{ev:?}");
+        // Whatever was still running ends at the stop, complete (a begin
+        // that never ends is drawn as "did not end").
+        for (_, _, _, name, kind) in &ev {
+            assert_eq!(*kind, EventKind::DurationComplete { end_ts: 200 }, "{name}");
+        }
     }
 
     #[test]
@@ -1896,6 +2569,7 @@ mod tests {
         t.probe(&mut out, 60, tid, pid, 0, true).unwrap();
         // Still inside f at the end.
         t.probe(&mut out, 70, tid, pid, 0, false).unwrap();
+        t.set_stop(90);
         t.finish_probes(&mut out).unwrap();
         assert_eq!(t.counts().probes, 4);
         let bytes = out.finish().unwrap();
@@ -1915,7 +2589,7 @@ mod tests {
                 (30, "g".into(), EventKind::DurationComplete { end_ts: 40 }),
                 (20, "f".into(), EventKind::DurationComplete { end_ts: 50 }),
                 (10, "f".into(), EventKind::DurationComplete { end_ts: 60 }),
-                (70, "f".into(), EventKind::DurationBegin),
+                (70, "f".into(), EventKind::DurationComplete { end_ts: 90 }),
             ]
         );
     }

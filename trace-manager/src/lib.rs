@@ -15,6 +15,7 @@
 //! - [`usdt`]: where `--usdt` probes are and how to read their arguments.
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
 pub mod client;
+pub mod clock;
 pub mod kernel;
 pub mod kernel_records;
 pub mod output;

@@ -10,6 +10,7 @@
 //! events the circular mode kept; [`Session::finish`] reports drops and
 //! flushes. Userspace providers are the [`crate::userspace::Registry`]'s.
 
+use crate::clock::boottime_ns;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -206,7 +207,7 @@ impl<W: Write> Session<W> {
         }
         let out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
-        translator.set_start(monotonic_ns());
+        translator.set_start(boottime_ns());
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
         translator.set_usdt_sites(
             config
@@ -290,6 +291,7 @@ impl<W: Write> Session<W> {
             classic_tracepoints: false,
         })?;
         self.kernel = Some(kernel);
+        self.translator.restart(boottime_ns());
         self.started = Some(Instant::now());
         if self.introduced {
             self.out.write(&Record::ProviderSection {
@@ -435,6 +437,10 @@ impl<W: Write> Session<W> {
             self.stats.duration += s.elapsed();
         }
         if let Some(k) = self.kernel.as_mut() {
+            // Every program stops at one instant; detaching them one by one
+            // takes a while.
+            let stop = k.cut()?;
+            self.translator.set_stop(stop);
             k.detach();
             // Events already in the ring buffers are still collected.
             self.drain()?;
@@ -454,6 +460,7 @@ impl<W: Write> Session<W> {
             self.translator.finish_syscalls(&mut self.out)?;
             self.translator.finish_irqs(&mut self.out)?;
             self.translator.finish_probes(&mut self.out)?;
+            self.translator.finish_block(&mut self.out)?;
         }
         if write_results {
             self.write_kept()?;
@@ -485,6 +492,7 @@ impl<W: Write> Session<W> {
         self.translator.finish_syscalls(&mut self.out)?;
         self.translator.finish_irqs(&mut self.out)?;
         self.translator.finish_probes(&mut self.out)?;
+        self.translator.finish_block(&mut self.out)?;
         Ok(())
     }
 
@@ -514,9 +522,10 @@ impl<W: Write> Session<W> {
         if stats.dropped > 0 {
             let on_cpus: u64 = stats.dropped_per_cpu.iter().map(|&(_, n)| n).sum();
             self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+            let at = self.translator.stop_ts().unwrap_or_else(boottime_ns);
             self.translator.drops(
                 &mut self.out,
-                monotonic_ns(),
+                at,
                 &stats.dropped_per_cpu,
                 stats.dropped.saturating_sub(on_cpus),
             )?;
@@ -536,6 +545,13 @@ fn translate<W: Write>(
     out: &mut FxtStream<W>,
     event: &KernelEvent,
 ) -> Result<(), OutputError> {
+    let h = event.header();
+    if !t.wants(h.ts) {
+        // Stamped after the recording stopped.
+        return Ok(());
+    }
+    // Every event shows which task its CPU runs.
+    t.current_task(out, h.ts, h.cpu as u16, h.tid, h.tgid)?;
     match event {
         KernelEvent::Switch(e) => t.context_switch(
             out,
@@ -558,6 +574,7 @@ fn translate<W: Write>(
             e.prio,
             &comm_str(&e.comm),
             e.header.tid,
+            e.header.cpu as u16,
         ),
         KernelEvent::NewTask(e) => {
             let child_tgid = if e.child_tgid != ABSENT_ID {
@@ -620,16 +637,18 @@ fn translate<W: Write>(
             e.vec,
             e.exit == trace_common::kernel::SOFTIRQ_EXIT,
         ),
-        KernelEvent::BlockIssue(e) => t.block_issue(
-            out,
-            e.header.ts,
-            e.header.tid,
-            e.dev,
-            e.sector,
-            e.nr_sector,
-            e.bytes_or_error,
-            &comm_str(&e.rwbs),
-        ),
+        KernelEvent::BlockIssue(e) => {
+            t.block_issue(
+                e.header.ts,
+                e.header.tid,
+                e.dev,
+                e.sector,
+                e.nr_sector,
+                e.bytes_or_error,
+                &comm_str(&e.rwbs),
+            );
+            Ok(())
+        }
         KernelEvent::BlockComplete(e) => {
             t.block_complete(out, e.header.ts, e.dev, e.sector, e.bytes_or_error)
         }
@@ -684,11 +703,4 @@ fn translate<W: Write>(
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's events.
-fn monotonic_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64);
-    ts.unwrap_or(0)
 }

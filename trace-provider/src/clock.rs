@@ -1,8 +1,9 @@
 //! The timestamp source of the hot path.
 //!
 //! The invariant TSC when the CPU has one (x86-64 with `constant_tsc` and
-//! `nonstop_tsc`), CLOCK_MONOTONIC otherwise. The manager maps TSC ticks onto
-//! CLOCK_MONOTONIC when it collects the buffer.
+//! `nonstop_tsc`), CLOCK_BOOTTIME otherwise. The manager maps TSC ticks onto
+//! CLOCK_BOOTTIME (the kernel provider's `bpf_ktime_get_boot_ns`) when it
+//! collects the buffer.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,19 +26,19 @@ pub fn kind() -> ClockKind {
         if tsc {
             ClockKind::Tsc
         } else {
-            ClockKind::Monotonic
+            ClockKind::Boottime
         }
     })
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
-pub fn monotonic_ns() -> u64 {
+/// CLOCK_BOOTTIME in nanoseconds.
+pub fn boottime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -49,18 +50,18 @@ pub fn now() -> u64 {
     {
         return t;
     }
-    monotonic_ns()
+    boottime_ns()
 }
 
-/// Ticks per second of [`kind`], measured against CLOCK_MONOTONIC for the TSC.
+/// Ticks per second of [`kind`], measured against CLOCK_BOOTTIME for the TSC.
 pub fn ticks_per_second() -> u64 {
     static RATE: OnceLock<u64> = OnceLock::new();
     *RATE.get_or_init(|| match kind() {
-        ClockKind::Monotonic => 1_000_000_000,
+        ClockKind::Boottime => 1_000_000_000,
         ClockKind::Tsc => {
-            let (t0, n0) = (now(), monotonic_ns());
+            let (t0, n0) = (now(), boottime_ns());
             std::thread::sleep(std::time::Duration::from_millis(5));
-            let (t1, n1) = (now(), monotonic_ns());
+            let (t1, n1) = (now(), boottime_ns());
             ((u128::from(t1 - t0) * 1_000_000_000) / u128::from((n1 - n0).max(1))) as u64
         }
     })

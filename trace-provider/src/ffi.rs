@@ -124,7 +124,8 @@ pub unsafe extern "C" fn trace_site_enabled(site: *const Callsite) -> c_int {
     }
 }
 
-/// The current timestamp, for `trace_duration_complete`.
+/// The current timestamp, for `trace_duration_complete`: invariant TSC ticks,
+/// else CLOCK_BOOTTIME nanoseconds.
 #[unsafe(no_mangle)]
 pub extern "C" fn trace_now() -> u64 {
     now()

@@ -90,7 +90,7 @@ fn main() {
     let sock = connect(&socket_path());
     let register = ProviderMessage::Register {
         name: format!("garbage-{mode}"),
-        clock: ClockKind::Monotonic,
+        clock: ClockKind::Boottime,
         categories: vec![],
     };
     send(sock, &register.encode().unwrap());

@@ -44,7 +44,7 @@ fn pin(cpu: usize) {
     }
 }
 
-/// The engine's timestamp source: the TSC on x86-64, else CLOCK_MONOTONIC.
+/// The engine's timestamp source: the TSC on x86-64, else CLOCK_BOOTTIME.
 #[inline(always)]
 fn timestamp() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -59,7 +59,7 @@ fn timestamp() -> u64 {
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime writes one timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 }
@@ -522,7 +522,7 @@ fn main() {
     let clock = if cfg!(target_arch = "x86_64") {
         "rdtsc"
     } else {
-        "clock_gettime(CLOCK_MONOTONIC)"
+        "clock_gettime(CLOCK_BOOTTIME)"
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(

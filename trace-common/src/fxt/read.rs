@@ -112,6 +112,43 @@ pub fn starts_with_magic(bytes: &[u8]) -> bool {
     bytes.first_chunk::<8>() == Some(&wire::MAGIC.to_le_bytes())
 }
 
+/// The scope of an instant event: the legacy word some writers (Fuchsia's
+/// C engine, trace-provider's `instant!(process, ...)`) put after the
+/// arguments. `record` is the decoded record and `raw` its bytes; `None`
+/// for anything else than an instant, and for an instant without the word
+/// (thread scope).
+pub fn instant_scope(record: &Record<'_>, raw: &[u8]) -> Option<InstantScope> {
+    if !matches!(
+        record,
+        Record::Event {
+            kind: EventKind::Instant,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let (_, len) = frame(raw).ok()?;
+    let plain = super::write::encoded_len(record).ok()?;
+    if len != plain + 8 {
+        return None;
+    }
+    let word = raw.get(plain..len)?.first_chunk::<8>()?;
+    match u64::from_le_bytes(*word) {
+        1 => Some(InstantScope::Process),
+        2 => Some(InstantScope::Global),
+        _ => None,
+    }
+}
+
+/// The scope of an instant event wider than its thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstantScope {
+    /// The whole process.
+    Process,
+    /// The whole system.
+    Global,
+}
+
 /// Decodes the record at the start of `bytes`; returns it and its length in
 /// bytes. Bytes after the record are not looked at.
 pub fn decode(bytes: &[u8]) -> Result<(Record<'_>, usize)> {

@@ -1,16 +1,22 @@
-//! Provider clocks and their mapping onto CLOCK_MONOTONIC.
+//! Provider clocks and their mapping onto CLOCK_BOOTTIME.
 //!
 //! A provider stamps records with the cheapest counter it can read: the
-//! x86-64 time-stamp counter when it is invariant, CLOCK_MONOTONIC
+//! x86-64 time-stamp counter when it is invariant, CLOCK_BOOTTIME
 //! nanoseconds otherwise. The manager samples both clocks together when a
 //! trace starts and whenever it collects, and maps TSC timestamps onto
-//! nanoseconds with [`TimeMap`], the same timeline the kernel provider uses.
+//! nanoseconds with [`TimeMap`], the same timeline the kernel provider uses
+//! (`bpf_ktime_get_boot_ns`). CLOCK_BOOTTIME, not CLOCK_MONOTONIC: it keeps
+//! counting through a suspend, and Perfetto's FXT importer takes FXT
+//! timestamps as BOOTTIME.
 
 /// The clock a provider's timestamps come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClockKind {
-    /// CLOCK_MONOTONIC in nanoseconds (10^9 ticks per second).
-    Monotonic,
+    /// CLOCK_BOOTTIME in nanoseconds (10^9 ticks per second). Protocol
+    /// value 0, which meant CLOCK_MONOTONIC before the move to BOOTTIME: a
+    /// provider built before it stamps MONOTONIC under the same value, off
+    /// by the time the machine spent suspended.
+    Boottime,
     /// The invariant time-stamp counter (x86-64 `rdtsc`).
     Tsc,
 }
@@ -19,7 +25,7 @@ impl ClockKind {
     /// The protocol value.
     pub const fn value(self) -> u8 {
         match self {
-            ClockKind::Monotonic => 0,
+            ClockKind::Boottime => 0,
             ClockKind::Tsc => 1,
         }
     }
@@ -27,23 +33,23 @@ impl ClockKind {
     /// The clock of a protocol value.
     pub const fn from_value(v: u8) -> Option<Self> {
         match v {
-            0 => Some(ClockKind::Monotonic),
+            0 => Some(ClockKind::Boottime),
             1 => Some(ClockKind::Tsc),
             _ => None,
         }
     }
 }
 
-/// One reading of a counter and of CLOCK_MONOTONIC taken together.
+/// One reading of a counter and of CLOCK_BOOTTIME taken together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeAnchor {
     /// The counter.
     pub ticks: u64,
-    /// CLOCK_MONOTONIC nanoseconds.
+    /// CLOCK_BOOTTIME nanoseconds.
     pub ns: u64,
 }
 
-/// A linear map from counter ticks to CLOCK_MONOTONIC nanoseconds through
+/// A linear map from counter ticks to CLOCK_BOOTTIME nanoseconds through
 /// two anchors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeMap {

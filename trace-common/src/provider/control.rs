@@ -48,7 +48,8 @@ pub enum ProviderMessage {
     Register {
         /// The provider's name, at most [`MAX_PROVIDER_NAME_LEN`] bytes.
         name: String,
-        /// The clock its timestamps come from.
+        /// The clock its timestamps come from (one byte, see
+        /// [`ClockKind::value`]).
         clock: ClockKind,
         /// Categories the provider knows it writes (may be empty).
         categories: Vec<String>,
@@ -398,7 +399,7 @@ mod tests {
         );
         let too_long = ProviderMessage::Register {
             name: "x".repeat(101),
-            clock: ClockKind::Monotonic,
+            clock: ClockKind::Boottime,
             categories: vec![],
         };
         assert!(too_long.encode().is_err());

@@ -8,7 +8,7 @@
 //! - [`control`]: the messages on the registration socket (register,
 //!   initialize, start, stop, terminate).
 //! - [`clock`]: how a provider's timestamps are put on the kernel's
-//!   CLOCK_MONOTONIC timeline.
+//!   CLOCK_BOOTTIME timeline.
 
 pub mod buffer;
 pub mod clock;

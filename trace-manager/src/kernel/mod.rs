@@ -55,6 +55,7 @@ pub mod tracefs;
 #[cfg(test)]
 mod tests;
 
+use crate::clock::boottime_ns;
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
 use std::path::PathBuf;
@@ -361,9 +362,10 @@ fn page_size() -> usize {
 #[derive(Clone, Copy)]
 struct LayoutValue(KernelLayout);
 
-// SAFETY: `KernelLayout` is `#[repr(C)]` plain data made only of `u16`
-// fields (no padding, no pointers), so any bytes are a valid value and its
-// bytes may be copied to and from the kernel.
+// SAFETY: `KernelLayout` is `#[repr(C)]` plain data made only of integer
+// fields with no padding (its size is asserted in trace-common) and no
+// pointers, so any bytes are a valid value and its bytes may be copied to
+// and from the kernel.
 unsafe impl aya::Pod for LayoutValue {}
 
 /// The `Pod` wrapper through which a USDT site's argument spec goes into
@@ -407,6 +409,10 @@ pub struct KernelProvider {
     /// Recursion misses of the programs when they were detached.
     detached_misses: u64,
     malformed: u64,
+    /// The layout the programs read (kept to set its stop time).
+    layout: KernelLayout,
+    /// When the recording was cut ([`KernelProvider::cut`]).
+    stop_ts: Option<u64>,
 }
 
 impl std::fmt::Debug for KernelProvider {
@@ -479,6 +485,7 @@ impl KernelProvider {
                     0
                 },
             self_tgid: std::process::id(),
+            stop_ts: u64::MAX,
             ..KernelLayout::default()
         };
         // A tracepoint some kernels lack (architecture, configuration) is
@@ -660,6 +667,8 @@ impl KernelProvider {
             next_tick: None,
             detached_misses: 0,
             malformed: 0,
+            layout,
+            stop_ts: None,
         };
         let pids = config.pids.as_deref().unwrap_or_default();
         for &pid in pids {
@@ -1032,7 +1041,7 @@ impl KernelProvider {
     /// everything read is handed on.
     pub fn drain_raw(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         let limit = self.drain_limit;
-        let began = monotonic_ns();
+        let began = boottime_ns();
         let mut watermark = if self.detached {
             u64::MAX
         } else {
@@ -1134,6 +1143,26 @@ impl KernelProvider {
         };
         let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err)?;
         Ok(counters.get(&index, 0).map_err(map_err)?.to_vec())
+    }
+
+    /// Ends the recording at one instant, for every program at once: no
+    /// program writes an event stamped after the returned time
+    /// (CLOCK_BOOTTIME ns), however long detaching them takes. Events
+    /// already written can still be drained.
+    pub fn cut(&mut self) -> Result<u64, KernelError> {
+        if let Some(ts) = self.stop_ts {
+            return Ok(ts);
+        }
+        let ts = boottime_ns();
+        self.layout.stop_ts = ts;
+        fill_array(&mut self.ebpf, MAP_LAYOUT, [LayoutValue(self.layout)])?;
+        self.stop_ts = Some(ts);
+        Ok(ts)
+    }
+
+    /// When [`KernelProvider::cut`] ended the recording, if it did.
+    pub fn stop_ts(&self) -> Option<u64> {
+        self.stop_ts
     }
 
     /// Detaches and unloads every program; events already in the ring buffer
@@ -1298,13 +1327,6 @@ fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
     map.extend(MARK_REGS_ARGS.iter().copied().zip(args));
     map.push((MARK_REGS_NR, nr));
     Ok(map)
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the programs stamp events with.
-fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
-        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-    })
 }
 
 /// Whether process `pid` exists now.

@@ -11,18 +11,6 @@ use crate::kernel_records::comm_str;
 
 use super::*;
 
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock of `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the valid timespec passed by pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime: {}", io::Error::last_os_error());
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -86,6 +74,65 @@ fn ring_size_is_a_power_of_two_pages() {
     assert_eq!(ring_size(usize::MAX / 2), 1 << 31);
 }
 
+/// The helper ids the embedded object's programs call: every `BPF_JMP |
+/// BPF_CALL` (opcode 0x85) with source register 0 (a helper, not a BPF
+/// function or a kfunc) in an executable section, its id in `imm`.
+fn helper_calls() -> std::collections::BTreeMap<i32, usize> {
+    use object::{Object, ObjectSection, SectionFlags};
+    let file = object::File::parse(EBPF_OBJECT).expect("the embedded eBPF object is ELF");
+    let mut calls = std::collections::BTreeMap::new();
+    for section in file.sections() {
+        let SectionFlags::Elf { sh_flags } = section.flags() else {
+            continue;
+        };
+        if sh_flags & u64::from(object::elf::SHF_EXECINSTR) == 0 {
+            continue;
+        }
+        let code = section.data().expect("section data");
+        let mut at = 0;
+        while at + 8 <= code.len() {
+            let insn = &code[at..at + 8];
+            // `BPF_LD | BPF_IMM | BPF_DW` takes two slots; the second is data.
+            if insn[0] == 0x18 {
+                at += 16;
+                continue;
+            }
+            if insn[0] == 0x85 && insn[1] >> 4 == 0 {
+                let id = i32::from_le_bytes([insn[4], insn[5], insn[6], insn[7]]);
+                *calls.entry(id).or_insert(0) += 1;
+            }
+            at += 8;
+        }
+    }
+    calls
+}
+
+#[test]
+fn programs_stamp_events_with_the_boottime_clock() {
+    /// `bpf_ktime_get_ns`: CLOCK_MONOTONIC.
+    const KTIME_GET_NS: i32 = 5;
+    /// `bpf_ktime_get_boot_ns`: CLOCK_BOOTTIME.
+    const KTIME_GET_BOOT_NS: i32 = 125;
+    /// `bpf_ktime_get_coarse_ns`: CLOCK_MONOTONIC_COARSE.
+    const KTIME_GET_COARSE_NS: i32 = 160;
+    let calls = helper_calls();
+    // Helpers every object of ours calls: the walk finds calls at all.
+    assert!(
+        calls.contains_key(&1),
+        "no bpf_map_lookup_elem call: {calls:?}"
+    );
+    assert!(
+        calls.get(&KTIME_GET_BOOT_NS).is_some_and(|&n| n > 0),
+        "bpf_ktime_get_boot_ns is never called: {calls:?}"
+    );
+    for id in [KTIME_GET_NS, KTIME_GET_COARSE_NS] {
+        assert!(
+            !calls.contains_key(&id),
+            "helper {id} reads a clock other than CLOCK_BOOTTIME: {calls:?}"
+        );
+    }
+}
+
 #[test]
 fn unknown_category_is_rejected() {
     let err = KernelProvider::start(&config(&["kernel:sched", "kernel:nope"])).unwrap_err();
@@ -139,7 +186,7 @@ fn recursion_misses_are_read_from_fdinfo() {
 #[test]
 fn root_records_a_child_process_and_a_thread_rename() {
     require_root();
-    let t0 = monotonic_ns();
+    let t0 = boottime_ns();
     let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED, KERNEL_PROC])).unwrap();
     // A BTF tracepoint variant stands for its classic program.
     let mut attached: Vec<&str> = kernel
@@ -186,7 +233,7 @@ fn root_records_a_child_process_and_a_thread_rename() {
     });
     kernel.detach();
     kernel.drain(&mut |_| {});
-    let t1 = monotonic_ns();
+    let t1 = boottime_ns();
 
     for e in &events {
         let ts = e.header().ts;

@@ -4,12 +4,18 @@
 //! the buffer's size and mode itself, checks the header against it, copies
 //! each region into private memory before walking it, forwards only whole
 //! records of event-data types, and maps TSC timestamps onto
-//! CLOCK_MONOTONIC.
+//! CLOCK_BOOTTIME, the kernel provider's timeline.
+//!
+//! A provider that dropped records gets, besides the FXT provider event
+//! (buffer overflow, which Perfetto's importer ignores), a counter
+//! `dropped_records` (category `trace`, argument `records`) on its process:
+//! 0 where its trace started, the number dropped where its data ends.
 
+use crate::clock::boottime_ns;
 use std::io::Write;
 
-use trace_common::fxt::Record;
 use trace_common::fxt::wire::record_type;
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef};
 use trace_common::provider::BufferingMode;
 use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
 use trace_common::provider::clock::{TimeAnchor, TimeMap, read_tsc};
@@ -36,26 +42,17 @@ pub struct CollectStats {
     pub usage_percent: u8,
 }
 
-/// Reads CLOCK_MONOTONIC and the TSC together, keeping the tightest pair.
+/// Reads CLOCK_BOOTTIME and the TSC together, keeping the tightest pair.
 pub fn anchor() -> TimeAnchor {
-    let mono = || {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
     let mut best = (
         u64::MAX,
         TimeAnchor {
             ticks: 0,
-            ns: mono(),
+            ns: boottime_ns(),
         },
     );
     for _ in 0..5 {
-        let (Some(t0), n, Some(t1)) = (read_tsc(), mono(), read_tsc()) else {
+        let (Some(t0), n, Some(t1)) = (read_tsc(), boottime_ns(), read_tsc()) else {
             break;
         };
         if t1 - t0 < best.0 {
@@ -79,6 +76,14 @@ pub struct Forwarder {
     /// For TSC providers: the anchor taken when the trace started.
     tsc_start: Option<TimeAnchor>,
     tsc_map: Option<TimeMap>,
+    /// The provider's process id, for its `dropped_records` counter.
+    pid: u32,
+    /// When the manager last started the provider (kernel timeline).
+    started_ns: Option<u64>,
+    /// The earliest and latest timestamps forwarded since then (kernel
+    /// timeline), a complete duration's end included.
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
     /// Offset in the durable buffer up to which records were forwarded.
     pub durable_forwarded: u64,
     /// Counts so far.
@@ -86,17 +91,88 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// A forwarder for provider `id`; `tsc_start` is set for TSC providers.
-    pub fn new(id: u32, name: &str, tsc_start: Option<TimeAnchor>) -> Self {
+    /// A forwarder for provider `id` of process `pid`; `tsc_start` is set
+    /// for TSC providers.
+    pub fn new(id: u32, name: &str, pid: u32, tsc_start: Option<TimeAnchor>) -> Self {
         Forwarder {
             id,
             name: name.to_owned(),
             introduced: false,
             tsc_start,
             tsc_map: None,
+            pid,
+            started_ns: None,
+            first_ts: None,
+            last_ts: None,
             durable_forwarded: 0,
             stats: CollectStats::default(),
         }
+    }
+
+    /// The provider is (re)started at `ns` (CLOCK_BOOTTIME): where its
+    /// `dropped_records` counter starts from 0.
+    pub fn started(&mut self, ns: u64) {
+        self.started_ns = Some(ns);
+        self.first_ts = None;
+        self.last_ts = None;
+    }
+
+    /// Notes the timestamps of a timed record as written to the output.
+    fn note_times(&mut self, record: &[u8]) {
+        let n = record.len();
+        if n < 16 {
+            return;
+        }
+        let header = u64::from_le_bytes(ts_of(record));
+        let start = u64::from_le_bytes(ts_of(&record[8..]));
+        let complete = header & 0xF == u64::from(record_type::EVENT)
+            && (header >> 16) & 0xF
+                == u64::from(trace_common::fxt::wire::event_type::DURATION_COMPLETE)
+            && n >= 24;
+        let end = if complete {
+            u64::from_le_bytes(ts_of(&record[n - 8..]))
+        } else {
+            start
+        };
+        let (lo, hi) = (start.min(end), start.max(end));
+        self.first_ts = Some(self.first_ts.map_or(lo, |f| f.min(lo)));
+        self.last_ts = Some(self.last_ts.map_or(hi, |l| l.max(hi)));
+    }
+
+    /// Writes the `dropped_records` counter of a provider that dropped
+    /// `dropped` records, read at `now` (CLOCK_BOOTTIME): 0 where its trace
+    /// started (or its first record, if earlier), `dropped` where its data
+    /// ends, never after `now`. Perfetto ignores the provider event
+    /// (buffer overflow); it draws this counter on the provider's process.
+    fn write_drops<W: Write>(
+        &self,
+        out: &mut FxtStream<W>,
+        dropped: u64,
+        now: u64,
+    ) -> Result<(), OutputError> {
+        let zero_at = match (self.started_ns, self.first_ts) {
+            (Some(s), Some(f)) => s.min(f),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => now,
+        }
+        .min(now);
+        let end_at = self.last_ts.unwrap_or(now).clamp(zero_at, now);
+        let thread = ThreadRef::Inline {
+            process: u64::from(self.pid),
+            thread: u64::from(self.pid),
+        };
+        for (ts, n) in [(zero_at, 0), (end_at, dropped)] {
+            let args = [Arg::new("records", ArgValue::Uint64(n))];
+            out.write(&Record::Event {
+                ts,
+                thread,
+                category: StringRef::inline("trace"),
+                name: StringRef::inline("dropped_records"),
+                args: args[..].into(),
+                kind: EventKind::Counter { id: 0 },
+            })?;
+        }
+        Ok(())
     }
 
     /// Takes a fresh anchor to map the timestamps collected next.
@@ -153,7 +229,7 @@ impl Forwarder {
                 r.record_type,
                 record_type::EVENT | record_type::SCHEDULING | record_type::LOG
             );
-            match &self.tsc_map {
+            let written: &[u8] = match self.tsc_map {
                 Some(map) if timed && r.bytes.len() >= 16 => {
                     word.clear();
                     word.extend_from_slice(r.bytes);
@@ -172,10 +248,14 @@ impl Forwarder {
                         let end = map.ns(u64::from_le_bytes(ts_of(&word[n - 8..])));
                         word[n - 8..].copy_from_slice(&end.to_le_bytes());
                     }
-                    out.write_raw(&word, 1)?;
+                    &word
                 }
-                _ => out.write_raw(r.bytes, 1)?,
+                _ => r.bytes,
+            };
+            if timed {
+                self.note_times(written);
             }
+            out.write_raw(written, 1)?;
             self.stats.records += 1;
             self.stats.bytes += r.bytes.len() as u64;
         }
@@ -274,6 +354,9 @@ pub fn collect<W: Write>(
         let end = header.rolling_data_end[b].min(layout.rolling[b]) as usize;
         fwd.forward(out, &snapshot[start..start + end], WalkMode::Chunked)?;
     }
+    if final_collection && header.num_records_dropped > 0 {
+        fwd.write_drops(out, header.num_records_dropped, boottime_ns())?;
+    }
     Ok(())
 }
 
@@ -282,7 +365,6 @@ mod tests {
     use super::*;
     use trace_common::fxt::read::Reader;
     use trace_common::fxt::write::encode;
-    use trace_common::fxt::{EventKind, StringRef, ThreadRef};
 
     fn put(buf: &mut [u8], at: usize, r: &Record<'_>) -> usize {
         let mut v = Vec::new();
@@ -347,7 +429,7 @@ mod tests {
         // A record in the next chunk is past the garbage's chunk: still found
         // only if the garbage does not swallow it (it does: framing is lost).
         let mut out = FxtStream::new(Vec::new()).unwrap();
-        let mut f = Forwarder::new(2, "app", None);
+        let mut f = Forwarder::new(2, "app", 42, None);
         collect(
             &mut out,
             &mut f,
@@ -372,14 +454,142 @@ mod tests {
         assert!(matches!(recs[4], Record::String { index: 1, .. }));
         assert!(matches!(recs[5], Record::Event { ts: 5, .. }));
         assert!(matches!(recs[6], Record::Event { ts: 6, .. }));
-        assert_eq!(recs.len(), 7);
+        // The drops again, as a counter Perfetto shows: from 0 at the first
+        // record (no start time known here) to 3 at the last.
+        assert_eq!(drop_samples(&recs[7..]), [(5, 0), (6, 3)]);
+        assert_eq!(recs.len(), 9);
+    }
+
+    /// The `dropped_records` samples among `recs`, as (time, records).
+    fn drop_samples(recs: &[Record<'_>]) -> Vec<(u64, u64)> {
+        recs.iter()
+            .filter_map(|r| match r {
+                Record::Event {
+                    ts,
+                    thread,
+                    category,
+                    name,
+                    args,
+                    kind,
+                } if *name == StringRef::inline("dropped_records") => {
+                    assert_eq!(*kind, EventKind::Counter { id: 0 });
+                    assert_eq!(*category, StringRef::inline("trace"));
+                    assert_eq!(
+                        *thread,
+                        ThreadRef::Inline {
+                            process: 42,
+                            thread: 42
+                        }
+                    );
+                    assert_eq!(args.len(), 1);
+                    assert_eq!(args[0].name, StringRef::inline("records"));
+                    let ArgValue::Uint64(n) = args[0].value else {
+                        panic!("records is {:?}", args[0].value);
+                    };
+                    Some((*ts, n))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A oneshot buffer holding `events` in its rolling buffer, with
+    /// `dropped` records dropped.
+    fn oneshot_buffer(events: &[Record<'_>], dropped: u64) -> Vec<u8> {
+        let layout = Layout::new(BufferingMode::Oneshot, 64 * 1024).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let r = layout.rolling_offset(0) as usize;
+        let mut m = 0;
+        for e in events {
+            m += put(&mut buf, r + m, e);
+        }
+        let mut h = layout.initial_header();
+        h.durable_data_end = 0;
+        h.rolling_data_end[0] = m as u64;
+        h.num_records_dropped = dropped;
+        buf[..HEADER_BYTES].copy_from_slice(&h.to_bytes());
+        buf
+    }
+
+    #[test]
+    fn drops_are_also_a_counter_on_the_providers_process() {
+        let complete = Record::Event {
+            ts: 100,
+            thread: ThreadRef::Inline {
+                process: 42,
+                thread: 43,
+            },
+            category: StringRef::inline("app"),
+            name: StringRef::inline("work"),
+            args: Vec::new().into(),
+            kind: EventKind::DurationComplete { end_ts: 900 },
+        };
+        let buf = oneshot_buffer(&[complete, instant(500)], 7);
+        let final_ = Rolling::Final { last_saved: None };
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut f = Forwarder::new(2, "app", 42, None);
+        f.started(50);
+        collect(&mut out, &mut f, &buf, BufferingMode::Oneshot, final_).unwrap();
+        let bytes = out.finish().unwrap();
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        assert!(
+            recs.iter()
+                .any(|r| matches!(r, Record::ProviderEvent { id: 2, .. })),
+            "the provider event stays"
+        );
+        // 0 at the start, 7 where the data ends (the duration's end).
+        assert_eq!(drop_samples(&recs), [(50, 0), (900, 7)]);
+
+        // A restart begins a new series, from the new start time.
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        f.started(1_000);
+        let buf = oneshot_buffer(&[instant(2_000)], 1);
+        collect(&mut out, &mut f, &buf, BufferingMode::Oneshot, final_).unwrap();
+        let bytes = out.finish().unwrap();
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        assert_eq!(drop_samples(&recs), [(1_000, 0), (2_000, 1)]);
+
+        // Never later than the collection: a timestamp from the future is
+        // not believed.
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        f.started(1_000);
+        let buf = oneshot_buffer(&[instant(u64::MAX - 1)], 1);
+        let before = boottime_ns();
+        collect(&mut out, &mut f, &buf, BufferingMode::Oneshot, final_).unwrap();
+        let after = boottime_ns();
+        let bytes = out.finish().unwrap();
+        let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+        let samples = drop_samples(&recs);
+        assert_eq!(samples[0], (1_000, 0));
+        assert!((before..=after).contains(&samples[1].0), "{samples:?}");
+
+        // No drops, or a streaming save: no counter.
+        for (dropped, which) in [
+            (0, final_),
+            (
+                5,
+                Rolling::Save {
+                    wrapped: 0,
+                    durable_end: 0,
+                },
+            ),
+        ] {
+            let mut out = FxtStream::new(Vec::new()).unwrap();
+            let mut f = Forwarder::new(2, "app", 42, None);
+            f.started(50);
+            let buf = oneshot_buffer(&[instant(500)], dropped);
+            collect(&mut out, &mut f, &buf, BufferingMode::Oneshot, which).unwrap();
+            let bytes = out.finish().unwrap();
+            let recs: Vec<_> = Reader::new(&bytes).map(|r| r.unwrap().1).collect();
+            assert!(drop_samples(&recs).is_empty());
+        }
     }
 
     #[test]
     fn an_untrusted_header_yields_nothing() {
         let mut buf = vec![0xAAu8; 64 * 1024];
         let mut out = FxtStream::new(Vec::new()).unwrap();
-        let mut f = Forwarder::new(2, "app", None);
+        let mut f = Forwarder::new(2, "app", 42, None);
         collect(
             &mut out,
             &mut f,
@@ -402,12 +612,12 @@ mod tests {
     }
 
     #[test]
-    fn tsc_timestamps_are_mapped_onto_the_monotonic_clock() {
+    fn tsc_timestamps_are_mapped_onto_the_boottime_clock() {
         let a = TimeAnchor {
             ticks: 1_000,
             ns: 50,
         };
-        let mut f = Forwarder::new(3, "app", Some(a));
+        let mut f = Forwarder::new(3, "app", 42, Some(a));
         f.tsc_map = TimeMap::new(
             a,
             TimeAnchor {

@@ -474,7 +474,12 @@ impl Registry {
             serial,
             fifo: ours,
             buffer,
-            fwd: Forwarder::new(p.info.id, &p.info.name, tsc_start),
+            fwd: Forwarder::new(
+                p.info.id,
+                &p.info.name,
+                u32::try_from(p.info.pid).unwrap_or(0),
+                tsc_start,
+            ),
             watcher,
             started: false,
             stopped: false,
@@ -856,6 +861,7 @@ fn start_one(p: &mut Provider, disposition: BufferDisposition, additional: &[Str
     t.started = false;
     t.stopped = false;
     t.unwritten = true;
+    t.fwd.started(crate::clock::boottime_ns());
     p.info.state = "starting";
     if let Err(e) = send_ctl(
         p.ctl.as_raw_fd(),

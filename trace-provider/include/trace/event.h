@@ -64,6 +64,9 @@ void *trace_provider_init(const char *name);
 void trace_provider_fini(void *provider);
 const trace_site_t *trace_site(const char *category, const char *name);
 int trace_site_enabled(const trace_site_t *site);
+/* The provider's timestamp, for trace_duration_complete's start: invariant TSC ticks where
+ * the CPU has them, else CLOCK_BOOTTIME nanoseconds (the manager maps both onto the kernel
+ * provider's CLOCK_BOOTTIME timeline). */
 uint64_t trace_now(void);
 void trace_instant(const trace_site_t *site, int scope, const trace_arg_t *args, size_t nargs);
 void trace_duration_begin(const trace_site_t *site, const trace_arg_t *args, size_t nargs);
