@@ -84,6 +84,11 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+/// The translator's maps, keyed by kernel ids: hashed with foldhash, since
+/// every event looks a thread up (the keys come from the kernel, not from
+/// an attacker who could pick colliding ones).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use trace_common::fxt::wire::IDLE_WEIGHT;
 use trace_common::fxt::{
     Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, ThreadState, obj_type,
@@ -292,6 +297,15 @@ enum CallEnd {
     Running { ts: u64 },
 }
 
+/// A thread's system calls.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadCalls {
+    /// The call in progress.
+    call: Option<PendingSyscall>,
+    /// When its last call written ended (0: none yet).
+    last_end: u64,
+}
+
 /// A system call entered and not yet returned.
 #[derive(Clone, Copy, Debug)]
 struct PendingSyscall {
@@ -304,51 +318,50 @@ struct PendingSyscall {
 /// Translates kernel events into records of one provider in the output.
 pub struct KernelTranslator {
     strings: StringTable,
-    threads: HashMap<u32, ThreadEntry>,
+    threads: Map<u32, ThreadEntry>,
     /// Process koids whose name was written, with that name.
-    processes: HashMap<u32, String>,
+    processes: Map<u32, String>,
     counts: KernelRecordCounts,
     syscall_table: SyscallTable,
-    /// System calls in progress, by thread.
-    pending: HashMap<u32, PendingSyscall>,
+    /// System calls by thread: the one in progress, and when the last one
+    /// returned.
+    calls: Map<u32, ThreadCalls>,
     /// When the recording started (CLOCK_BOOTTIME ns): where calls that
     /// began before it start.
     start_ts: u64,
     /// Interrupts running, by CPU.
-    irqs: HashMap<u32, CpuIrqs>,
+    irqs: Map<u32, CpuIrqs>,
     /// Block requests in flight by (device, sector), oldest first.
-    block: HashMap<(u32, u64), std::collections::VecDeque<PendingBlock>>,
+    block: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
     /// Block devices by `dev_t`, with their tracks.
-    block_devices: HashMap<u32, BlockDevice>,
+    block_devices: Map<u32, BlockDevice>,
     /// The next block track's koid.
     next_block_koid: u32,
     /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
-    mm_owners: HashMap<u32, u32>,
+    mm_owners: Map<u32, u32>,
     /// Names of the probed functions, by probe index.
     probe_names: Vec<String>,
     usdt_sites: Vec<UsdtSiteInfo>,
     thread_table: ThreadTable,
     /// Probed functions entered and not returned, by thread: (probe,
     /// process, entry time), innermost last.
-    probe_stacks: HashMap<u32, Vec<(u64, u32, u64)>>,
+    probe_stacks: Map<u32, Vec<(u64, u32, u64)>>,
     /// When the recording stopped: where what is still open ends.
     stop_ts: Option<u64>,
     /// The latest event time seen.
     last_ts: u64,
-    /// The task each CPU runs, as the events show it.
-    cpu_current: HashMap<u16, Current>,
+    /// The task each CPU runs, as the events show it, by CPU.
+    cpu_current: Vec<Option<Current>>,
     /// The CPU each running thread is on (idle tasks left out).
-    running_on: HashMap<u32, u16>,
+    running_on: Map<u32, u16>,
     /// Each thread's priority, as last seen.
-    prio_of: HashMap<u32, i32>,
+    prio_of: Map<u32, i32>,
     /// Threads that existed when the recording started (the snapshot).
     at_start: std::collections::HashSet<u32>,
     /// When each thread was first seen in an event.
-    first_seen: HashMap<u32, u64>,
+    first_seen: Map<u32, u64>,
     /// When threads created during the recording were created.
-    created: HashMap<u32, u64>,
-    /// When each thread's last system call written ended.
-    last_call_end: HashMap<u32, u64>,
+    created: Map<u32, u64>,
 }
 
 /// The task a CPU runs.
@@ -410,30 +423,29 @@ impl KernelTranslator {
     pub fn with_syscalls(table: SyscallTable) -> Self {
         KernelTranslator {
             strings: StringTable::new(),
-            threads: HashMap::new(),
-            processes: HashMap::new(),
+            threads: Map::default(),
+            processes: Map::default(),
             counts: KernelRecordCounts::default(),
             syscall_table: table,
-            pending: HashMap::new(),
+            calls: Map::default(),
             start_ts: 0,
-            irqs: HashMap::new(),
-            block: HashMap::new(),
-            block_devices: HashMap::new(),
+            irqs: Map::default(),
+            block: Map::default(),
+            block_devices: Map::default(),
             next_block_koid: BLOCK_PROCESS_KOID + 1,
-            mm_owners: HashMap::new(),
+            mm_owners: Map::default(),
             probe_names: Vec::new(),
             usdt_sites: Vec::new(),
             thread_table: ThreadTable::default(),
-            probe_stacks: HashMap::new(),
+            probe_stacks: Map::default(),
             stop_ts: None,
             last_ts: 0,
-            cpu_current: HashMap::new(),
-            running_on: HashMap::new(),
-            prio_of: HashMap::new(),
+            cpu_current: Vec::new(),
+            running_on: Map::default(),
+            prio_of: Map::default(),
             at_start: std::collections::HashSet::new(),
-            first_seen: HashMap::new(),
-            created: HashMap::new(),
-            last_call_end: HashMap::new(),
+            first_seen: Map::default(),
+            created: Map::default(),
         }
     }
 
@@ -459,6 +471,8 @@ impl KernelTranslator {
             self.start_ts = ts;
             self.cpu_current.clear();
             self.running_on.clear();
+            // Returns seen before the gap say nothing of calls after it.
+            self.calls.clear();
         }
     }
 
@@ -618,9 +632,8 @@ impl KernelTranslator {
         tgid: u32,
     ) -> Result<(), OutputError> {
         self.last_ts = self.last_ts.max(ts);
-        self.first_seen.entry(tid).or_insert(ts);
         let now = Current { tid, tgid };
-        match self.cpu_current.get(&cpu).copied() {
+        match self.cpu_current.get(usize::from(cpu)).copied().flatten() {
             Some(c) if c.tid == tid => Ok(()),
             Some(c) => self.inferred_switch(out, ts, cpu, c, now),
             None => {
@@ -632,7 +645,11 @@ impl KernelTranslator {
 
     /// Records that `cpu` runs `now`.
     fn set_current(&mut self, cpu: u16, now: Current) {
-        if let Some(old) = self.cpu_current.insert(cpu, now)
+        let at = usize::from(cpu);
+        if self.cpu_current.len() <= at {
+            self.cpu_current.resize(at + 1, None);
+        }
+        if let Some(old) = self.cpu_current[at].replace(now)
             && self.running_on.get(&old.tid) == Some(&cpu)
         {
             self.running_on.remove(&old.tid);
@@ -734,7 +751,7 @@ impl KernelTranslator {
             // CPU switched away from it without a record.
             if let Some(other) = self.running_on.get(&next_tid).copied()
                 && other != cpu
-                && let Some(c) = self.cpu_current.get(&other).copied()
+                && let Some(c) = self.cpu_current.get(usize::from(other)).copied().flatten()
             {
                 self.inferred_switch(out, ts, other, c, Current { tid: 0, tgid: 0 })?;
             }
@@ -995,7 +1012,7 @@ impl KernelTranslator {
         args: [u64; trace_common::kernel::SYSCALL_ARGS],
     ) -> Result<(), OutputError> {
         let call = PendingSyscall { ts, tgid, nr, args };
-        if let Some(lost) = self.pending.insert(tid, call) {
+        if let Some(lost) = self.calls.entry(tid).or_default().call.replace(call) {
             // Its return was lost (a full ring buffer).
             self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
         }
@@ -1012,7 +1029,9 @@ impl KernelTranslator {
         nr: i64,
         ret: i64,
     ) -> Result<(), OutputError> {
-        match self.pending.remove(&tid) {
+        let calls = self.calls.entry(tid).or_default();
+        let last_end = std::mem::replace(&mut calls.last_end, ts);
+        match calls.call.take() {
             // `rt_sigreturn` restores the registers of the interrupted
             // code, so its return reports call number -1 (the kernel's "no
             // system call" marker): it returns from the call in progress.
@@ -1034,9 +1053,9 @@ impl KernelTranslator {
                 // thread was first seen, never before the thread existed.
                 // A thread seen returning from a call before entered this
                 // one after that return: its entry was lost.
-                if let Some(&after) = self.last_call_end.get(&tid) {
+                if last_end != 0 {
                     let call = PendingSyscall {
-                        ts: after.min(ts),
+                        ts: last_end.min(ts),
                         tgid,
                         nr,
                         args: [0; trace_common::kernel::SYSCALL_ARGS],
@@ -1064,7 +1083,11 @@ impl KernelTranslator {
     /// Writes the system calls still running as durations that end where
     /// the recording ended, marked `unfinished`.
     pub fn finish_syscalls<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
-        let mut left: Vec<_> = self.pending.drain().collect();
+        let mut left: Vec<(u32, PendingSyscall)> = self
+            .calls
+            .iter_mut()
+            .filter_map(|(tid, c)| c.call.take().map(|call| (*tid, call)))
+            .collect();
         left.sort_by_key(|(_, c)| c.ts);
         let end = self.end_ts();
         for (tid, call) in left {
@@ -1089,13 +1112,6 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
-        let end_ts = match end {
-            CallEnd::Returned { ts, .. }
-            | CallEnd::Exited { ts }
-            | CallEnd::Lost { ts }
-            | CallEnd::Running { ts } => ts,
-        };
-        self.last_call_end.insert(tid, end_ts);
         let info = self.syscall_table.get(call.nr);
         let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
         args.push(("nr", ArgValue::Int64(call.nr)));
@@ -1131,7 +1147,6 @@ impl KernelTranslator {
         ret: i64,
         why: &'static str,
     ) -> Result<(), OutputError> {
-        self.last_call_end.insert(tid, end);
         let info = self.syscall_table.get(call.nr);
         let args = [
             ("nr", ArgValue::Int64(call.nr)),
@@ -1832,7 +1847,7 @@ impl KernelTranslator {
         comm: &str,
         group_dead: Option<bool>,
     ) -> Result<(), OutputError> {
-        if let Some(call) = self.pending.remove(&tid) {
+        if let Some(call) = self.calls.remove(&tid).and_then(|c| c.call) {
             // `exit` or `exit_group`: the call ends with the thread.
             self.write_syscall(out, tid, call, CallEnd::Exited { ts })?;
         }
@@ -1840,7 +1855,6 @@ impl KernelTranslator {
         self.at_start.remove(&tid);
         self.created.remove(&tid);
         self.first_seen.remove(&tid);
-        self.last_call_end.remove(&tid);
         self.name_thread(out, tid, tgid, comm)?;
         let mut args = Vec::new();
         if let Some(g) = group_dead {
@@ -2321,7 +2335,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.counts().inferred_switches, 1);
         assert_eq!(t.running_on.get(&69), Some(&1));
-        assert_eq!(t.cpu_current[&0].tid, 0);
+        assert_eq!(t.cpu_current[0].map(|c| c.tid), Some(0));
     }
 
     #[test]

@@ -108,7 +108,9 @@ impl<W: Write> FxtStream<W> {
 /// The string table of one provider in the output.
 #[derive(Default)]
 pub struct StringTable {
-    indexes: HashMap<String, u16>,
+    /// Hashed with foldhash: every event looks its strings up here, and
+    /// the keys are the recorder's own names, not an attacker's.
+    indexes: HashMap<String, u16, foldhash::fast::RandomState>,
     next: u16,
 }
 
@@ -116,7 +118,7 @@ impl StringTable {
     /// An empty table.
     pub fn new() -> Self {
         StringTable {
-            indexes: HashMap::new(),
+            indexes: HashMap::default(),
             next: 1,
         }
     }
