@@ -479,6 +479,79 @@ pub fn parse_bytes(data: &[u8]) -> Trace {
     t
 }
 
+/// Starts `trace-manager --socket SOCKET ARGS`, logging at debug level to
+/// `log`, and waits until it accepts connections.
+pub fn start_daemon(socket: &Path, log: &Path, args: &[&str]) -> std::process::Child {
+    let log = std::fs::File::create(log).unwrap();
+    let mut child = Command::new(bin_dir().join("trace-manager"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--log-level", "debug"])
+        .args(args)
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !can_connect(socket) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the daemon exited: {status}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// Whether a SOCK_SEQPACKET connection to `socket` succeeds (it is closed
+/// at once).
+pub fn can_connect(socket: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let path = socket.as_os_str().as_bytes();
+    // SAFETY: plain socket calls on a sockaddr_un we fill in (the path is
+    // checked to fit) and a descriptor we close.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return false;
+        }
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        if path.len() >= addr.sun_path.len() {
+            libc::close(fd);
+            return false;
+        }
+        for (i, b) in path.iter().enumerate() {
+            addr.sun_path[i] = *b as libc::c_char;
+        }
+        let r = libc::connect(
+            fd,
+            &addr as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_un>() as u32,
+        );
+        libc::close(fd);
+        r == 0
+    }
+}
+
+/// The resident set of process `pid` and its peak, in bytes (`VmRSS`,
+/// `VmHWM` of /proc/PID/status).
+pub fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

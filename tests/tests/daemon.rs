@@ -463,9 +463,18 @@ fn a_scripted_client_walks_every_state_and_every_error() {
             stop_tracing(&mut c, true).await,
             Reply::StopResult(Err(StopError::Aborted))
         );
+        // The owner was told when it happened, with the system's error.
+        let early = c.take_early();
+        assert!(
+            early.iter().any(|m| m.txid == 0
+                && matches!(&m.body, Reply::Failed { fatal: false, code: fail::ABORTED, message }
+                    if message.contains("Broken pipe (os error 32)"))),
+            "{early:?}"
+        );
         assert!(matches!(
             call(&mut c, Request::TerminateTracing).await,
-            Reply::Failed { fatal: false, .. }
+            Reply::Failed { fatal: false, code: fail::ABORTED, message, .. }
+                if message.contains("Broken pipe (os error 32)")
         ));
         assert!(matches!(
             call(&mut c, Request::GetStatus).await,
@@ -746,17 +755,34 @@ fn a_killed_client_returns_the_manager_to_ready() {
         }
         .encode()
         .unwrap();
-        // A version this manager does not speak.
-        let mut v2 = bytes.clone();
-        v2[4] = 2;
+        // A version this manager does not speak: the answer says which
+        // each side speaks.
+        let ours = trace_common::controller::VERSION;
+        let mut future = bytes.clone();
+        future[4..6].copy_from_slice(&(ours + 1).to_le_bytes());
         let mut h = Controller::connect(&d.socket).unwrap();
-        h.send_raw(&v2, None).unwrap();
+        h.send_raw(&future, None).unwrap();
         match h.recv().await.unwrap().body {
             Reply::Failed {
                 fatal: true,
                 code: fail::MALFORMED,
                 message,
-            } => assert!(message.contains("version 2"), "{message}"),
+            } => assert!(
+                message.contains(&format!("speaks controller protocol version {ours}"))
+                    && message.contains(&format!("the client version {}", ours + 1)),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // An older client is answered in its own version, which it reads.
+        let mut old = bytes.clone();
+        old[4..6].copy_from_slice(&(ours - 1).to_le_bytes());
+        let mut h = Controller::connect(&d.socket).unwrap();
+        h.send_raw(&old, None).unwrap();
+        match h.recv().await {
+            Err(trace_manager::client::ClientError::Version { manager }) => {
+                assert_eq!(manager, ours - 1)
+            }
             other => panic!("{other:?}"),
         }
         bytes.extend_from_slice(b"trailing garbage");

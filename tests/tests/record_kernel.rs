@@ -332,12 +332,16 @@ fn without_privileges_it_says_what_is_missing() {
     require_root();
     let file = temp_path("unprivileged.fxt");
     let _ = std::fs::remove_file(&file);
+    // No manager there (the default socket may be another test's
+    // recording's, which would refuse `nobody` instead).
+    let socket = temp_path("no-manager.sock");
     // Run as `nobody`: no root, no capabilities.
     let out = {
         use std::os::unix::process::CommandExt;
         Command::new(trace_cli())
             .args(["record", "-d", "1", "-o"])
             .arg(&file)
+            .env("TRACE_MANAGER_SOCKET", &socket)
             .uid(65534)
             .gid(65534)
             .output()
@@ -363,6 +367,7 @@ fn without_privileges_it_says_what_is_missing() {
         .arg(trace_cli())
         .args(["record", "-d", "1", "-o"])
         .arg(&file)
+        .env("TRACE_MANAGER_SOCKET", &socket)
         .output();
     match out {
         Ok(out) if !String::from_utf8_lossy(&out.stderr).starts_with("setpriv") => {

@@ -49,8 +49,15 @@ fn declared_by_providers() -> Vec<String> {
     };
     runtime.block_on(async {
         let path = trace_manager::userspace::socket_path();
-        let Ok(mut ctl) = trace_manager::client::Controller::connect(&path) else {
-            return Vec::new();
+        let mut ctl = match trace_manager::client::Controller::connect(&path) {
+            Ok(ctl) => ctl,
+            // A daemon runs, but not for this user: say so, since the
+            // list then lacks what its providers declared.
+            Err(e @ trace_manager::client::ClientError::Refused { .. }) => {
+                eprintln!("trace-cli: categories providers declared are not listed: {e}");
+                return Vec::new();
+            }
+            Err(_) => return Vec::new(),
         };
         let reply = tokio::time::timeout(
             std::time::Duration::from_secs(2),

@@ -29,6 +29,11 @@ pub struct ConvertArgs {
     /// Where to write the JSON (`-` for standard output).
     #[arg(short, long)]
     output: PathBuf,
+    /// Exit 0 even when malformed records were skipped (the JSON holds
+    /// every record that could be read, either way; without this flag a
+    /// damaged file makes the exit status 1, as with `dump`).
+    #[arg(long)]
+    skip_damage: bool,
 }
 
 pub fn run(args: ConvertArgs) -> Result<ExitCode> {
@@ -53,10 +58,18 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
     }
     if stats.errors > 0 {
         eprintln!(
-            "trace-cli: skipped {} malformed record(s) in {}",
+            "trace-cli: skipped {} malformed record(s) in {}{}",
             stats.errors,
-            args.file.display()
+            args.file.display(),
+            if args.skip_damage {
+                ""
+            } else {
+                " (--skip-damage accepts a damaged file)"
+            }
         );
+        if !args.skip_damage {
+            return Ok(ExitCode::FAILURE);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Record a trace (needs root, or CAP_BPF and CAP_PERFMON).
+    /// Record a trace (through the trace-manager daemon if one runs: root or
+    /// the `tracing` group; else needs root, or CAP_BPF and CAP_PERFMON).
     Record(Box<record::RecordArgs>),
     /// List the userspace providers that register with a manager.
     Providers(providers::ProvidersArgs),

@@ -283,12 +283,19 @@ pub struct Connection {
 /// without a daemon, the privileges to load eBPF programs are checked.
 pub fn connect(needs_kernel: bool) -> Result<Connection> {
     let path = trace_manager::userspace::socket_path();
-    if let Ok(ctl) = Controller::connect(&path) {
-        log::info!("using the trace manager on {}", path.display());
-        return Ok(Connection {
-            ctl,
-            embedded: None,
-        });
+    match Controller::connect(&path) {
+        Ok(ctl) => {
+            log::info!("using the trace manager on {}", path.display());
+            return Ok(Connection {
+                ctl,
+                embedded: None,
+            });
+        }
+        // A daemon's socket this user may not use: saying that root or
+        // CAP_BPF are needed would send them the wrong way (and a manager
+        // run here could not take the path either).
+        Err(e @ trace_manager::client::ClientError::Refused { .. }) => return Err(e.into()),
+        Err(_) => {}
     }
     if needs_kernel {
         check_privileges()?;
@@ -471,7 +478,9 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         } => bail!("{message}; try again when it ends"),
         other => return Err(failed("initializing", other)),
     }
-    drop(output);
+    // A file (also standard output redirected to one) is cut back to its
+    // last whole record if writing fails; a pipe's reader has what it read.
+    let output_is_file = File::from(output).metadata().is_ok_and(|m| m.is_file());
     let ctl = &mut conn.ctl;
     match ctl
         .call(Request::StartTracing(StartOptions::default()), None)
@@ -557,6 +566,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             }
             news.extend(ctl.take_early());
             let mut triggered = None;
+            let mut aborted = None;
             for m in news {
                 match m.body {
                     Reply::Alert { name, provider } => {
@@ -569,10 +579,22 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                         watch = ctl.send(Request::WatchAlert, None)?;
                     }
                     Reply::StateChanged(_) => {}
+                    // The session failed (its output, say): nothing more
+                    // is recorded, so nothing more is waited for.
+                    Reply::Failed {
+                        code: fail::ABORTED,
+                        message,
+                        ..
+                    } if m.txid == 0 => {
+                        aborted.get_or_insert(message);
+                    }
                     Reply::Failed { message, .. } => bail!("{message}"),
                     other if m.txid == watch => return Err(failed("watching alerts", other)),
                     _ => {}
                 }
+            }
+            if let Some(why) = aborted {
+                break StopReason::Aborted(why);
             }
             if let Some(alert) = triggered {
                 break StopReason::Trigger(alert);
@@ -581,10 +603,9 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         progress.finish();
         reason
     };
-    let stats = match ctl.call(Request::TerminateTracing, None).await? {
-        Reply::Terminated(stats) => stats,
-        other => return Err(failed("ending the recording", other)),
-    };
+    // Also after an abort: the session ends, and a deferred trace's staged
+    // records are still written out.
+    let ended = ctl.call(Request::TerminateTracing, None).await?;
     drop(conn.ctl);
     if let Some(task) = conn.embedded {
         let _ = task.await;
@@ -593,14 +614,69 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: stopped by alert {alert:?}");
     }
 
-    if let Some(mut c) = child
-        && !matches!(reason, StopReason::CommandExited(_))
-    {
+    // What became of the command, said last.
+    let command = match (&reason, child.as_mut()) {
+        (StopReason::CommandExited(Some(status)), _) if !status.success() => {
+            Some(format!("trace-cli: the command exited with {status}"))
+        }
+        (StopReason::CommandExited(_), _) | (_, None) => None,
+        // The recording failed, not the command: it is left to finish
+        // (not killed, not waited for), and the user told which it is.
+        (StopReason::Aborted(_), Some(c)) => match (c.try_wait(), c.id()) {
+            (Ok(None), Some(pid)) => Some(format!(
+                "trace-cli: the command (pid {pid}) is still running; it is no longer \
+                 recorded, and trace-cli does not wait for it"
+            )),
+            (Ok(Some(status)), _) if !status.success() => {
+                Some(format!("trace-cli: the command exited with {status}"))
+            }
+            _ => None,
+        },
         // The recording ended first: the command is not left behind.
-        let _ = c.start_kill();
-        let _ = c.wait().await;
+        (_, Some(c)) => {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+            None
+        }
+    };
+    let destination = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        args.output.display().to_string()
+    };
+    let why = match (&reason, ended) {
+        // Said the moment it happened; the termination's answer repeats it.
+        (StopReason::Aborted(why), _) => why.clone(),
+        (_, Reply::Terminated(stats)) => {
+            print_summary(&stats, &destination);
+            if let Some(line) = command {
+                eprintln!("{line}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Writing the last records failed (the disk filled, say).
+        (
+            _,
+            Reply::Failed {
+                code: fail::ABORTED,
+                message,
+                ..
+            },
+        ) => message,
+        (_, other) => return Err(failed("ending the recording", other)),
+    };
+    eprintln!("trace-cli: recording failed: {why}");
+    if output_is_file {
+        eprintln!("trace-cli: {destination} holds what was recorded until then, in whole records");
     }
+    if let Some(line) = command {
+        eprintln!("{line}");
+    }
+    Ok(ExitCode::FAILURE)
+}
 
+/// The summary of a recording that ended well.
+fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
     let k = &stats.kernel;
     let count = |name: &str| {
         k.counts
@@ -633,18 +709,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             String::new()
         },
         providers_summary(&stats.provider_stats),
-        if to_stdout {
-            "standard output".to_owned()
-        } else {
-            args.output.display().to_string()
-        }
+        destination
     );
-    if let StopReason::CommandExited(Some(status)) = reason
-        && !status.success()
-    {
-        eprintln!("trace-cli: the command exited with {status}");
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `s` seconds; an error when it is too long to wait for.
@@ -807,6 +873,8 @@ enum StopReason {
     Trigger(String),
     CommandExited(Option<std::process::ExitStatus>),
     Signal,
+    /// The manager aborted the session (why): its output failed, say.
+    Aborted(String),
 }
 
 /// Fails with one sentence when the process cannot load eBPF programs.

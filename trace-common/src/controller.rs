@@ -23,14 +23,25 @@ use crate::provider::{BufferDisposition, BufferingMode};
 /// First word of every controller message ("TMCC" in memory).
 pub const MAGIC: u32 = 0x4343_4D54;
 
-/// The controller protocol version.
-pub const VERSION: u16 = 1;
+/// The controller protocol version. 2: the stop result says how many
+/// providers took part (`providers_total`) and [`Request::GetProviderStats`]
+/// pages through those one message did not hold.
+pub const VERSION: u16 = 2;
+
+/// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
+/// manager tells a client of such a version that it does not speak it in a
+/// message that client can read ([`Envelope::<Reply>::encode_failed_as`]).
+pub const OLDEST_READABLE_FAILED: u16 = 1;
 
 /// The largest message, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// The most providers a list holds (as `vector<ProviderInfo>:100`).
 pub const MAX_PROVIDERS: usize = 100;
+
+/// The most providers a stop result may say took part
+/// ([`StopResult::providers_total`]); a client pages through them.
+pub const MAX_PROVIDER_STATS: usize = 1 << 16;
 
 /// The most categories a trace enables, `TraceConfig`'s and
 /// `StartOptions`' together; extras are discarded.
@@ -65,6 +76,8 @@ pub mod kind {
     pub const FOLLOW: u16 = 0x0108;
     /// Client → manager: how the session is going.
     pub const GET_STATUS: u16 = 0x0109;
+    /// Client → manager: more of the last stop result's provider stats.
+    pub const GET_PROVIDER_STATS: u16 = 0x010A;
     /// Manager → client: the registered providers.
     pub const PROVIDERS: u16 = 0x0181;
     /// Manager → client: the known categories.
@@ -87,6 +100,8 @@ pub mod kind {
     pub const STATE_CHANGED: u16 = 0x018A;
     /// Manager → client: the request failed.
     pub const FAILED: u16 = 0x018B;
+    /// Manager → client: a page of the last stop result's provider stats.
+    pub const PROVIDER_STATS: u16 = 0x018C;
 }
 
 /// Codes of [`Reply::Failed`].
@@ -106,6 +121,16 @@ pub mod fail {
     pub const BAD_CONFIG: u32 = 5;
     /// Starting the kernel provider failed.
     pub const START_FAILED: u32 = 6;
+    /// The session aborted (its output failed, or the kernel could not be
+    /// read): an event (txid 0) to the session's owner the moment it
+    /// happens, the message saying why (e.g. `writing the trace to /path:
+    /// No space left on device (os error 28)`). Nothing more is recorded;
+    /// StopTracing answers ABORTED and TerminateTracing fails with this
+    /// code and the same cause, as it does when writing the trace's last
+    /// records fails.
+    pub const ABORTED: u32 = 7;
+    /// Follow named a process that does not exist (or has exited).
+    pub const NO_SUCH_PROCESS: u32 = 8;
 }
 
 /// The state of the tracing session (`SessionState`).
@@ -408,8 +433,14 @@ pub struct KernelStats {
 /// The answer to StopTracing and TerminateTracing (`StopResult`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StopResult {
-    /// Each provider's numbers, the kernel's first.
+    /// Each provider's numbers, the kernel's first: on the wire, the first
+    /// [`StopResult::providers_total`] that fit in the message
+    /// ([`StopResult::paged`]); [`Request::GetProviderStats`] gives the
+    /// rest (`trace_manager::client::Controller` fetches them itself).
     pub provider_stats: Vec<ProviderStats>,
+    /// How many providers took part, the kernel included (encoded as at
+    /// least `provider_stats.len()`).
+    pub providers_total: u32,
     /// The kernel provider's numbers.
     pub kernel: KernelStats,
     /// Records in the output so far.
@@ -484,6 +515,13 @@ pub enum Request {
     },
     /// How the session is going.
     GetStatus,
+    /// The provider stats of the last stop result (StopTracing's or
+    /// TerminateTracing's) sent on this connection, from `offset` on: as
+    /// many as fit in one [`Reply::ProviderStats`].
+    GetProviderStats {
+        /// The index of the first one wanted.
+        offset: u32,
+    },
 }
 
 /// What the manager answers or announces.
@@ -514,6 +552,16 @@ pub enum Reply {
     Status(Status),
     /// The session's state changed (an event, txid 0).
     StateChanged(SessionState),
+    /// A page of the last stop result's provider stats.
+    ProviderStats {
+        /// The index of the first one in `stats`.
+        offset: u32,
+        /// How many there are in all (the stop result's `providers_total`).
+        total: u32,
+        /// Those from `offset` on that fit in the message (at least one
+        /// while `offset` is below `total`).
+        stats: Vec<ProviderStats>,
+    },
     /// The request failed; with `fatal`, the manager closes the connection.
     Failed {
         /// Whether the connection is closed after this.
@@ -746,21 +794,116 @@ impl TraceConfig {
     }
 }
 
-impl StopResult {
+impl ProviderStats {
+    /// The fewest bytes one takes in a message (an empty name).
+    const MIN_ENCODED_LEN: usize = 41;
+
+    /// The bytes it takes in a message.
+    pub fn encoded_len(&self) -> usize {
+        Self::MIN_ENCODED_LEN + self.name.len()
+    }
+
     fn encode(&self, e: &mut Encoder) -> Result<(), ControlError> {
-        e.count(self.provider_stats.len())?;
-        for s in &self.provider_stats {
-            e.u32(s.id);
-            e.str(&s.name)?;
-            e.u32(s.pid as u32);
-            e.u64(s.records_written);
-            e.u64(s.bytes_written);
-            e.u64(s.records_dropped);
-            e.u32(s.buffer_wrapped_count);
-            e.u8(s.percentage_durable_buffer_used);
-            e.bool(s.started);
-            e.bool(s.aborted);
+        e.u32(self.id);
+        e.str(&self.name)?;
+        e.u32(self.pid as u32);
+        e.u64(self.records_written);
+        e.u64(self.bytes_written);
+        e.u64(self.records_dropped);
+        e.u32(self.buffer_wrapped_count);
+        e.u8(self.percentage_durable_buffer_used);
+        e.bool(self.started);
+        e.bool(self.aborted);
+        Ok(())
+    }
+
+    fn encode_list(list: &[ProviderStats], e: &mut Encoder) -> Result<(), ControlError> {
+        e.count(list.len())?;
+        list.iter().try_for_each(|s| s.encode(e))
+    }
+
+    /// A list of them, its count checked against the bytes left.
+    fn decode_list(d: &mut Decoder<'_>) -> Result<Vec<ProviderStats>, ControlError> {
+        let n = d.count(Self::MIN_ENCODED_LEN)?;
+        (0..n)
+            .map(|_| {
+                let id = d.u32()?;
+                let name = d.str()?;
+                Ok(ProviderStats {
+                    id,
+                    name,
+                    pid: d.u32()? as i32,
+                    records_written: d.u64()?,
+                    bytes_written: d.u64()?,
+                    records_dropped: d.u64()?,
+                    buffer_wrapped_count: d.u32()?,
+                    percentage_durable_buffer_used: match d.u8()? {
+                        p @ 0..=100 => p,
+                        _ => return Err(ControlError::BadValue("buffer usage")),
+                    },
+                    started: d.bool("started")?,
+                    aborted: d.bool("aborted")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// How many of `stats`, from the first, fit in `room` bytes of a message
+/// (and in one list).
+fn stats_that_fit(stats: &[ProviderStats], mut room: usize) -> usize {
+    let mut n = 0;
+    for s in stats.iter().take(MAX_LIST_LEN) {
+        let len = s.encoded_len();
+        if len > room {
+            break;
         }
+        room -= len;
+        n += 1;
+    }
+    n
+}
+
+/// The page of `all` from `offset` that one [`Reply::ProviderStats`]
+/// holds; the answer to [`Request::GetProviderStats`]. `None` when
+/// `offset` is past the end (at the end: an empty page).
+pub fn provider_stats_page(all: &[ProviderStats], offset: u32) -> Option<Reply> {
+    let rest = all.get(offset as usize..)?;
+    let head = Encoder::new(kind::PROVIDER_STATS, 0).0.len() + 4 + 4 + 2;
+    let n = stats_that_fit(rest, MAX_MESSAGE_BYTES.saturating_sub(head));
+    Some(Reply::ProviderStats {
+        offset,
+        total: all.len() as u32,
+        stats: rest[..n].to_vec(),
+    })
+}
+
+impl StopResult {
+    /// This result as one message holds it, and every provider's stats:
+    /// `providers_total` counts them all, `provider_stats` keeps the first
+    /// that fit beside the rest of the result; the caller keeps the list
+    /// for [`Request::GetProviderStats`] ([`provider_stats_page`]).
+    pub fn paged(mut self) -> (StopResult, Vec<ProviderStats>) {
+        let all = core::mem::take(&mut self.provider_stats);
+        self.providers_total = all.len().min(MAX_PROVIDER_STATS) as u32;
+        let mut e = Encoder::new(kind::STOP_RESULT, 0);
+        e.u32(0);
+        let rest = match self.encode(&mut e) {
+            Ok(()) => e.0.len(),
+            Err(_) => MAX_MESSAGE_BYTES,
+        };
+        let n = stats_that_fit(&all, MAX_MESSAGE_BYTES.saturating_sub(rest));
+        self.provider_stats = all[..n].to_vec();
+        (self, all)
+    }
+
+    fn encode(&self, e: &mut Encoder) -> Result<(), ControlError> {
+        let total = (self.providers_total as usize).max(self.provider_stats.len());
+        if total > MAX_PROVIDER_STATS {
+            return Err(ControlError::TooLong("provider total"));
+        }
+        e.u32(total as u32);
+        ProviderStats::encode_list(&self.provider_stats, e)?;
         let k = &self.kernel;
         e.u64(k.events);
         e.u64(k.dropped);
@@ -783,28 +926,14 @@ impl StopResult {
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
-        let n = d.count(41)?;
-        let provider_stats = (0..n)
-            .map(|_| {
-                let id = d.u32()?;
-                let name = d.str()?;
-                Ok(ProviderStats {
-                    id,
-                    name,
-                    pid: d.u32()? as i32,
-                    records_written: d.u64()?,
-                    bytes_written: d.u64()?,
-                    records_dropped: d.u64()?,
-                    buffer_wrapped_count: d.u32()?,
-                    percentage_durable_buffer_used: match d.u8()? {
-                        p @ 0..=100 => p,
-                        _ => return Err(ControlError::BadValue("buffer usage")),
-                    },
-                    started: d.bool("started")?,
-                    aborted: d.bool("aborted")?,
-                })
-            })
-            .collect::<Result<_, ControlError>>()?;
+        let providers_total = d.u32()?;
+        if providers_total as usize > MAX_PROVIDER_STATS {
+            return Err(ControlError::TooLong("provider total"));
+        }
+        let provider_stats = ProviderStats::decode_list(d)?;
+        if provider_stats.len() > providers_total as usize {
+            return Err(ControlError::BadValue("provider total"));
+        }
         let events = d.u64()?;
         let dropped = d.u64()?;
         let n = d.count(12)?;
@@ -818,6 +947,7 @@ impl StopResult {
             .collect::<Result<_, ControlError>>()?;
         Ok(StopResult {
             provider_stats,
+            providers_total,
             kernel: KernelStats {
                 events,
                 dropped,
@@ -864,6 +994,11 @@ impl Envelope<Request> {
                 e
             }
             Request::GetStatus => Encoder::new(kind::GET_STATUS, t),
+            Request::GetProviderStats { offset } => {
+                let mut e = Encoder::new(kind::GET_PROVIDER_STATS, t);
+                e.u32(*offset);
+                e
+            }
         };
         e.finish()
     }
@@ -887,6 +1022,7 @@ impl Envelope<Request> {
             kind::TERMINATE_TRACING => Request::TerminateTracing,
             kind::FOLLOW => Request::Follow { pid: d.u32()? },
             kind::GET_STATUS => Request::GetStatus,
+            kind::GET_PROVIDER_STATS => Request::GetProviderStats { offset: d.u32()? },
             other => return Err(ControlError::UnknownKind(other)),
         };
         d.end()?;
@@ -974,6 +1110,23 @@ impl Envelope<Reply> {
             Reply::StateChanged(state) => {
                 let mut e = Encoder::new(kind::STATE_CHANGED, t);
                 e.u32(state.value());
+                e
+            }
+            Reply::ProviderStats {
+                offset,
+                total,
+                stats,
+            } => {
+                let end = (*offset as usize).checked_add(stats.len());
+                if end.is_none_or(|end| end > *total as usize)
+                    || *total as usize > MAX_PROVIDER_STATS
+                {
+                    return Err(ControlError::BadValue("provider stats page"));
+                }
+                let mut e = Encoder::new(kind::PROVIDER_STATS, t);
+                e.u32(*offset);
+                e.u32(*total);
+                ProviderStats::encode_list(stats, &mut e)?;
                 e
             }
             Reply::Failed {
@@ -1066,6 +1219,22 @@ impl Envelope<Reply> {
             kind::STATE_CHANGED => Reply::StateChanged(
                 SessionState::from_value(d.u32()?).ok_or(ControlError::BadValue("state"))?,
             ),
+            kind::PROVIDER_STATS => {
+                let offset = d.u32()?;
+                let total = d.u32()?;
+                if total as usize > MAX_PROVIDER_STATS || offset > total {
+                    return Err(ControlError::BadValue("provider stats page"));
+                }
+                let stats = ProviderStats::decode_list(&mut d)?;
+                if stats.len() > (total - offset) as usize {
+                    return Err(ControlError::BadValue("provider stats page"));
+                }
+                Reply::ProviderStats {
+                    offset,
+                    total,
+                    stats,
+                }
+            }
             kind::FAILED => Reply::Failed {
                 fatal: d.bool("fatal")?,
                 code: d.u32()?,
@@ -1075,6 +1244,24 @@ impl Envelope<Reply> {
         };
         d.end()?;
         Ok(Envelope { txid, body })
+    }
+}
+
+impl Envelope<Reply> {
+    /// A [`Reply::Failed`] with `version` in its header, for a client that
+    /// speaks `version` (from [`OLDEST_READABLE_FAILED`] to [`VERSION`],
+    /// whose Failed is laid out as this one's): how a manager tells it that
+    /// it does not speak its version. `None` for any other version or
+    /// reply.
+    pub fn encode_failed_as(&self, version: u16) -> Option<Vec<u8>> {
+        if !(OLDEST_READABLE_FAILED..=VERSION).contains(&version)
+            || !matches!(self.body, Reply::Failed { .. })
+        {
+            return None;
+        }
+        let mut bytes = self.encode().ok()?;
+        bytes[4..6].copy_from_slice(&version.to_le_bytes());
+        Some(bytes)
     }
 }
 
@@ -1141,6 +1328,7 @@ mod tests {
         roundtrip_request(Request::TerminateTracing);
         roundtrip_request(Request::Follow { pid: 42 });
         roundtrip_request(Request::GetStatus);
+        roundtrip_request(Request::GetProviderStats { offset: 120 });
     }
 
     #[test]
@@ -1158,6 +1346,7 @@ mod tests {
                 started: true,
                 aborted: false,
             }],
+            providers_total: 3,
             kernel: KernelStats {
                 events: 10,
                 dropped: 2,
@@ -1193,6 +1382,16 @@ mod tests {
         roundtrip_reply(Reply::Alert {
             name: "oops".to_string(),
             provider: "app".to_string(),
+        });
+        roundtrip_reply(Reply::ProviderStats {
+            offset: 1,
+            total: 3,
+            stats: result.provider_stats.clone(),
+        });
+        roundtrip_reply(Reply::ProviderStats {
+            offset: 3,
+            total: 3,
+            stats: vec![],
         });
         roundtrip_reply(Reply::Terminated(result));
         roundtrip_reply(Reply::Followed);
@@ -1231,11 +1430,13 @@ mod tests {
         .encode()
         .unwrap();
         assert!(is_controller_message(&bytes));
-        bytes[4] = 2;
-        assert_eq!(
-            Envelope::<Request>::decode(&bytes),
-            Err(ControlError::UnsupportedVersion(2))
-        );
+        for v in [0, VERSION - 1, VERSION + 1] {
+            bytes[4..6].copy_from_slice(&v.to_le_bytes());
+            assert_eq!(
+                Envelope::<Request>::decode(&bytes),
+                Err(ControlError::UnsupportedVersion(v))
+            );
+        }
         bytes[0] ^= 1;
         assert_eq!(
             Envelope::<Request>::decode(&bytes),
@@ -1263,6 +1464,162 @@ mod tests {
             Envelope::<Reply>::decode(&bytes),
             Err(ControlError::Truncated)
         );
+    }
+
+    fn stats(n: usize, name_len: usize) -> Vec<ProviderStats> {
+        (0..n)
+            .map(|i| ProviderStats {
+                id: i as u32 + 1,
+                name: alloc::format!("{i:0>width$}", width = name_len),
+                pid: i as i32,
+                ..ProviderStats::default()
+            })
+            .collect()
+    }
+
+    /// Pages through a stop result as a client does: the result, then
+    /// GetProviderStats until every provider is there.
+    fn page_through(result: StopResult) -> Vec<ProviderStats> {
+        let (first, all) = result.paged();
+        let reply = Envelope {
+            txid: 1,
+            body: Reply::StopResult(Ok(first)),
+        };
+        let bytes = reply.encode().unwrap();
+        assert!(bytes.len() <= MAX_MESSAGE_BYTES);
+        let Reply::StopResult(Ok(first)) = Envelope::<Reply>::decode(&bytes).unwrap().body else {
+            panic!();
+        };
+        let total = first.providers_total;
+        let mut got = first.provider_stats;
+        while got.len() < total as usize {
+            let page = provider_stats_page(&all, got.len() as u32).unwrap();
+            let bytes = Envelope {
+                txid: 2,
+                body: page,
+            }
+            .encode()
+            .unwrap();
+            assert!(bytes.len() <= MAX_MESSAGE_BYTES);
+            match Envelope::<Reply>::decode(&bytes).unwrap().body {
+                Reply::ProviderStats {
+                    offset,
+                    total: t,
+                    stats,
+                } => {
+                    assert_eq!((offset as usize, t), (got.len(), total));
+                    assert!(!stats.is_empty());
+                    got.extend(stats);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn every_provider_is_reported_whatever_their_number() {
+        // Few: all in the result itself.
+        let few = stats(120, 12);
+        let (first, _) = StopResult {
+            provider_stats: few.clone(),
+            ..StopResult::default()
+        }
+        .paged();
+        assert_eq!(first.providers_total, 120);
+        assert_eq!(first.provider_stats, few);
+        // A thousand with long names: paged, none lost, in order.
+        for (n, len) in [(1001, 100), (2000, 4000), (0, 0)] {
+            let all = stats(n, len);
+            let got = page_through(StopResult {
+                provider_stats: all.clone(),
+                kernel: KernelStats {
+                    counts: vec![("switches".to_string(), 5)],
+                    ..KernelStats::default()
+                },
+                ..StopResult::default()
+            });
+            assert_eq!(got, all);
+        }
+        // Past the end: no page.
+        assert_eq!(provider_stats_page(&few, 121), None);
+        assert!(matches!(
+            provider_stats_page(&few, 120),
+            Some(Reply::ProviderStats { stats, .. }) if stats.is_empty()
+        ));
+    }
+
+    #[test]
+    fn forged_totals_and_pages_are_refused() {
+        let result = StopResult {
+            provider_stats: stats(2, 3),
+            providers_total: 2,
+            ..StopResult::default()
+        };
+        let mut bytes = Envelope {
+            txid: 1,
+            body: Reply::Terminated(result),
+        }
+        .encode()
+        .unwrap();
+        // A total below the list's length, or past the limit.
+        for (total, err) in [
+            (1u32, ControlError::BadValue("provider total")),
+            (
+                MAX_PROVIDER_STATS as u32 + 1,
+                ControlError::TooLong("provider total"),
+            ),
+        ] {
+            bytes[12..16].copy_from_slice(&total.to_le_bytes());
+            assert_eq!(Envelope::<Reply>::decode(&bytes), Err(err));
+        }
+        // A page past its total.
+        let page = Reply::ProviderStats {
+            offset: 2,
+            total: 3,
+            stats: stats(2, 3),
+        };
+        assert!(
+            Envelope {
+                txid: 1,
+                body: page
+            }
+            .encode()
+            .is_err()
+        );
+        let mut e = Encoder::new(kind::PROVIDER_STATS, 1);
+        e.u32(2);
+        e.u32(3);
+        ProviderStats::encode_list(&stats(2, 3), &mut e).unwrap();
+        assert_eq!(
+            Envelope::<Reply>::decode(&e.finish().unwrap()),
+            Err(ControlError::BadValue("provider stats page"))
+        );
+    }
+
+    #[test]
+    fn an_older_client_reads_why_it_is_refused() {
+        let failed = Envelope {
+            txid: 0,
+            body: Reply::Failed {
+                fatal: true,
+                code: fail::MALFORMED,
+                message: "this manager speaks version 2".to_string(),
+            },
+        };
+        for v in OLDEST_READABLE_FAILED..=VERSION {
+            let mut bytes = failed.encode_failed_as(v).unwrap();
+            assert_eq!(bytes[4..6], v.to_le_bytes());
+            bytes[4..6].copy_from_slice(&VERSION.to_le_bytes());
+            assert_eq!(Envelope::<Reply>::decode(&bytes).unwrap(), failed);
+        }
+        assert_eq!(failed.encode_failed_as(VERSION + 1), None);
+        assert_eq!(failed.encode_failed_as(0), None);
+        let other = Envelope {
+            txid: 0,
+            body: Reply::Initialized,
+        };
+        assert_eq!(other.encode_failed_as(1), None);
     }
 
     proptest! {

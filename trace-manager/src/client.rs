@@ -12,7 +12,9 @@ use nix::sys::socket::{
 };
 use thiserror::Error;
 use tokio::io::unix::AsyncFd;
-use trace_common::controller::{Envelope, MAX_MESSAGE_BYTES, Reply, Request, SessionState};
+use trace_common::controller::{
+    Envelope, MAX_MESSAGE_BYTES, Reply, Request, SessionState, StopResult,
+};
 use trace_common::provider::control::ControlError;
 
 /// Why talking to the manager failed.
@@ -25,6 +27,34 @@ pub enum ClientError {
         path: PathBuf,
         /// What connecting said.
         source: std::io::Error,
+    },
+    /// A manager's socket is there, but this process may not connect to
+    /// it (`EACCES`): the daemon lets root and the `tracing` group in.
+    #[error(
+        "the trace manager's socket {} refused the connection ({error}): the trace-manager \
+         daemon lets in root and the members of the `tracing` group; ask to be added (`sudo \
+         usermod -aG tracing $USER`, then log in again; without a `tracing` group an \
+         administrator creates one with `sudo groupadd --system tracing` and restarts the \
+         daemon), or run this as root",
+        path.display()
+    )]
+    Refused {
+        /// The socket path.
+        path: PathBuf,
+        /// What connecting said (part of the message, not a cause of
+        /// its own: said once).
+        error: std::io::Error,
+    },
+    /// The manager speaks another version of the controller protocol.
+    #[error(
+        "the trace manager speaks controller protocol version {manager}, this client version \
+         {ours}: use the trace-cli built with the trace-manager that runs (after an upgrade, \
+         restart the daemon)",
+        ours = trace_common::controller::VERSION
+    )]
+    Version {
+        /// The manager's version.
+        manager: u16,
     },
     /// The connection failed.
     #[error("talking to the trace manager: {0}")]
@@ -61,7 +91,14 @@ impl Controller {
             None,
         )
         .map_err(|e| no_manager(e.into()))?;
-        connect(fd.as_raw_fd(), &addr).map_err(|e| no_manager(e.into()))?;
+        connect(fd.as_raw_fd(), &addr).map_err(|e| match e {
+            // The socket, or the folder it is in, is not ours to use.
+            nix::Error::EACCES | nix::Error::EPERM => ClientError::Refused {
+                path: path.to_owned(),
+                error: e.into(),
+            },
+            _ => no_manager(e.into()),
+        })?;
         nix::fcntl::fcntl(
             fd.as_raw_fd(),
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -126,7 +163,15 @@ impl Controller {
                     .map_err(std::io::Error::from)
             }) {
                 Ok(Ok(0)) => return Err(ClientError::Closed),
-                Ok(Ok(n)) => return Ok(Envelope::<Reply>::decode(&buf[..n])?),
+                Ok(Ok(n)) => {
+                    return match Envelope::<Reply>::decode(&buf[..n]) {
+                        Ok(m) => Ok(m),
+                        Err(ControlError::UnsupportedVersion(manager)) => {
+                            Err(ClientError::Version { manager })
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
                     return Err(ClientError::Closed);
                 }
@@ -147,8 +192,44 @@ impl Controller {
         self.wait(txid).await
     }
 
-    /// Waits for the reply to `txid`.
+    /// Waits for the reply to `txid`. A stop result (StopTracing's or
+    /// TerminateTracing's) comes back with every provider's stats: those
+    /// one message did not hold are asked for ([`Request::GetProviderStats`]).
     pub async fn wait(&mut self, txid: u32) -> Result<Reply, ClientError> {
+        let mut reply = self.wait_one(txid).await?;
+        if let Reply::StopResult(Ok(result)) | Reply::Terminated(result) = &mut reply {
+            self.fetch_provider_stats(result).await?;
+        }
+        Ok(reply)
+    }
+
+    /// Completes `result`'s provider stats, a page at a time.
+    async fn fetch_provider_stats(&mut self, result: &mut StopResult) -> Result<(), ClientError> {
+        let total = result.providers_total;
+        while result.provider_stats.len() < total as usize {
+            let have = result.provider_stats.len() as u32;
+            let txid = self.send(Request::GetProviderStats { offset: have }, None)?;
+            match self.wait_one(txid).await? {
+                Reply::ProviderStats {
+                    offset,
+                    total: t,
+                    stats,
+                } if offset == have && t == total && !stats.is_empty() => {
+                    result.provider_stats.extend(stats);
+                }
+                Reply::Failed { message, .. } => {
+                    return Err(ClientError::Io(std::io::Error::other(format!(
+                        "fetching the stats of providers {have} to {total}: {message}"
+                    ))));
+                }
+                _ => return Err(ControlError::BadValue("provider stats page").into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the reply to `txid`, as it came.
+    async fn wait_one(&mut self, txid: u32) -> Result<Reply, ClientError> {
         let mut kept = VecDeque::new();
         let result = loop {
             let m = match self.recv().await {

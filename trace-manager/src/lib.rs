@@ -12,12 +12,15 @@
 //! - [`client`]: the client side of the controller protocol.
 //! - [`syscalls`]: system call names and argument descriptions.
 //! - [`uprobes`]: where `--uprobe` probes go.
+//! - [`creds`]: probe files opened with the client's rights.
 //! - [`usdt`]: where `--usdt` probes are and how to read their arguments.
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
 pub mod client;
 pub mod clock;
+pub mod creds;
 pub mod kernel;
 pub mod kernel_records;
+pub mod limits;
 pub mod output;
 pub mod procfs;
 pub mod service;

@@ -23,6 +23,68 @@ struct Args {
     /// too).
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log_level: log::LevelFilter,
+    /// Memory every session's trace buffers may take together (kernel
+    /// ring buffers and providers' buffers): `512M`, `4G`... Default: a
+    /// quarter of the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = trace_manager::limits::parse_size)]
+    memory_budget: Option<u64>,
+    /// Memory one session's trace buffers may take. A session asking for a
+    /// larger kernel buffer is refused; providers beyond it get smaller
+    /// buffers, or none. Default: the memory budget.
+    #[arg(long, value_name = "SIZE", value_parser = trace_manager::limits::parse_size)]
+    session_memory_budget: Option<u64>,
+    /// Connections (providers and clients) open at once; more are closed
+    /// at once.
+    #[arg(long, value_name = "N", default_value_t = trace_manager::limits::Limits::for_this_machine().max_connections)]
+    max_connections: usize,
+    /// Connections one user other than root may have open at once.
+    #[arg(long, value_name = "N", default_value_t = trace_manager::limits::Limits::for_this_machine().max_connections_per_uid)]
+    max_connections_per_user: usize,
+}
+
+impl Args {
+    /// The limits these options set.
+    fn limits(&self) -> trace_manager::limits::Limits {
+        let defaults = trace_manager::limits::Limits::for_this_machine();
+        let memory_budget = self.memory_budget.unwrap_or(defaults.memory_budget);
+        trace_manager::limits::Limits {
+            memory_budget,
+            session_memory_budget: self
+                .session_memory_budget
+                .unwrap_or(memory_budget)
+                .min(memory_budget),
+            max_connections: self.max_connections,
+            max_connections_per_uid: self.max_connections_per_user,
+        }
+    }
+}
+
+/// Raises the limit of open descriptors, so that the connection limits are
+/// what bounds the daemon: every connection is a descriptor, a traced
+/// provider about five. With CAP_SYS_RESOURCE to 2^20 (the kernel's usual
+/// `nr_open`), else the soft limit to the hard one.
+fn raise_descriptor_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with structs we own.
+    unsafe {
+        let wide = libc::rlimit {
+            rlim_cur: 1 << 20,
+            rlim_max: 1 << 20,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0
+            && lim.rlim_max < wide.rlim_max
+            && libc::setrlimit(libc::RLIMIT_NOFILE, &wide) == 0
+        {
+            return;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }
 
 fn init_logging(level: log::LevelFilter) {
@@ -59,6 +121,7 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let socket = args
         .socket
+        .clone()
         .unwrap_or_else(trace_manager::userspace::socket_path);
     if !nix::unistd::geteuid().is_root() {
         log::warn!(
@@ -70,10 +133,21 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let limits = args.limits();
+    raise_descriptor_limit();
     runtime.block_on(async {
-        let manager = trace_manager::service::Manager::bind(Some(socket.clone()), false)
+        let mut manager = trace_manager::service::Manager::bind(Some(socket.clone()), false)
             .with_context(|| format!("listening on {}", socket.display()))?;
-        log::info!("trace manager listening on {}", socket.display());
+        manager.set_limits(limits);
+        log::info!(
+            "trace manager listening on {} (trace buffers: {} per session, {} in all; \
+             {} connections, {} per user)",
+            socket.display(),
+            trace_manager::limits::mib(limits.session_memory_budget),
+            trace_manager::limits::mib(limits.memory_budget),
+            limits.max_connections,
+            limits.max_connections_per_uid
+        );
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing a SIGTERM handler")?;
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())

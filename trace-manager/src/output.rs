@@ -50,7 +50,9 @@ impl<W: Write> FxtStream<W> {
         Ok(s)
     }
 
-    /// Appends one record.
+    /// Appends one record, in one `write_all` call: the writer sees record
+    /// boundaries at its calls (the manager's output relies on it to never
+    /// end in half a record).
     pub fn write(&mut self, record: &Record<'_>) -> Result<(), OutputError> {
         if let Record::ProviderInfo { id, .. } | Record::ProviderSection { id } = record {
             self.current_provider = Some(*id);
@@ -74,7 +76,7 @@ impl<W: Write> FxtStream<W> {
     }
 
     /// Appends bytes that already hold whole, validated records (never
-    /// provider info or section records).
+    /// provider info or section records), in one `write_all` call.
     pub fn write_raw(&mut self, bytes: &[u8], records: u64) -> Result<(), OutputError> {
         self.out.write_all(bytes)?;
         self.bytes += bytes.len() as u64;
@@ -102,6 +104,16 @@ impl<W: Write> FxtStream<W> {
     pub fn finish(mut self) -> Result<W, OutputError> {
         self.out.flush()?;
         Ok(self.out)
+    }
+
+    /// The underlying writer.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// The underlying writer, without flushing it (after a failure, say).
+    pub fn into_inner(self) -> W {
+        self.out
     }
 }
 

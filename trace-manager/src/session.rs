@@ -322,7 +322,12 @@ impl<W: Write> Session<W> {
     /// Records process `pid` too (with a pid filter; see
     /// [`KernelProvider::follow`]), from now on and in later starts, and
     /// names it in the output.
+    /// A process that does not exist is refused (`NoSuchProcess`), whether
+    /// tracing runs or not: kept, it would make the next start fail.
     pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
+        if !crate::kernel::process_exists(pid) {
+            return Err(KernelError::NoSuchProcess { pid }.into());
+        }
         if let Some(pids) = self.config.pids.as_mut()
             && !pids.contains(&pid)
         {
@@ -516,7 +521,23 @@ impl<W: Write> Session<W> {
 
     /// Stops if needed, writes what was kept and not written, reports
     /// drops, flushes, and hands back the output.
-    pub fn finish(mut self) -> Result<(RecordStats, W), RecordError> {
+    pub fn finish(self) -> Result<(RecordStats, W), RecordError> {
+        let (w, finished) = self.finish_keeping_output();
+        finished.map(|stats| (stats, w))
+    }
+
+    /// As [`Session::finish`], but the output comes back whatever failed,
+    /// so what it holds can still be delivered.
+    pub fn finish_keeping_output(mut self) -> (W, Result<RecordStats, RecordError>) {
+        let finished = self.write_end().and_then(|stats| {
+            self.out.flush()?;
+            Ok(stats)
+        });
+        (self.out.into_inner(), finished)
+    }
+
+    /// What [`Session::finish`] writes.
+    fn write_end(&mut self) -> Result<RecordStats, RecordError> {
         self.stop(true)?;
         let stats = self.stats();
         if stats.dropped > 0 {
@@ -534,8 +555,7 @@ impl<W: Write> Session<W> {
                 event: provider_event::BUFFER_OVERFLOW,
             })?;
         }
-        let w = self.out.finish()?;
-        Ok((stats, w))
+        Ok(stats)
     }
 }
 
@@ -702,5 +722,41 @@ fn translate<W: Write>(
         // Fork is reported through the new-task event, which knows whether
         // the child is a thread or a process.
         KernelEvent::Fork(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn following_a_process_that_does_not_exist_is_refused() {
+        let mut s = Session::new(
+            RecordConfig {
+                categories: vec!["app".into()],
+                buffer_bytes: 1 << 20,
+                pids: Some(vec![]),
+                uprobes: vec![],
+                usdt: vec![],
+                kernel_mode: BufferingMode::Streaming,
+            },
+            Vec::new(),
+        )
+        .unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        for pid in [0, gone.id(), u32::MAX] {
+            assert!(
+                matches!(
+                    s.follow(pid),
+                    Err(RecordError::Kernel(KernelError::NoSuchProcess { pid: p })) if p == pid
+                ),
+                "{pid}"
+            );
+        }
+        // Not kept either: the next start would fail on it.
+        assert_eq!(s.config.pids, Some(vec![]));
+        s.follow(std::process::id()).unwrap();
+        assert_eq!(s.config.pids, Some(vec![std::process::id()]));
     }
 }

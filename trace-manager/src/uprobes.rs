@@ -10,8 +10,10 @@
 //! their raw name or their demangled Rust (`crate::module::function`, without
 //! the hash) or C++ (`ns::function`, without the parameters) name.
 
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
@@ -20,8 +22,10 @@ use object::{Object, ObjectSymbol, SymbolKind};
 pub struct ResolvedProbe {
     /// The probe as the user wrote it.
     pub spec: String,
-    /// The ELF file holding the function.
+    /// The ELF file holding the function, as named.
     pub binary: PathBuf,
+    /// That file, open: what the probe is attached to.
+    pub file: ProgramFile,
     /// Where in it.
     pub location: ProbeLocation,
     /// The name its durations get: the symbol as given, or
@@ -31,6 +35,40 @@ pub struct ResolvedProbe {
     /// file.
     pub pids: Vec<u32>,
 }
+
+/// A program file probes were resolved in, opened then (with the client's
+/// rights, see [`crate::creds`]) and kept open until they are attached:
+/// they are attached through this descriptor ([`ProgramFile::attach_path`]),
+/// so a file put at its path afterwards is not the one probed. Two are
+/// equal when they are the same file (device and inode).
+#[derive(Clone, Debug)]
+pub struct ProgramFile {
+    file: Arc<std::fs::File>,
+    id: (u64, u64),
+}
+
+impl ProgramFile {
+    /// A path that names exactly this open file: `/proc/self/fd/N`, a link
+    /// the kernel follows to the file itself (whatever its name now), as
+    /// `perf_event_open` does with a uprobe's path and aya when it reads
+    /// the symbols.
+    pub fn attach_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+
+    /// Its device and inode.
+    pub fn id(&self) -> (u64, u64) {
+        self.id
+    }
+}
+
+impl PartialEq for ProgramFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for ProgramFile {}
 
 /// A place in an ELF file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +156,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             })?
         }
     };
-    let data = read_program(&path).map_err(|source| UprobeError::Binary {
+    let (program, data) = read_program(&path).map_err(|source| UprobeError::Binary {
         spec: spec.to_owned(),
         path: path.clone(),
         source,
@@ -134,6 +172,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
         return Ok(ResolvedProbe {
             spec: spec.to_owned(),
             binary: path.clone(),
+            file: program,
             location: ProbeLocation::Offset(offset),
             name: format!("{base}+{offset:#x}"),
             pids: Vec::new(),
@@ -151,6 +190,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
         Some(mangled) => Ok(ResolvedProbe {
             spec: spec.to_owned(),
             binary: path,
+            file: program,
             location: ProbeLocation::Symbol(mangled),
             name: what.to_owned(),
             pids: Vec::new(),
@@ -179,7 +219,7 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<ResolvedProbe>, Uprobe
     per_process(
         pids,
         |pid| resolve(spec, Some(pid)).map(|p| vec![p]),
-        |p| (file_id(&p.binary), p.location.clone()),
+        |p| (p.file.id(), p.location.clone()),
         |p| &mut p.pids,
     )
 }
@@ -235,13 +275,6 @@ pub(crate) fn maps_path(line: &str) -> Option<&str> {
     (!path.is_empty()).then_some(path)
 }
 
-/// The device and inode of `path`: the same file however it was reached
-/// (a path, another process's root, a link).
-pub(crate) fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
 /// Splits `BINARY:REST` at the first `:` that is not part of a `::`.
 fn split_binary(spec: &str) -> Option<(&str, &str)> {
     let b = spec.as_bytes();
@@ -274,7 +307,9 @@ fn matches(raw: &str, wanted: &str) -> bool {
 }
 
 /// The file `name` stands for: a path, a library mapped by `pid`, or a
-/// program on `PATH`; a `NotFound` error saying so when none is.
+/// program on `PATH`; a `NotFound` error saying so when none is. A path is
+/// returned as it is, whether it exists or not: opening it says why it
+/// cannot be read, as it would say it to the client.
 pub(crate) fn find_binary(name: &str, pid: Option<u32>) -> std::io::Result<PathBuf> {
     lookup_binary(name, pid).ok_or_else(|| {
         std::io::Error::new(
@@ -287,8 +322,7 @@ pub(crate) fn find_binary(name: &str, pid: Option<u32>) -> std::io::Result<PathB
 /// [`find_binary`]'s search.
 fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
     if name.contains('/') {
-        let p = PathBuf::from(name);
-        return p.exists().then_some(p);
+        return Some(PathBuf::from(name));
     }
     if let Some(pid) = pid
         && let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
@@ -319,10 +353,10 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
 /// The largest program file probes are looked up in.
 const MAX_PROGRAM_BYTES: u64 = 2 << 30;
 
-/// The bytes of the program file `path`: a regular file (not a device or
-/// a FIFO, which could make the reader wait or read forever) of at most
-/// [`MAX_PROGRAM_BYTES`].
-pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+/// The program file `path`, open, and its bytes: a regular file (not a
+/// device or a FIFO, which could make the reader wait or read forever) of
+/// at most [`MAX_PROGRAM_BYTES`].
+pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<(ProgramFile, Vec<u8>)> {
     use std::io::Read as _;
     // O_NONBLOCK: opening a FIFO does not wait for a writer.
     let file = std::fs::OpenOptions::new()
@@ -343,8 +377,12 @@ pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
         ));
     }
     let mut data = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_PROGRAM_BYTES).read_to_end(&mut data)?;
-    Ok(data)
+    (&file).take(MAX_PROGRAM_BYTES).read_to_end(&mut data)?;
+    let program = ProgramFile {
+        file: Arc::new(file),
+        id: (meta.dev(), meta.ino()),
+    };
+    Ok((program, data))
 }
 
 #[cfg(test)]
@@ -363,8 +401,33 @@ mod tests {
         assert!(
             !read_program(Path::new("/proc/self/exe"))
                 .unwrap()
+                .1
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn probes_are_attached_through_the_file_they_were_resolved_in() {
+        let dir = std::env::temp_dir().join(format!("trace-uprobe-fd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prog = dir.join("prog");
+        std::fs::copy(std::env::current_exe().unwrap(), &prog).unwrap();
+        let probe = resolve(&format!("{}:0x1000", prog.display()), None).unwrap();
+        let (first, _) = read_program(&prog).unwrap();
+        assert_eq!(probe.file, first);
+        // Another file put at the path: the probe still names the first.
+        let moved = dir.join("prog.old");
+        std::fs::rename(&prog, &moved).unwrap();
+        std::fs::write(&prog, b"not the program").unwrap();
+        let (second, _) = read_program(&prog).unwrap();
+        assert_ne!(probe.file, second);
+        let via = probe.file.attach_path();
+        assert!(via.starts_with("/proc/self/fd"), "{}", via.display());
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&via).unwrap();
+        assert_eq!((m.dev(), m.ino()), probe.file.id());
+        assert_eq!(std::fs::read(&via).unwrap(), std::fs::read(&moved).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     use super::*;

@@ -40,8 +40,10 @@ use trace_common::kernel::{
 pub struct UsdtSite {
     /// The `--usdt` text it was found for.
     pub spec: String,
-    /// The ELF file holding it.
+    /// The ELF file holding it, as named.
     pub binary: PathBuf,
+    /// That file, open: what the probe is attached to.
+    pub file: crate::uprobes::ProgramFile,
     /// Provider name from the note.
     pub provider: String,
     /// Probe name from the note.
@@ -500,7 +502,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let mut sites = Vec::new();
     let mut known = BTreeSet::new();
     for path in &candidates {
-        let data = match crate::uprobes::read_program(path) {
+        let (file, data) = match crate::uprobes::read_program(path) {
             Ok(d) => d,
             Err(source) if binary.is_some() => {
                 return Err(UsdtError::Binary {
@@ -546,6 +548,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
             sites.push(UsdtSite {
                 spec: spec.to_owned(),
                 binary: path.clone(),
+                file: file.clone(),
                 provider: note.provider,
                 name: note.name,
                 offset: note.offset,
@@ -682,7 +685,7 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> 
     crate::uprobes::per_process(
         pids,
         |pid| resolve(spec, Some(pid)),
-        |s| (crate::uprobes::file_id(&s.binary), s.offset),
+        |s| (s.file.id(), s.offset),
         |s| &mut s.pids,
     )
 }

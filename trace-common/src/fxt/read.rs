@@ -315,7 +315,10 @@ impl<'a> Cursor<'a> {
     }
 
     fn args(&mut self, count: u64) -> Result<Cow<'a, [Arg<'a>]>> {
-        let mut args = Vec::with_capacity(count.min(wire::MAX_ARGS as u64) as usize);
+        // Each argument takes a word at least: a count is not trusted past
+        // the words left.
+        let left = (self.data.len().saturating_sub(self.pos) / 8) as u64;
+        let mut args = Vec::with_capacity(count.min(wire::MAX_ARGS as u64).min(left) as usize);
         for _ in 0..count {
             let start = self.pos;
             let header = self.word("argument")?;

@@ -212,6 +212,10 @@ impl<'a> Decoder<'a> {
         if n > MAX_CATEGORIES {
             return Err(ControlError::TooLong("category list"));
         }
+        // Each name takes its length byte at least.
+        if n > self.0.len() {
+            return Err(ControlError::Truncated);
+        }
         (0..n)
             .map(|_| self.str(MAX_CATEGORY_NAME_LEN, "category name"))
             .collect()

@@ -754,7 +754,9 @@ impl KernelProvider {
                         location,
                         cookie: Some(index as u64),
                     };
-                    up.attach(point, &probe.binary, scope)
+                    // Through the file resolved, not its path (see
+                    // `ProgramFile`).
+                    up.attach(point, probe.file.attach_path(), scope)
                         .map_err(|e| KernelError::Attach {
                             program,
                             tracepoint: format!("uprobe {}", probe.spec),
@@ -805,7 +807,7 @@ impl KernelProvider {
             for &pid in &scopes {
                 let link = perf_probe::attach_uprobe(
                     program.as_fd(),
-                    &site.binary,
+                    &site.file.attach_path(),
                     site.offset,
                     site.semaphore,
                     pid,
@@ -1330,7 +1332,7 @@ fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
 }
 
 /// Whether process `pid` exists now.
-fn process_exists(pid: u32) -> bool {
+pub fn process_exists(pid: u32) -> bool {
     pid != 0 && std::path::Path::new(&format!("/proc/{pid}/task")).is_dir()
 }
 

@@ -15,9 +15,10 @@
 //! stops the manager.
 
 mod sink;
+mod throttle;
 
+use crate::limits::{Connections, Limits, Slot, mib};
 use std::collections::{HashMap, VecDeque};
-use std::io::BufWriter;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,12 +34,12 @@ use trace_common::controller::{
     SessionState, StartError, StartOptions, Status, StopError, StopResult, TraceConfig, fail,
     is_controller_message,
 };
-use trace_common::provider::control::ProviderMessage;
+use trace_common::provider::control::{ControlError, ProviderMessage};
 
 use crate::session::{RecordConfig, RecordError, Session};
 pub use crate::userspace::Listener;
 use crate::userspace::{Registry, UserspaceConfig, UserspaceError, async_fd};
-pub use sink::Sink;
+pub use sink::{OutputFailure, Sink};
 
 /// How long a connection may take to say what it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,6 +71,7 @@ enum Event {
         fd: OwnedFd,
         pid: i32,
         register: ProviderMessage,
+        slot: Slot,
     },
     /// A new client: its id and a descriptor to answer on.
     Client { id: u64, fd: OwnedFd, pid: i32 },
@@ -88,6 +90,12 @@ enum Event {
 struct Client {
     fd: OwnedFd,
     pid: i32,
+    /// Who it is, as the kernel saw it connect: the files of its probes
+    /// are opened with its rights (see [`crate::creds`]).
+    creds: Option<crate::creds::ClientCreds>,
+    /// Every provider's stats of the last stop result sent to it, for
+    /// GetProviderStats (the result holds those that fit in a message).
+    results: Vec<trace_common::controller::ProviderStats>,
 }
 
 /// The one session, and who owns it.
@@ -95,7 +103,7 @@ struct Active {
     owner: u64,
     state: SessionState,
     config: TraceConfig,
-    session: Session<BufWriter<Sink>>,
+    session: Session<Sink>,
     /// The output failed or the kernel could not be read: stops report it.
     aborted: Option<String>,
     /// A StartTracing waiting for providers: its txid and deadline.
@@ -136,6 +144,14 @@ pub struct Manager {
     /// A session whose output is still being written out: it is
     /// TERMINATING, and no other can begin.
     terminating: Option<Terminating>,
+    /// Memory and connection limits.
+    limits: Limits,
+    /// The connections open, by user.
+    connections: Connections,
+    /// Connections refused since the last log line about it.
+    refused: u64,
+    /// The most connections open since memory was last handed back.
+    peak_connections: usize,
 }
 
 /// A terminated session whose output a thread is still writing.
@@ -165,7 +181,21 @@ impl Manager {
             events_rx,
             local: None,
             terminating: None,
+            limits: Limits::for_this_machine(),
+            connections: Connections::default(),
+            refused: 0,
+            peak_connections: 0,
         })
+    }
+
+    /// Replaces the limits ([`Limits::for_this_machine`] by default).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// A client connection inside this process; an embedded manager's
@@ -236,9 +266,25 @@ impl Manager {
                 }
                 conn = accept => match conn {
                     Ok((fd, pid)) => {
-                        let id = self.next_client;
-                        self.next_client += 1;
-                        tokio::spawn(hello(id, fd, pid, self.events_tx.clone()));
+                        let uid = nix::sys::socket::getsockopt(
+                            &fd,
+                            nix::sys::socket::sockopt::PeerCredentials,
+                        )
+                        .map_or(u32::MAX, |c| c.uid());
+                        match self.connections.admit(uid, &self.limits) {
+                            Ok(slot) => {
+                                let id = self.next_client;
+                                self.next_client += 1;
+                                tokio::spawn(hello(id, fd, pid, slot, self.events_tx.clone()));
+                            }
+                            Err(why) => {
+                                // Closed at once; said once a tick at most.
+                                if self.refused == 0 {
+                                    log::warn!("connection from pid {pid} (uid {uid}) refused: {why}");
+                                }
+                                self.refused += 1;
+                            }
+                        }
                     }
                     Err(e) => {
                         // Out of descriptors, say: do not spin on it.
@@ -283,6 +329,26 @@ impl Manager {
     }
 
     fn on_tick(&mut self) {
+        // How many bad or idle connections were not logged one by one.
+        throttle::flush();
+        if self.refused > 1 {
+            log::warn!(
+                "{} more connections refused (limits: {} in all, {} per user)",
+                self.refused - 1,
+                self.limits.max_connections,
+                self.limits.max_connections_per_uid
+            );
+        }
+        self.refused = 0;
+        // Many connections closed since the last look: hand their memory
+        // back to the system (the allocator keeps freed memory otherwise).
+        let open = self.connections.total();
+        if open + 256 <= self.peak_connections {
+            // SAFETY: malloc_trim only releases free memory of the heap.
+            unsafe { libc::malloc_trim(0) };
+            self.peak_connections = open;
+        }
+        self.peak_connections = self.peak_connections.max(open);
         if let Some(t) = &self.terminating
             && tokio::time::Instant::now() >= t.deadline
         {
@@ -353,10 +419,26 @@ impl Manager {
     /// Handles one event; true when an embedded manager is done.
     fn on_event(&mut self, event: Event) -> bool {
         match event {
-            Event::Provider { fd, pid, register } => self.registry.add(fd, pid, register),
+            Event::Provider {
+                fd,
+                pid,
+                register,
+                slot,
+            } => self.registry.add(fd, pid, register, Some(slot)),
             Event::Client { id, fd, pid } => {
                 log::debug!("client {id} (pid {pid}) connected");
-                self.clients.insert(id, Client { fd, pid });
+                let creds = crate::creds::ClientCreds::of_peer(&fd)
+                    .inspect_err(|e| log::warn!("client {id}: who it is is unknown: {e}"))
+                    .ok();
+                self.clients.insert(
+                    id,
+                    Client {
+                        fd,
+                        pid,
+                        creds,
+                        results: Vec::new(),
+                    },
+                );
                 if self.embedded && Some(id) != self.local {
                     self.fail(
                         id,
@@ -377,8 +459,12 @@ impl Manager {
                 }
                 match Envelope::<Request>::decode(&bytes) {
                     Ok(m) => self.on_request(id, m.txid, m.body, fds),
+                    Err(ControlError::UnsupportedVersion(v)) => self.refuse_version(id, v),
                     Err(e) => {
-                        log::warn!("client {id}: {e}; disconnecting it");
+                        let pid = self.clients.get(&id).map_or(0, |c| c.pid);
+                        throttle::BAD_REQUEST.warn(format_args!(
+                            "client {id} (pid {pid}): {e}; disconnecting it"
+                        ));
                         self.fail(id, 0, true, fail::MALFORMED, format!("bad request: {e}"));
                     }
                 }
@@ -434,9 +520,25 @@ impl Manager {
     }
 
     fn send(&mut self, id: u64, txid: u32, body: Reply) -> bool {
-        let Some(c) = self.clients.get(&id) else {
+        let Some(c) = self.clients.get_mut(&id) else {
             return false;
         };
+        // A stop result holds the providers' stats that fit in a message;
+        // the client asks for the rest (GetProviderStats).
+        let body = match body {
+            Reply::StopResult(Ok(r)) => {
+                let (first, all) = r.paged();
+                c.results = all;
+                Reply::StopResult(Ok(first))
+            }
+            Reply::Terminated(r) => {
+                let (first, all) = r.paged();
+                c.results = all;
+                Reply::Terminated(first)
+            }
+            other => other,
+        };
+        let c = &*c;
         let bytes = match (Envelope { txid, body }).encode() {
             Ok(b) => b,
             Err(e) => {
@@ -475,6 +577,48 @@ impl Manager {
     fn reply(&mut self, id: u64, txid: u32, body: Reply) {
         if !self.send(id, txid, body) {
             self.drop_client(id);
+        }
+    }
+
+    /// Tells client `id`, which speaks controller protocol `version`, that
+    /// this manager does not, and closes its connection. A client of an
+    /// older version is told in a message it can read.
+    fn refuse_version(&mut self, id: u64, version: u16) {
+        let pid = self.clients.get(&id).map_or(0, |c| c.pid);
+        throttle::BAD_REQUEST.warn(format_args!(
+            "client {id} (pid {pid}) speaks controller protocol version {version}, not {}; \
+             disconnecting it",
+            trace_common::controller::VERSION
+        ));
+        let message = format!(
+            "bad request: this trace manager speaks controller protocol version {}, the client \
+             version {version}: use the trace-cli built with the trace-manager that runs (after \
+             an upgrade, restart the daemon)",
+            trace_common::controller::VERSION
+        );
+        let failed = Envelope {
+            txid: 0,
+            body: Reply::Failed {
+                fatal: true,
+                code: fail::MALFORMED,
+                message,
+            },
+        };
+        match (failed.encode_failed_as(version), self.clients.get(&id)) {
+            (Some(bytes), Some(c)) => {
+                let _ = send(
+                    c.fd.as_raw_fd(),
+                    &bytes,
+                    MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+                );
+                self.drop_client(id);
+            }
+            _ => {
+                let Reply::Failed { message, .. } = failed.body else {
+                    return;
+                };
+                self.fail(id, 0, true, fail::MALFORMED, message);
+            }
         }
     }
 
@@ -521,14 +665,26 @@ impl Manager {
         }
     }
 
-    /// Marks the session as failed: its stop reports ABORTED.
+    /// Marks the session as failed: nothing more is recorded, its owner is
+    /// told at once (a Failed event, code ABORTED, saying why), its stop
+    /// reports ABORTED and its termination fails with the same cause. When
+    /// the output failed, that failure is the cause (with the operating
+    /// system's error), whichever writer met it first.
     fn abort_session(&mut self, why: &str) {
-        if let Some(a) = self.active.as_mut()
-            && a.aborted.is_none()
-        {
-            log::error!("session aborted: {why}");
-            a.aborted = Some(why.to_owned());
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        if a.aborted.is_some() {
+            return;
         }
+        let why = match a.session.out().get_ref().failure() {
+            Some(e) => e.to_string(),
+            None => why.to_owned(),
+        };
+        log::error!("session aborted: {why}");
+        a.aborted = Some(why.clone());
+        let owner = a.owner;
+        self.fail(owner, 0, false, fail::ABORTED, why);
     }
 
     fn is_terminating(&self, id: u64) -> bool {
@@ -636,12 +792,42 @@ impl Manager {
                 };
                 match a.session.follow(pid) {
                     Ok(()) => self.reply(id, txid, Reply::Followed),
+                    Err(RecordError::Kernel(crate::kernel::KernelError::NoSuchProcess {
+                        ..
+                    })) => self.fail(
+                        id,
+                        txid,
+                        false,
+                        fail::NO_SUCH_PROCESS,
+                        format!(
+                            "cannot follow process {pid}: no such process (it may have exited)"
+                        ),
+                    ),
                     Err(e) => self.fail(
                         id,
                         txid,
                         false,
                         fail::OTHER,
                         format!("following process {pid}: {e}"),
+                    ),
+                }
+            }
+            Request::GetProviderStats { offset } => {
+                let page = self.clients.get(&id).and_then(|c| {
+                    trace_common::controller::provider_stats_page(&c.results, offset)
+                });
+                match page {
+                    Some(page) => self.reply(id, txid, page),
+                    None => self.fail(
+                        id,
+                        txid,
+                        false,
+                        fail::OUT_OF_ORDER,
+                        format!(
+                            "no provider stats from {offset} on: the last stop result on this \
+                             connection had {}",
+                            self.clients.get(&id).map_or(0, |c| c.results.len())
+                        ),
                     ),
                 }
             }
@@ -738,10 +924,31 @@ impl Manager {
             );
             return;
         }
+        // The kernel's ring buffers come first out of the session's memory
+        // budget; the providers share the rest.
+        let budget = self.limits.session_budget(0);
+        let kernel_bytes = kernel_memory(&config);
+        if kernel_bytes > budget {
+            self.fail(
+                id,
+                txid,
+                false,
+                fail::BAD_CONFIG,
+                format!(
+                    "a kernel buffer of {} is more than the session's memory budget of {} \
+                     (trace-manager --session-memory-budget; by default a quarter of the \
+                     machine's memory)",
+                    mib(kernel_bytes),
+                    mib(budget)
+                ),
+            );
+            return;
+        }
         let output = fds.pop().expect("one descriptor, checked above");
-        match self.new_session(&config, output) {
+        let creds = self.clients.get(&id).and_then(|c| c.creds.clone());
+        match self.new_session(&config, output, creds.as_ref()) {
             Ok(session) => {
-                let userspace = userspace_config(&config);
+                let userspace = userspace_config(&config, budget - kernel_bytes);
                 let categories = userspace.categories.clone();
                 self.registry.initialize_all(userspace);
                 self.active = Some(Active {
@@ -764,37 +971,28 @@ impl Manager {
         }
     }
 
-    /// The session `config` asks for, writing to `output`.
+    /// The session `config` asks for, writing to `output`, for the client
+    /// `creds` describes.
     fn new_session(
         &self,
         config: &TraceConfig,
         output: OwnedFd,
-    ) -> Result<Session<BufWriter<Sink>>, String> {
-        let resolve_pids = config.pids.clone().unwrap_or_default();
-        let uprobes = config
-            .uprobes
-            .iter()
-            .map(|spec| crate::uprobes::resolve_in(spec, &resolve_pids))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .flatten()
-            .collect();
-        let usdt = resolve_usdt(&config.usdt, &resolve_pids)?;
+        creds: Option<&crate::creds::ClientCreds>,
+    ) -> Result<Session<Sink>, String> {
+        let (uprobes, usdt) = resolve_probes(config, creds)?;
         let sink = Sink::new(output, config.defer_transfer)
             .map_err(|e| format!("setting up the output: {e}"))?;
         Session::new(
             RecordConfig {
                 categories: config.categories.clone(),
-                buffer_bytes: usize::try_from(config.kernel_buffer_bytes)
-                    .unwrap_or(usize::MAX)
-                    .clamp(4096, 4 << 30),
+                buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
                 pids: config.pids.clone(),
                 uprobes,
                 usdt,
                 kernel_mode: config.kernel_buffering_mode,
             },
-            BufWriter::with_capacity(64 << 10, sink),
+            // The sink batches records itself, in whole records.
+            sink,
         )
         .map_err(|e| e.to_string())
     }
@@ -983,9 +1181,11 @@ impl Manager {
                 aborted: false,
             });
         }
+        // Every provider that took part: a reply holds those that fit, the
+        // client asks for the rest (see `send`).
         provider_stats.extend(providers.iter().map(|p| p.to_controller()));
-        provider_stats.truncate(trace_common::controller::MAX_PROVIDERS);
         StopResult {
+            providers_total: provider_stats.len() as u32,
             provider_stats,
             kernel: kernel.to_controller(),
             records,
@@ -1047,11 +1247,11 @@ impl Manager {
         let Some(mut a) = self.active.take() else {
             return;
         };
-        let mut failed = a.aborted.clone();
+        let mut providers_failed = None;
         let providers = match self.registry.terminate(a.session.out()) {
             Ok(p) => p,
             Err(e) => {
-                failed = Some(format!("writing providers' records: {e}"));
+                providers_failed = Some(format!("writing providers' records: {e}"));
                 Vec::new()
             }
         };
@@ -1072,55 +1272,41 @@ impl Manager {
             );
         }
         // The last records go to the output thread's queue here; the thread
-        // writes them out while the manager goes on.
-        let sink = a
-            .session
-            .finish()
-            .map_err(|e| e.to_string())
-            .and_then(|(_, w)| w.into_inner().map_err(|e| e.error().to_string()));
-        if let Ok(sink) = &sink {
-            self.terminating = Some(Terminating {
-                owner: id,
-                txid,
-                deadline: tokio::time::Instant::now() + DRAIN_TIMEOUT,
-                cancel: sink.canceller(),
-            });
-        }
-        if let Err(e) = &sink {
-            log::info!("session state READY");
-            if self.send(id, 0, Reply::StateChanged(SessionState::Ready)) {
-                self.reply(
-                    id,
-                    txid,
-                    Reply::Failed {
-                        fatal: false,
-                        code: fail::OTHER,
-                        message: format!("writing the trace: {e}"),
-                    },
-                );
-            }
-            return;
-        }
+        // writes them out while the manager goes on. The output is closed
+        // even after a failure: it holds whole records only, and a deferred
+        // trace's staging file is still copied out.
+        let (sink, finished) = a.session.finish_keeping_output();
+        // The cause: the abort's, else the output's own failure (with the
+        // operating system's error), else what failed here.
+        let failed = a
+            .aborted
+            .take()
+            .or_else(|| sink.failure().map(|e| e.to_string()))
+            .or(providers_failed)
+            .or_else(|| finished.err().map(|e| format!("ending the session: {e}")));
+        self.terminating = Some(Terminating {
+            owner: id,
+            txid,
+            deadline: tokio::time::Instant::now() + DRAIN_TIMEOUT,
+            cancel: sink.canceller(),
+        });
         let tx = self.events_tx.clone();
         tokio::spawn(async move {
-            let written = match sink {
-                Ok(sink) => tokio::task::spawn_blocking(move || sink.close())
-                    .await
-                    .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e),
-            };
+            let written = tokio::task::spawn_blocking(move || sink.close())
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
             let reply = match (written, failed) {
                 (Ok(_), None) => Reply::Terminated(result),
-                (Err(e), _) => Reply::Failed {
+                (_, Some(why)) => Reply::Failed {
                     fatal: false,
-                    code: fail::OTHER,
-                    message: format!("writing the trace: {e}"),
+                    code: fail::ABORTED,
+                    message: format!("the session aborted: {why}; the trace is incomplete"),
                 },
-                (Ok(_), Some(why)) => Reply::Failed {
+                // The sink's errors say what was written where.
+                (Err(e), None) => Reply::Failed {
                     fatal: false,
-                    code: fail::OTHER,
-                    message: format!("the session aborted ({why}); the trace is incomplete"),
+                    code: fail::ABORTED,
+                    message: e.to_string(),
                 },
             };
             let _ = tx.send(Event::Drained { id, txid, reply });
@@ -1128,8 +1314,29 @@ impl Manager {
     }
 }
 
-/// What userspace providers get from `config`.
-fn userspace_config(config: &TraceConfig) -> UserspaceConfig {
+/// The memory the kernel provider's ring buffers will take for `config`:
+/// none without a kernel category or probe, else each online CPU's ring
+/// (rounded up to a power of two pages, as the kernel wants).
+fn kernel_memory(config: &TraceConfig) -> u64 {
+    let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
+        || !config.uprobes.is_empty()
+        || !config.usdt.is_empty();
+    if !kernel {
+        return 0;
+    }
+    let cpus = aya::util::online_cpus().map_or(1, |c| c.len().max(1));
+    let bytes = usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX);
+    (crate::kernel::ring_size(bytes / cpus) as u64).saturating_mul(cpus as u64)
+}
+
+/// The kernel ring buffers' bytes `config` asks for, within what the
+/// kernel provider accepts.
+fn kernel_buffer_bytes(config: &TraceConfig) -> u64 {
+    config.kernel_buffer_bytes.clamp(4096, 4 << 30)
+}
+
+/// What userspace providers get from `config`, sharing `budget` bytes.
+fn userspace_config(config: &TraceConfig, budget: u64) -> UserspaceConfig {
     let mb = |m: u32| u64::from(m.clamp(1, 4096)) << 20;
     UserspaceConfig {
         mode: config.buffering_mode,
@@ -1147,6 +1354,7 @@ fn userspace_config(config: &TraceConfig) -> UserspaceConfig {
             .map(|s| (s.name.clone(), userspace_categories(&s.categories)))
             .collect(),
         categories: userspace_categories(&config.categories),
+        budget,
     }
 }
 
@@ -1178,6 +1386,40 @@ fn userspace_categories(all: &[String]) -> Vec<String> {
     list
 }
 
+/// A session's resolved `--uprobe` probes and `--usdt` sites.
+type Probes = (
+    Vec<crate::uprobes::ResolvedProbe>,
+    Vec<crate::usdt::UsdtSite>,
+);
+
+/// Every `--uprobe` and `--usdt` probe of `config`, resolved with the
+/// rights of the client `creds` describes (on a thread that took them, see
+/// [`crate::creds`]): its files are opened as the client would open them,
+/// and a file it cannot read is only said to be unreadable.
+fn resolve_probes(
+    config: &TraceConfig,
+    creds: Option<&crate::creds::ClientCreds>,
+) -> Result<Probes, String> {
+    if config.uprobes.is_empty() && config.usdt.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let creds = creds.ok_or("probes are refused: who the client is is unknown")?;
+    let pids = config.pids.clone().unwrap_or_default();
+    crate::creds::run_as(creds, || {
+        let uprobes = config
+            .uprobes
+            .iter()
+            .map(|spec| crate::uprobes::resolve_in(spec, &pids))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok((uprobes, resolve_usdt(&config.usdt, &pids)?))
+    })
+    .map_err(|e| format!("probes are refused: {e}"))?
+}
+
 /// Every site of every `--usdt` probe in the `pids` processes (every
 /// process when empty), each spec matching at least one.
 fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<crate::usdt::UsdtSite>, String> {
@@ -1190,7 +1432,7 @@ fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<crate::usdt::UsdtS
             // be recorded twice), as the first spec says.
             if let Some(first) = sites
                 .iter()
-                .find(|s| s.binary == site.binary && s.offset == site.offset && s.pids == site.pids)
+                .find(|s| s.file == site.file && s.offset == site.offset && s.pids == site.pids)
             {
                 log::warn!(
                     "--usdt {spec}: {} is already recorded as --usdt {}",
@@ -1236,12 +1478,20 @@ fn receive(fd: &OwnedFd, buf: &mut [u8]) -> nix::Result<Option<(usize, Vec<Owned
 
 /// Reads a new connection's first message and hands the connection on as
 /// a provider or a client.
-async fn hello(id: u64, fd: OwnedFd, pid: i32, tx: mpsc::UnboundedSender<Event>) {
+///
+/// `slot` holds the connection's place among the manager's connections
+/// until it closes. Nothing is allocated for the message until the
+/// connection is readable, so a connection that says nothing costs only
+/// its task and descriptor.
+async fn hello(id: u64, fd: OwnedFd, pid: i32, slot: Slot, tx: mpsc::UnboundedSender<Event>) {
     let Ok(afd) = async_fd(fd) else { return };
-    let mut buf = vec![0u8; MAX_MESSAGE_BYTES];
+    let mut buf = Vec::new();
     let first = tokio::time::timeout(HELLO_TIMEOUT, async {
         loop {
             let mut g = afd.readable().await?;
+            if buf.is_empty() {
+                buf.resize(MAX_MESSAGE_BYTES, 0);
+            }
             match g.try_io(|a| receive(a.get_ref(), &mut buf).map_err(std::io::Error::from)) {
                 Ok(r) => return r,
                 Err(_would_block) => continue,
@@ -1254,7 +1504,9 @@ async fn hello(id: u64, fd: OwnedFd, pid: i32, tx: mpsc::UnboundedSender<Event>)
         Ok(Ok(Some(m))) => m,
         Ok(Ok(None)) => return,
         _ => {
-            log::warn!("connection from pid {pid} said nothing in time; closing it");
+            throttle::IDLE.warn(format_args!(
+                "connection from pid {pid} said nothing in time; closing it"
+            ));
             return;
         }
     };
@@ -1270,14 +1522,23 @@ async fn hello(id: u64, fd: OwnedFd, pid: i32, tx: mpsc::UnboundedSender<Event>)
             bytes: buf[..n].to_vec(),
             fds,
         });
+        drop(buf);
         read_client_loop(id, fd, tx).await;
+        drop(slot);
         return;
     }
     match ProviderMessage::decode(&buf[..n]) {
         Ok(register) => {
-            let _ = tx.send(Event::Provider { fd, pid, register });
+            let _ = tx.send(Event::Provider {
+                fd,
+                pid,
+                register,
+                slot,
+            });
         }
-        Err(e) => log::warn!("connection from pid {pid}: {e}; closing it"),
+        Err(e) => {
+            throttle::BAD_HELLO.warn(format_args!("connection from pid {pid}: {e}; closing it"))
+        }
     }
 }
 
@@ -1298,11 +1559,15 @@ async fn read_client(id: u64, fd: OwnedFd, pid: i32, tx: mpsc::UnboundedSender<E
 /// Hands every message of client `id` to the loop, then its closing.
 async fn read_client_loop(id: u64, fd: OwnedFd, tx: mpsc::UnboundedSender<Event>) {
     if let Ok(afd) = async_fd(fd) {
-        let mut buf = vec![0u8; MAX_MESSAGE_BYTES];
+        // Taken only while a message is read: an idle client holds none.
+        let mut buf = Vec::new();
         loop {
             let Ok(mut g) = afd.readable().await else {
                 break;
             };
+            if buf.is_empty() {
+                buf.resize(MAX_MESSAGE_BYTES, 0);
+            }
             match g.try_io(|a| receive(a.get_ref(), &mut buf).map_err(std::io::Error::from)) {
                 Ok(Ok(Some((n, fds)))) => {
                     let event = Event::Request {
@@ -1310,6 +1575,7 @@ async fn read_client_loop(id: u64, fd: OwnedFd, tx: mpsc::UnboundedSender<Event>
                         bytes: buf[..n].to_vec(),
                         fds,
                     };
+                    buf = Vec::new();
                     if tx.send(event).is_err() {
                         return;
                     }

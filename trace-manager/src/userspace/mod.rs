@@ -35,14 +35,16 @@ pub(crate) fn async_fd(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
 }
 use tokio::sync::mpsc;
 use trace_common::provider::clock::ClockKind;
-use trace_common::provider::control::{MAX_MESSAGE_BYTES, ManagerMessage, ProviderMessage};
+use trace_common::provider::control::{ManagerMessage, ProviderMessage};
 use trace_common::provider::fifo::{FromManager, FromProvider, PACKET_BYTES, Packet};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
+use crate::limits::{MIN_PROVIDER_BUFFER, Slot, mib};
 use crate::output::{FxtStream, OutputError};
 pub use collect::CollectStats;
 use collect::{Forwarder, Rolling};
 pub use socket::Listener;
+use trace_common::provider::buffer::CHUNK_BYTES;
 
 /// Why the userspace side failed.
 #[derive(Debug, Error)]
@@ -83,6 +85,14 @@ pub struct UserspaceConfig {
     pub category_overrides: Vec<(String, Vec<String>)>,
     /// Enabled categories (empty: all), as sent to providers.
     pub categories: Vec<String>,
+    /// Bytes the providers' buffers may take together in this session (see
+    /// [`crate::limits`]). When the providers registered at the start ask
+    /// for more together, each gets the same share of what it asked for
+    /// (never less than [`MIN_PROVIDER_BUFFER`]); a provider that registers
+    /// later gets the same share if it fits, else what is left; when not
+    /// even [`MIN_PROVIDER_BUFFER`] is left, a provider is left out of the
+    /// session.
+    pub budget: u64,
 }
 
 /// A registered provider, as listed by `trace-cli providers`.
@@ -162,12 +172,42 @@ struct Buffer {
 unsafe impl Send for Buffer {}
 
 impl Buffer {
-    /// A private copy of the buffer (the provider may be writing it).
-    fn snapshot(&self) -> Vec<u8> {
+    /// A private copy of the buffer (the provider may be writing it): the
+    /// header and, of each part of the buffer (`mode`'s layout), the bytes
+    /// up to the end of its data as that header says. The rest stays zero
+    /// pages the copy never touches, so a provider that wrote little costs
+    /// little, whatever the size of its buffer. The header is the
+    /// provider's to write: ends are clamped to the parts' sizes here, and
+    /// validated where the copy is read.
+    fn snapshot(&self, mode: BufferingMode) -> Vec<u8> {
+        use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout};
+        // Zeroed memory from the allocator: untouched pages are never
+        // backed.
         let mut v = vec![0u8; self.len];
-        // SAFETY: `map` is `len` readable bytes until drop; the memfd is
-        // sealed against shrinking, so reading never faults.
-        unsafe { std::ptr::copy_nonoverlapping(self.map, v.as_mut_ptr(), self.len) };
+        let copy = |v: &mut Vec<u8>, from: usize, len: usize| {
+            let len = len.min(self.len.saturating_sub(from));
+            // SAFETY: `map` is `self.len` readable bytes until drop (the
+            // memfd is sealed against shrinking, so reading never faults),
+            // `from + len <= self.len` and `v` is as long.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.map.add(from), v.as_mut_ptr().add(from), len)
+            };
+        };
+        copy(&mut v, 0, HEADER_BYTES);
+        let (Some(raw), Ok(layout)) = (
+            v.first_chunk::<HEADER_BYTES>().copied(),
+            Layout::new(mode, self.len as u64),
+        ) else {
+            copy(&mut v, 0, self.len);
+            return v;
+        };
+        let header = Header::read(&raw);
+        let durable = header.durable_data_end.min(layout.durable) as usize;
+        copy(&mut v, layout.durable_offset() as usize, durable);
+        for i in 0..layout.rolling_count() {
+            let used = header.rolling_data_end[i].min(layout.rolling[i]) as usize;
+            copy(&mut v, layout.rolling_offset(i) as usize, used);
+        }
         v
     }
 }
@@ -204,6 +244,8 @@ struct Provider {
     trace: Option<Trace>,
     aborted: bool,
     gone: bool,
+    /// Its place among the manager's connections, freed with it.
+    _slot: Option<Slot>,
 }
 
 impl Drop for Provider {
@@ -238,6 +280,11 @@ pub struct Registry {
     next_trace: u64,
     /// Alerts raised and not yet taken: (provider name, alert name).
     alerts: Vec<(String, String)>,
+    /// Bytes of provider buffers given out in this session.
+    granted: u64,
+    /// The share of what they asked for that providers get this session
+    /// (1 when everything fits).
+    share: f64,
 }
 
 fn io(e: nix::Error) -> std::io::Error {
@@ -264,6 +311,8 @@ impl Registry {
             next_id: 2,
             next_trace: 1,
             alerts: Vec::new(),
+            granted: 0,
+            share: 1.0,
         }
     }
 
@@ -292,7 +341,7 @@ impl Registry {
 
     /// Registers the provider that sent `register` on `fd` and answers it.
     /// During a session it is initialized, and started if tracing runs.
-    pub fn add(&mut self, fd: OwnedFd, pid: i32, register: ProviderMessage) {
+    pub fn add(&mut self, fd: OwnedFd, pid: i32, register: ProviderMessage, slot: Option<Slot>) {
         let ProviderMessage::Register {
             name,
             clock,
@@ -331,6 +380,7 @@ impl Registry {
             trace: None,
             aborted: false,
             gone: false,
+            _slot: slot,
         };
         if matches!(
             self.phase,
@@ -351,7 +401,28 @@ impl Registry {
     /// Begins a session: every registered provider gets a buffer and
     /// Initialize.
     pub fn initialize_all(&mut self, config: UserspaceConfig) {
+        let budget = config.budget;
         self.config = Some(config);
+        self.granted = 0;
+        let asked: u64 = self
+            .providers
+            .iter()
+            .filter(|p| !p.gone && !p.aborted)
+            .map(|p| self.buffer_bytes(&p.info.name))
+            .sum();
+        self.share = if asked > budget {
+            let share = budget as f64 / asked as f64;
+            log::warn!(
+                "providers ask for {} of buffers, the session's memory budget leaves {}: each \
+                 gets {:.0}% of what it asked for",
+                mib(asked),
+                mib(budget),
+                share * 100.0
+            );
+            share
+        } else {
+            1.0
+        };
         self.phase = Phase::Initialized;
         let mut providers = std::mem::take(&mut self.providers);
         for p in &mut providers {
@@ -400,7 +471,42 @@ impl Registry {
         let Some(config) = &self.config else {
             return Ok(());
         };
-        let len = self.buffer_bytes(&p.info.name);
+        let asked = self.buffer_bytes(&p.info.name);
+        let left = config.budget.saturating_sub(self.granted);
+        // Its share, in whole chunks, at least the minimum.
+        let share = ((asked as f64 * self.share) as u64 & !(CHUNK_BYTES as u64 - 1))
+            .clamp(MIN_PROVIDER_BUFFER.min(asked), asked);
+        let len = if share <= left {
+            if share < asked {
+                log::info!(
+                    "provider {} gets a buffer of {} instead of {} (session memory budget)",
+                    p.info.name,
+                    mib(share),
+                    mib(asked)
+                );
+            }
+            share
+        } else if left >= MIN_PROVIDER_BUFFER {
+            // What is left, in whole chunks.
+            let len = left & !(CHUNK_BYTES as u64 - 1);
+            log::warn!(
+                "provider {} gets a buffer of {} instead of {}: the session's memory budget \
+                 has {} left",
+                p.info.name,
+                mib(len),
+                mib(asked),
+                mib(left)
+            );
+            len
+        } else {
+            p.info.state = "left out: memory budget";
+            return Err(std::io::Error::other(format!(
+                "the session's memory budget has {} left, less than the {} a provider needs \
+                 at least (trace-manager --session-memory-budget)",
+                mib(left),
+                mib(MIN_PROVIDER_BUFFER)
+            )));
+        };
         let memfd = nix::sys::memfd::memfd_create(
             c"trace-buffer",
             nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC
@@ -487,6 +593,7 @@ impl Registry {
             last_durable: 0,
             unwritten: false,
         });
+        self.granted += len;
         p.info.state = "initialized";
         Ok(())
     }
@@ -497,7 +604,10 @@ impl Registry {
         let ctl = ctl.try_clone().ok();
         tokio::spawn(async move {
             if let Some(ctl) = ctl.and_then(|c| async_fd(c).ok()) {
-                let mut scratch = vec![0u8; MAX_MESSAGE_BYTES];
+                // Providers send nothing after registering: what comes is
+                // read (truncated) and ignored, so a small buffer will do
+                // for a thousand idle providers.
+                let mut scratch = [0u8; 64];
                 loop {
                     let Ok(mut g) = ctl.readable().await else {
                         break;
@@ -649,7 +759,7 @@ impl Registry {
                         return Ok(());
                     }
                     if let Some(out) = out {
-                        let snap = t.buffer.snapshot();
+                        let snap = t.buffer.snapshot(BufferingMode::Streaming);
                         collect::collect(
                             out,
                             &mut t.fwd,
@@ -739,7 +849,7 @@ impl Registry {
             t.unwritten = false;
             // Crashed and silent providers are collected too: the mapping
             // is ours.
-            let snap = t.buffer.snapshot();
+            let snap = t.buffer.snapshot(mode);
             collect::collect(
                 out,
                 &mut t.fwd,

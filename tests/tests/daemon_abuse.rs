@@ -1,0 +1,482 @@
+//! End-to-end: the daemon and `trace-cli` as a tester abused them — a user
+//! the daemon's socket refuses, a damaged trace file, Follow of a process
+//! that does not exist, and more providers in a session than a stop result
+//! used to list.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use tests::{bin_dir, parse, require_root, trace_cli};
+use trace_common::controller::{Reply, Request, StartOptions, Status, TraceConfig, fail};
+use trace_common::fxt::write::encode;
+use trace_common::fxt::{EventKind, Record, StringRef, ThreadRef};
+use trace_manager::client::Controller;
+
+/// The user and group tests run as when they must not be root.
+const NOBODY: u32 = 65534;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("trace-e2e-abuse-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A `trace-manager` daemon on a socket of its own; killed on drop.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str) -> Daemon {
+        require_root();
+        let dir = temp_dir(name);
+        let socket = dir.join("manager.sock");
+        let log = File::create(dir.join("daemon.log")).unwrap();
+        let child = Command::new(bin_dir().join("trace-manager"))
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--log-level", "debug"])
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, socket, dir };
+        let rt = runtime();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while rt.block_on(async { Controller::connect(&d.socket).is_err() }) {
+            assert!(Instant::now() < deadline, "the daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes killed on drop.
+struct Killed(Vec<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `trace-cli ARGS` with the manager socket `socket`, as `uid` (and the
+/// same gid, no other group) when given.
+fn cli(args: &[&str], socket: &Path, uid: Option<u32>) -> Output {
+    let mut c = Command::new(trace_cli());
+    c.args(args)
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .env("RUST_LOG", "warn");
+    if let Some(uid) = uid {
+        // Root dropping to a user: std also drops supplementary groups.
+        c.uid(uid).gid(uid);
+    }
+    c.output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_user_the_socket_refuses_is_told_so_not_that_root_is_needed() {
+    let d = Daemon::start("refused");
+    let out = d.dir.join("refused.fxt");
+    let socket = d.socket.display().to_string();
+    let refused = |o: &Output| {
+        let err = stderr(o);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("socket {socket} refused the connection")),
+            "{err}"
+        );
+        assert!(err.contains("`tracing` group"), "{err}");
+        assert!(!err.contains("CAP_BPF"), "{err}");
+    };
+    // A recording, with and without kernel categories.
+    let args = ["record", "-c", "kernel:sched", "-d", "1", "-o"];
+    let o = cli(
+        &[&args[..], &[out.to_str().unwrap()]].concat(),
+        &d.socket,
+        Some(NOBODY),
+    );
+    refused(&o);
+    let o = cli(
+        &[
+            "record",
+            "-c",
+            "app",
+            "-d",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &d.socket,
+        Some(NOBODY),
+    );
+    refused(&o);
+    assert!(!out.exists(), "nothing recorded");
+    // The providers it asks the daemon for.
+    refused(&cli(&["providers"], &d.socket, Some(NOBODY)));
+    // Categories: the kernel's still, and a word on what is missing.
+    let o = cli(&["categories"], &d.socket, Some(NOBODY));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("kernel:sched"));
+    assert!(
+        stderr(&o).contains(&format!("socket {socket} refused the connection")),
+        "{}",
+        stderr(&o)
+    );
+    // Root is let in.
+    let o = cli(&["providers"], &d.socket, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // No daemon at all: what this user lacks to record alone is said, as
+    // before.
+    let none = d.dir.join("none.sock");
+    let o = cli(
+        &[
+            "record",
+            "-c",
+            "kernel:sched",
+            "-d",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &none,
+        Some(NOBODY),
+    );
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("needs root, or the CAP_BPF and CAP_PERFMON capabilities"),
+        "{err}"
+    );
+    assert!(!err.contains("refused the connection"), "{err}");
+}
+
+/// A small valid trace: magic, a provider, a process and an instant.
+fn small_trace() -> Vec<Vec<u8>> {
+    let records = [
+        Record::Magic,
+        Record::ProviderInfo {
+            id: 1,
+            name: "p".into(),
+        },
+        Record::Initialization {
+            ticks_per_second: 1_000_000_000,
+        },
+        Record::Event {
+            ts: 1000,
+            thread: ThreadRef::Inline {
+                process: 10,
+                thread: 11,
+            },
+            category: StringRef::inline("app"),
+            name: StringRef::inline("first"),
+            args: Vec::new().into(),
+            kind: EventKind::Instant,
+        },
+        Record::Event {
+            ts: 2000,
+            thread: ThreadRef::Inline {
+                process: 10,
+                thread: 11,
+            },
+            category: StringRef::inline("app"),
+            name: StringRef::inline("second"),
+            args: Vec::new().into(),
+            kind: EventKind::Instant,
+        },
+    ];
+    records
+        .iter()
+        .map(|r| {
+            let mut b = Vec::new();
+            encode(r, &mut b).unwrap();
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn convert_fails_on_a_damaged_file_unless_told_to_skip_damage() {
+    let dir = temp_dir("convert");
+    let records = small_trace();
+    let good = dir.join("good.fxt");
+    std::fs::write(&good, records.concat()).unwrap();
+    // A zero word (a record of size 0) between the two events.
+    let mut damaged_bytes = records[..4].concat();
+    damaged_bytes.extend_from_slice(&[0u8; 8]);
+    damaged_bytes.extend_from_slice(&records[4]);
+    let damaged = dir.join("damaged.fxt");
+    std::fs::write(&damaged, damaged_bytes).unwrap();
+    let json = dir.join("out.json");
+    let convert = |file: &Path, extra: &[&str]| {
+        let o = Command::new(trace_cli())
+            .arg("convert")
+            .arg(file)
+            .arg("-o")
+            .arg(&json)
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let names: Vec<String> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["name"].as_str().map(str::to_owned))
+            .collect();
+        (o, names)
+    };
+
+    let (o, names) = convert(&good, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(names.contains(&"second".to_owned()), "{names:?}");
+
+    // Damaged: exit status 1, but every readable record is converted.
+    let (o, names) = convert(&damaged, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("skipped 1 malformed record(s)"), "{err}");
+    assert!(err.contains("--skip-damage"), "{err}");
+    assert!(
+        names.contains(&"first".to_owned()) && names.contains(&"second".to_owned()),
+        "{names:?}"
+    );
+
+    // Told to skip damage: exit status 0, the same output.
+    let (o, skipped) = convert(&damaged, &["--skip-damage"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped 1 malformed record(s)"));
+    assert_eq!(skipped, names);
+
+    // As `dump` does.
+    let o = Command::new(trace_cli())
+        .arg("dump")
+        .arg(&damaged)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+/// A process that has exited (and been reaped).
+fn gone_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    c.wait().unwrap();
+    c.id()
+}
+
+#[test]
+fn follow_of_a_process_that_does_not_exist_is_refused() {
+    let d = Daemon::start("follow");
+    let file = File::create(d.dir.join("follow.fxt")).unwrap();
+    let mut sleeper = Killed(vec![Command::new("sleep").arg("60").spawn().unwrap()]);
+    let live = sleeper.0[0].id();
+    let gone = gone_pid();
+    runtime().block_on(async {
+        let mut c = Controller::connect(&d.socket).unwrap();
+        let config = TraceConfig {
+            categories: vec!["kernel:sched".into()],
+            pids: Some(vec![std::process::id()]),
+            kernel_buffer_bytes: 4 << 20,
+            ..TraceConfig::default()
+        };
+        assert_eq!(
+            c.call(Request::InitializeTracing(config), Some(file.as_fd()))
+                .await
+                .unwrap(),
+            Reply::Initialized
+        );
+        let refused = |reply: Reply, pid: u32| match reply {
+            Reply::Failed {
+                fatal: false,
+                code: fail::NO_SUCH_PROCESS,
+                message,
+            } => assert!(
+                message.contains(&format!("process {pid}")) && message.contains("no such process"),
+                "{message}"
+            ),
+            other => panic!("Follow of {pid}: {other:?}"),
+        };
+        // Before tracing starts: refused, and not kept (the start would
+        // fail on it).
+        for pid in [gone, 0, u32::MAX] {
+            refused(c.call(Request::Follow { pid }, None).await.unwrap(), pid);
+        }
+        assert_eq!(
+            c.call(Request::StartTracing(StartOptions::default()), None)
+                .await
+                .unwrap(),
+            Reply::StartResult(Ok(()))
+        );
+        // While tracing.
+        refused(
+            c.call(Request::Follow { pid: gone }, None).await.unwrap(),
+            gone,
+        );
+        // A live process is followed.
+        assert_eq!(
+            c.call(Request::Follow { pid: live }, None).await.unwrap(),
+            Reply::Followed
+        );
+        match c.call(Request::TerminateTracing, None).await.unwrap() {
+            Reply::Terminated(_) => {}
+            other => panic!("{other:?}"),
+        }
+    });
+    drop(file);
+    let t = parse(&d.dir.join("follow.fxt"));
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    assert!(
+        t.process_names.contains_key(&u64::from(live)),
+        "the followed process is named in the trace"
+    );
+    sleeper.0.clear();
+}
+
+#[test]
+fn every_provider_of_a_session_is_reported() {
+    const N: usize = 120;
+    let d = Daemon::start("many");
+    // Idle programs: a tick a second each, on a machine of two CPUs.
+    let mut providers = Killed(Vec::new());
+    let mut pids = HashSet::new();
+    for _ in 0..N {
+        let (child, pid, _) = tests::start_provider(
+            env!("CARGO_BIN_EXE_tiny_provider"),
+            &d.socket,
+            600.0,
+            1_000_000,
+        );
+        providers.0.push(child);
+        pids.insert(pid as i32);
+    }
+    let path = d.dir.join("many.fxt");
+    let file = File::create(&path).unwrap();
+    runtime().block_on(async {
+        let mut c = Controller::connect(&d.socket).unwrap();
+        let config = TraceConfig {
+            categories: vec!["app".into()],
+            buffer_size_megabytes_hint: 1,
+            start_timeout_milliseconds: 30_000,
+            ..TraceConfig::default()
+        };
+        assert_eq!(
+            c.call(Request::InitializeTracing(config), Some(file.as_fd()))
+                .await
+                .unwrap(),
+            Reply::Initialized
+        );
+        // Providers that register during the session are initialized at
+        // once: wait until all of them are in it.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match c.call(Request::GetStatus, None).await.unwrap() {
+                Reply::Status(Status { providers, .. }) if providers as usize == N => break,
+                Reply::Status(s) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{} of {N} providers",
+                        s.providers
+                    )
+                }
+                other => panic!("{other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            c.call(Request::StartTracing(StartOptions::default()), None)
+                .await
+                .unwrap(),
+            Reply::StartResult(Ok(()))
+        );
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let check = |r: &trace_common::controller::StopResult| {
+            assert_eq!(r.providers_total as usize, N);
+            assert_eq!(r.provider_stats.len(), N);
+            let got: HashSet<i32> = r.provider_stats.iter().map(|s| s.pid).collect();
+            assert_eq!(got, pids);
+            assert!(r.provider_stats.iter().all(|s| s.started), "{r:?}");
+        };
+        match c
+            .call(
+                Request::StopTracing {
+                    write_results: true,
+                },
+                None,
+            )
+            .await
+            .unwrap()
+        {
+            Reply::StopResult(Ok(r)) => check(&r),
+            other => panic!("{other:?}"),
+        }
+        match c.call(Request::TerminateTracing, None).await.unwrap() {
+            Reply::Terminated(r) => check(&r),
+            other => panic!("{other:?}"),
+        }
+    });
+    drop(file);
+    let t = parse(&path);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let ticking: HashSet<i32> = t
+        .events
+        .iter()
+        .filter(|e| e.name == "tick")
+        .map(|e| e.pid as i32)
+        .collect();
+    assert_eq!(ticking, pids, "every provider's records are in the trace");
+
+    // trace-cli's summary counts them all.
+    let out = d.dir.join("many-cli.fxt");
+    let o = cli(
+        &[
+            "record",
+            "-c",
+            "app",
+            "-d",
+            "1",
+            "--provider-buffer-size",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &d.socket,
+        None,
+    );
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}\n{}", d.log());
+    assert!(err.contains(&format!("{N} userspace providers")), "{err}");
+}

@@ -1,0 +1,268 @@
+//! End-to-end: the daemon's limits under abuse — a thousand idle providers,
+//! ten thousand idle connections, and sessions asking for more memory than
+//! the budget — with the daemon's memory measured (`VmRSS`, `VmHWM`).
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tests::{can_connect, parse, require_root, rss, start_daemon, trace_cli};
+
+const MIB: u64 = 1 << 20;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("trace-e2e-limits-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Kills a process on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `idle_providers N` on `socket`, and the lines it prints, once every
+/// provider registered.
+fn idle_providers(socket: &Path, n: usize) -> (Killed, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idle_providers"))
+        .arg(n.to_string())
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out: ChildStdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l == format!("registered {n}") => break,
+            Ok(_) => {}
+            Err(e) => panic!("{n} providers did not all register: {e}"),
+        }
+    }
+    (Killed(child), rx)
+}
+
+/// Raises this process's descriptor limit to its hard limit.
+fn more_descriptors() {
+    // SAFETY: getrlimit/setrlimit with a struct we own.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
+
+/// Opens `n` connections to `socket` that say nothing.
+fn idle_connections(socket: &Path, n: usize) -> Vec<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = socket.as_os_str().as_bytes();
+    (0..n)
+        .map(|_| {
+            // SAFETY: plain socket calls on a sockaddr_un we fill in; the
+            // descriptor is owned by the returned OwnedFd.
+            unsafe {
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+                assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+                let mut addr: libc::sockaddr_un = std::mem::zeroed();
+                addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+                for (i, b) in path.iter().enumerate() {
+                    addr.sun_path[i] = *b as libc::c_char;
+                }
+                let r = libc::connect(
+                    fd,
+                    &addr as *const _ as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_un>() as u32,
+                );
+                assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
+                OwnedFd::from_raw_fd(fd)
+            }
+        })
+        .collect()
+}
+
+fn record(socket: &Path, out: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(trace_cli())
+        .arg("record")
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_thousand_idle_providers_and_ten_thousand_idle_connections_cost_little() {
+    require_root();
+    more_descriptors();
+    let dir = temp_dir("idle");
+    let socket = dir.join("manager.sock");
+    let daemon = Killed(start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &["--memory-budget", "512M", "--max-connections", "12000"],
+    ));
+    let pid = daemon.0.id();
+    let (_providers, _lines) = idle_providers(&socket, 1000);
+    let (before, _) = rss(pid);
+
+    // Ten thousand connections that say nothing (the daemon closes them
+    // after 5 s), and a normal recording meanwhile.
+    let idle = idle_connections(&socket, 10_000);
+    std::thread::sleep(Duration::from_millis(500));
+    let (during, _) = rss(pid);
+    let out = dir.join("trace.fxt");
+    let began = Instant::now();
+    let rec = record(&socket, &out, &["-c", "kernel:sched", "-d", "2"]);
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{stderr}");
+    let (_, peak) = rss(pid);
+    drop(idle);
+    assert!(
+        stderr.contains("1000 userspace providers"),
+        "every idle provider took part: {stderr}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "a 2 s recording took {took:?}"
+    );
+    let t = parse(&out);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    assert!(!t.switches.is_empty());
+
+    // Idle connections: a task and a descriptor each, no buffer.
+    eprintln!(
+        "daemon RSS: {} MiB with 1000 providers, {} MiB with 10000 idle connections too, \
+         peak {} MiB",
+        before / MIB,
+        during / MIB,
+        peak / MIB
+    );
+    assert!(
+        during.saturating_sub(before) < 10_000 * 4096,
+        "10000 idle connections took {} MiB",
+        during.saturating_sub(before) / MIB
+    );
+    // Within the documented budget: 512 MiB of trace buffers at most,
+    // and what the daemon needs besides.
+    assert!(
+        peak < 512 * MIB + 128 * MIB,
+        "peak {} MiB beyond the budget",
+        peak / MIB
+    );
+    // Memory returns once the connections are gone.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (after, _) = rss(pid);
+    assert!(
+        after < during.max(before) + 16 * MIB,
+        "{} MiB after the connections closed, {} MiB before",
+        after / MIB,
+        before / MIB
+    );
+    assert!(can_connect(&socket), "the daemon still serves");
+}
+
+#[test]
+fn sessions_beyond_the_memory_budget_are_refused_or_shrunk() {
+    require_root();
+    let dir = temp_dir("budget");
+    let socket = dir.join("manager.sock");
+    let _daemon = Killed(start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &["--session-memory-budget", "96M"],
+    ));
+    let out = dir.join("trace.fxt");
+
+    // A kernel buffer larger than the budget: refused, naming the limit.
+    let rec = record(
+        &socket,
+        &out,
+        &["-c", "kernel:sched", "-b", "128", "-d", "1"],
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(!rec.status.success());
+    assert!(
+        stderr.contains("memory budget of 96 MiB"),
+        "the limit is named: {stderr}"
+    );
+
+    // Twenty providers of 4 MiB and a 64 MiB kernel buffer do not fit in
+    // 96 MiB: each provider gets the same share of what it asked for.
+    let (_providers, lines) = idle_providers(&socket, 20);
+    let rec = record(&socket, &out, &["-c", "kernel:sched", "-d", "1"]);
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{stderr}");
+    let sizes: Vec<u64> = lines
+        .try_iter()
+        .filter_map(|l| l.strip_prefix("initialized ").map(str::to_owned))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 20, "{sizes:?}");
+    let total: u64 = sizes.iter().sum();
+    assert!(total <= 32 * MIB, "{} MiB of provider buffers", total / MIB);
+    assert!(
+        sizes.iter().all(|&s| (256 << 10..4 * MIB).contains(&s)),
+        "{sizes:?}"
+    );
+
+    // One provider asking for more than the whole budget: the same share
+    // for everyone, so it gets the most, and the others what remains (or
+    // nothing, below the 256 KiB minimum); the session records.
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-c",
+            "kernel:sched",
+            "--provider-buffer",
+            "idle-0=1024",
+            "-d",
+            "1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{stderr}");
+    let sizes: Vec<(String, u64)> = lines
+        .try_iter()
+        .filter_map(|l| l.strip_prefix("initialized ").map(str::to_owned))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (
+                f.next().unwrap().to_owned(),
+                f.next().unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
+    let total: u64 = sizes.iter().map(|(_, s)| s).sum();
+    assert!(total <= 32 * MIB, "{} MiB of provider buffers", total / MIB);
+    let big = sizes
+        .iter()
+        .find(|(n, _)| n == "idle-0")
+        .expect("idle-0 traced");
+    assert!(big.1 < 1024 * MIB && big.1 >= 4 * MIB, "{sizes:?}");
+    let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap();
+    assert!(log.contains("of what it asked for"), "{log}");
+}
