@@ -83,6 +83,16 @@ pub struct RecordArgs {
     /// repeat.
     #[arg(long = "usdt", value_name = "SPEC")]
     usdt: Vec<String>,
+    /// Record kernel tracepoints by name, every field decoded: an instant
+    /// per hit (category GROUP) on the thread it happened on. `GROUP:EVENT`;
+    /// globs (`sched:*`, `irq:softirq_*`); comma lists; `ENTRY..EXIT` (e.g.
+    /// `irq:softirq_entry..irq:softirq_exit`) for a duration from each entry
+    /// to the next exit on the same thread; ` if FILTER` to keep only the
+    /// events it matches, evaluated in the kernel (e.g. `sched:sched_switch
+    /// if prev_prio < 100`). `trace-cli events` lists them with their
+    /// fields. Adds to what `-c` selects. May repeat.
+    #[arg(short = 'e', long = "event", value_name = "SPEC")]
+    events: Vec<String>,
     /// Stop when a userspace provider raises this alert
     /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
     #[arg(long = "trigger", value_name = "ALERT")]
@@ -398,11 +408,13 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         },
         uprobes: args.uprobes.iter().map(|s| absolute_spec(s)).collect(),
         usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
+        tracepoints: args.events.clone(),
     };
     let needs_kernel = categories.is_empty()
         || !kernel_categories(&categories).is_empty()
         || !config.uprobes.is_empty()
-        || !config.usdt.is_empty();
+        || !config.usdt.is_empty()
+        || !config.tracepoints.is_empty();
 
     let mut conn = connect(needs_kernel)?;
     let output: OwnedFd = if to_stdout {
@@ -711,6 +723,28 @@ fn print_summary(stats: &trace_common::controller::StopResult, destination: &str
         providers_summary(&stats.provider_stats),
         destination
     );
+    let fixed = [
+        "switches",
+        "wakeups",
+        "process events",
+        "names",
+        "system calls",
+        "interrupts",
+        "block requests",
+        "memory events",
+        "cpu counters",
+        "probe hits",
+        "USDT events",
+    ];
+    let tracepoints: Vec<String> = k
+        .counts
+        .iter()
+        .filter(|(n, _)| !fixed.contains(&n.as_str()))
+        .map(|(n, v)| format!("{n} {v}"))
+        .collect();
+    if !tracepoints.is_empty() {
+        eprintln!("trace-cli: tracepoints: {}", tracepoints.join(", "));
+    }
 }
 
 /// `s` seconds; an error when it is too long to wait for.

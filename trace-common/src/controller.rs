@@ -333,6 +333,9 @@ pub struct TraceConfig {
     pub uprobes: Vec<String>,
     /// USDT probes to record (`--usdt` specs).
     pub usdt: Vec<String>,
+    /// Tracepoints to record by name (`-e` specs: `GROUP:EVENT` globs,
+    /// `ENTRY..EXIT` pairs, ` if FILTER`).
+    pub tracepoints: Vec<String>,
 }
 
 impl Default for TraceConfig {
@@ -350,6 +353,7 @@ impl Default for TraceConfig {
             pids: None,
             uprobes: Vec::new(),
             usdt: Vec::new(),
+            tracepoints: Vec::new(),
         }
     }
 }
@@ -746,7 +750,8 @@ impl TraceConfig {
             }
         }
         e.strs(&self.uprobes)?;
-        e.strs(&self.usdt)
+        e.strs(&self.usdt)?;
+        e.strs(&self.tracepoints)
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
@@ -790,6 +795,7 @@ impl TraceConfig {
             pids,
             uprobes: d.strs()?,
             usdt: d.strs()?,
+            tracepoints: d.strs()?,
         })
     }
 }

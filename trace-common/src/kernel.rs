@@ -19,6 +19,8 @@
 //! Every struct here is plain data (integers and byte arrays, no implicit
 //! padding), so any bit pattern is a valid value.
 
+pub mod tracepoint;
+
 use core::fmt;
 use core::mem::size_of;
 

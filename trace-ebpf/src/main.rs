@@ -47,6 +47,8 @@
 #![no_std]
 #![no_main]
 
+mod tracepoint;
+
 use core::ffi::c_void;
 use core::mem::MaybeUninit;
 use core::ptr;

@@ -98,6 +98,8 @@ use crate::output::{FxtStream, OutputError, StringTable};
 use crate::procfs;
 use crate::syscalls::SyscallTable;
 
+mod tracepoint;
+
 /// The kernel provider's thread table: FXT thread records map indexes
 /// 1..=255 to (process, thread) koids, so that a record can name a thread in
 /// one byte. Entries are replaced by a clock sweep (a used entry gets a
@@ -362,6 +364,8 @@ pub struct KernelTranslator {
     first_seen: Map<u32, u64>,
     /// When threads created during the recording were created.
     created: Map<u32, u64>,
+    /// Tracepoints selected by name.
+    tracepoints: tracepoint::Tracepoints,
 }
 
 /// The task a CPU runs.
@@ -446,6 +450,7 @@ impl KernelTranslator {
             at_start: std::collections::HashSet::new(),
             first_seen: Map::default(),
             created: Map::default(),
+            tracepoints: tracepoint::Tracepoints::default(),
         }
     }
 

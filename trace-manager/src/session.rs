@@ -12,15 +12,18 @@
 
 use crate::clock::boottime_ns;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
 use trace_common::controller::KernelStats;
 use trace_common::fxt::{Record, provider_event};
+use trace_common::kernel::tracepoint::{TRACEPOINT_KIND, TracepointRecord};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
+use crate::kernel::tracepoints::Selection;
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
 use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::output::{FxtStream, OutputError};
@@ -47,6 +50,8 @@ pub struct RecordConfig {
     pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
     /// USDT probe sites (`--usdt`), resolved.
     pub usdt: Vec<crate::usdt::UsdtSite>,
+    /// Tracepoints selected by name (`-e`), resolved.
+    pub tracepoints: Arc<Selection>,
     /// What happens to kernel events: written as they come (streaming),
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
     /// `buffer_bytes` of them kept and written at stop (circular).
@@ -54,9 +59,9 @@ pub struct RecordConfig {
 }
 
 impl RecordConfig {
-    /// Whether dynamic or static probes are to be placed.
+    /// Whether probes or tracepoints selected by name are to be placed.
     fn probes(&self) -> bool {
-        !self.uprobes.is_empty() || !self.usdt.is_empty()
+        !self.uprobes.is_empty() || !self.usdt.is_empty() || !self.tracepoints.is_empty()
     }
 }
 
@@ -106,6 +111,11 @@ pub struct RecordStats {
     pub malformed: u64,
     /// Records written per kind.
     pub counts: KernelRecordCounts,
+    /// Records written per tracepoint selected by name (`group:event`, or
+    /// a pair's name).
+    pub tracepoints: Vec<(String, u64)>,
+    /// Exits of pairs that had no entry on their thread.
+    pub unpaired: u64,
     /// How long events were collected, every start-to-stop summed.
     pub duration: Duration,
     /// The kernel categories that were enabled.
@@ -136,6 +146,7 @@ impl RecordStats {
             ]
             .into_iter()
             .map(|(n, v)| (n.to_owned(), v))
+            .chain(self.tracepoints.iter().cloned())
             .collect(),
             categories: self.categories.clone(),
         }
@@ -208,6 +219,7 @@ impl<W: Write> Session<W> {
         let out = FxtStream::new(out)?;
         let mut translator = KernelTranslator::new();
         translator.set_start(boottime_ns());
+        translator.set_tracepoints(Arc::clone(&config.tracepoints));
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
         translator.set_usdt_sites(
             config
@@ -288,6 +300,7 @@ impl<W: Write> Session<W> {
             pids: self.config.pids.clone(),
             uprobes: self.config.uprobes.clone(),
             usdt: self.config.usdt.clone(),
+            tracepoints: Arc::clone(&self.config.tracepoints),
             classic_tracepoints: false,
         })?;
         self.kernel = Some(kernel);
@@ -418,9 +431,9 @@ impl<W: Write> Session<W> {
                 }
                 _ => {
                     keep.used += bytes.len() as u64;
-                    match trace_common::kernel::parse(bytes) {
-                        Ok(event) if result.is_ok() => {
-                            result = translate(translator, out, &event);
+                    match parse_entry(bytes) {
+                        Ok(entry) if result.is_ok() => {
+                            result = translate_entry(translator, out, &entry);
                         }
                         Ok(_) => {}
                         Err(_) => malformed += 1,
@@ -465,6 +478,7 @@ impl<W: Write> Session<W> {
             self.translator.finish_syscalls(&mut self.out)?;
             self.translator.finish_irqs(&mut self.out)?;
             self.translator.finish_probes(&mut self.out)?;
+            self.translator.finish_tracepoints(&mut self.out)?;
             self.translator.finish_block(&mut self.out)?;
         }
         if write_results {
@@ -489,8 +503,8 @@ impl<W: Write> Session<W> {
                 .copied()
                 .collect();
             at += 2 + len;
-            match trace_common::kernel::parse(&bytes) {
-                Ok(event) => translate(&mut self.translator, &mut self.out, &event)?,
+            match parse_entry(&bytes) {
+                Ok(entry) => translate_entry(&mut self.translator, &mut self.out, &entry)?,
                 Err(_) => self.stats.malformed += 1,
             }
         }
@@ -505,6 +519,7 @@ impl<W: Write> Session<W> {
     pub fn stats(&self) -> RecordStats {
         let mut stats = self.stats.clone();
         stats.counts = self.translator.counts();
+        (stats.tracepoints, stats.unpaired) = self.translator.tracepoint_counts();
         stats.dropped = self.dropped_now();
         stats.dropped_per_cpu = self.dropped_before.clone();
         if let Some(now) = self.kernel.as_ref().and_then(|k| k.dropped_per_cpu().ok()) {
@@ -556,6 +571,44 @@ impl<W: Write> Session<W> {
             })?;
         }
         Ok(stats)
+    }
+}
+
+/// One ring-buffer entry, decoded.
+enum Entry<'a> {
+    /// A fixed-layout event.
+    Fixed(KernelEvent),
+    /// An event of a tracepoint selected by name.
+    Tracepoint(TracepointRecord<'a>),
+}
+
+/// Decodes one ring-buffer entry without trusting it.
+fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, trace_common::kernel::ParseError> {
+    if bytes.get(..4) == Some(&TRACEPOINT_KIND.to_ne_bytes()[..]) {
+        TracepointRecord::parse(bytes).map(Entry::Tracepoint)
+    } else {
+        trace_common::kernel::parse(bytes).map(Entry::Fixed)
+    }
+}
+
+/// Writes the records for one ring-buffer entry.
+fn translate_entry<W: Write>(
+    t: &mut KernelTranslator,
+    out: &mut FxtStream<W>,
+    entry: &Entry<'_>,
+) -> Result<(), OutputError> {
+    match entry {
+        Entry::Fixed(event) => translate(t, out, event),
+        Entry::Tracepoint(record) => {
+            let h = record.event.header;
+            if !t.wants(h.ts) {
+                return Ok(());
+            }
+            // Not evidence of which task a CPU runs: without the scheduler's
+            // events, switches inferred from these would draw tasks running
+            // through idle time.
+            t.tracepoint(out, record)
+        }
     }
 }
 
@@ -738,6 +791,7 @@ mod tests {
                 pids: Some(vec![]),
                 uprobes: vec![],
                 usdt: vec![],
+                tracepoints: Default::default(),
                 kernel_mode: BufferingMode::Streaming,
             },
             Vec::new(),

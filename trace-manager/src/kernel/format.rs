@@ -60,6 +60,10 @@ pub struct EventFormat {
     pub id: Option<u32>,
     /// Every field, the `common_*` ones included, in file order.
     pub fields: Vec<FormatField>,
+    /// The `print fmt:` line's text after the colon (empty when absent):
+    /// how the kernel prints the event, with the names of symbolic and
+    /// flag values.
+    pub print_fmt: String,
 }
 
 impl EventFormat {
@@ -91,6 +95,7 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
     let mut name = None;
     let mut id = None;
     let mut fields = Vec::new();
+    let mut print_fmt = String::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         let err = |reason: String| FormatError {
@@ -107,7 +112,8 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
             );
         } else if line.starts_with("field:") {
             fields.push(parse_field_line(line).map_err(err)?);
-        } else if line.starts_with("print fmt:") {
+        } else if let Some(rest) = line.strip_prefix("print fmt:") {
+            print_fmt = rest.trim().to_owned();
             break;
         }
     }
@@ -115,7 +121,12 @@ pub fn parse_format(text: &str) -> Result<EventFormat, FormatError> {
         line: 0,
         reason: "no `name:` line".into(),
     })?;
-    Ok(EventFormat { name, id, fields })
+    Ok(EventFormat {
+        name,
+        id,
+        fields,
+        print_fmt,
+    })
 }
 
 /// Parses `field:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;`.

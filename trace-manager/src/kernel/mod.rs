@@ -51,6 +51,7 @@ mod patch;
 pub mod perf_probe;
 mod reorder;
 pub mod tracefs;
+pub mod tracepoints;
 
 #[cfg(test)]
 mod tests;
@@ -114,6 +115,8 @@ pub struct KernelConfig {
     /// USDT probe sites, resolved; their events carry their index in this
     /// list.
     pub usdt: Vec<crate::usdt::UsdtSite>,
+    /// Tracepoints selected by name (`-e`), resolved.
+    pub tracepoints: std::sync::Arc<tracepoints::Selection>,
     /// Use the classic tracepoint programs even where the kernel's BTF
     /// allows the cheaper BTF tracepoint ones (they write the same events).
     pub classic_tracepoints: bool,
@@ -131,6 +134,7 @@ impl Default for KernelConfig {
             pids: None,
             uprobes: Vec::new(),
             usdt: Vec::new(),
+            tracepoints: Default::default(),
             classic_tracepoints: false,
         }
     }
@@ -694,6 +698,9 @@ impl KernelProvider {
         if !config.usdt.is_empty() {
             provider.attach_usdt(&config.usdt, pids)?;
         }
+        if !config.tracepoints.is_empty() {
+            provider.attach_tracepoints(&config.tracepoints)?;
+        }
         // Threads created between the first look and the attachment.
         for &pid in pids {
             provider.follow(pid)?;
@@ -1198,7 +1205,10 @@ impl KernelProvider {
 }
 
 /// Program `name` of the object, as the program type `P` it must be.
-fn program_of<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, KernelError>
+pub(crate) fn program_of<'a, P>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut P, KernelError>
 where
     &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
 {
@@ -1468,7 +1478,7 @@ fn is_eperm(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// A program load failure as a [`KernelError`].
-fn program_error(program: &'static str, e: ProgramError) -> KernelError {
+pub(crate) fn program_error(program: &'static str, e: ProgramError) -> KernelError {
     if is_eperm(&e) {
         return KernelError::Permission {
             detail: format!("loading eBPF program `{program}`: {e}"),

@@ -1,10 +1,13 @@
-//! Uprobes opened with `perf_event_open` directly, for what aya's `UProbe`
-//! does not offer: a reference counter (`ref_ctr_offset`), which USDT probes
-//! with a semaphore need. The kernel raises the counter in every process
-//! that maps the file while the probe exists and lowers it when the probe
-//! goes, so the program computes the probe's arguments only while it is
-//! traced. Each probe is linked to a loaded program with `BPF_LINK_CREATE`,
-//! carrying its BPF cookie.
+//! Perf events opened with `perf_event_open` directly, for what aya's
+//! `UProbe` and `TracePoint` do not offer: a BPF cookie per attachment (the
+//! program learns which probe or tracepoint fired; a tracepoint program
+//! cannot read its record's `common_type`, which the kernel overwrites with
+//! a register pointer), and a reference counter (`ref_ctr_offset`), which
+//! USDT probes with a semaphore need. The kernel raises the counter in every
+//! process that maps the file while the probe exists and lowers it when the
+//! probe goes, so the program computes the probe's arguments only while it
+//! is traced. Each event is linked to a loaded program with
+//! `BPF_LINK_CREATE`, carrying its cookie.
 
 use std::ffi::CString;
 use std::io;
@@ -22,6 +25,8 @@ const UPROBE_REF_CTR_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format
 const REF_CTR_OFFSET_SHIFT: u32 = 32;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+/// `PERF_TYPE_TRACEPOINT`.
+const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_EVENT_IOC_ENABLE`, `_IO('$', 0)`.
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 
@@ -112,15 +117,44 @@ pub fn attach_uprobe(
         Some(p) => (p as libc::pid_t, -1),
         None => (-1, 0),
     };
+    // `config1` points at `path`, which outlives the call.
+    open_and_link(program, &attr, pid, cpu, cookie)
+}
+
+/// Runs `program` with `cookie` on every hit of the tracepoint with id `id`
+/// (the `ID:` of its format file), on any CPU.
+pub fn attach_tracepoint(program: BorrowedFd<'_>, id: u32, cookie: u64) -> io::Result<ProbeLink> {
+    let attr = PerfEventAttr {
+        type_: PERF_TYPE_TRACEPOINT,
+        size: size_of::<PerfEventAttr>() as u32,
+        config: u64::from(id),
+        // `sample_period` 1: the program runs on every hit.
+        sample_period: 1,
+        ..PerfEventAttr::default()
+    };
+    // Opened on one CPU, for every process: a tracepoint runs its program
+    // wherever it fires.
+    open_and_link(program, &attr, -1, 0, cookie)
+}
+
+/// Opens the perf event `attr` describes and links `program` to it with
+/// `cookie`; `attr`'s pointers (if any) must be valid for the call.
+fn open_and_link(
+    program: BorrowedFd<'_>,
+    attr: &PerfEventAttr,
+    pid: libc::pid_t,
+    cpu: libc::c_int,
+    cookie: u64,
+) -> io::Result<ProbeLink> {
     // SAFETY: `attr` is a valid perf_event_attr of the size it declares,
-    // and `config1` points at `path`, a NUL-terminated string that outlives
-    // the call; the kernel only reads both during it.
+    // and whatever it points at outlives the call (the caller's contract);
+    // the kernel only reads it during the call.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
+            attr as *const PerfEventAttr,
             pid,
-            cpu as libc::c_int,
+            cpu,
             -1 as libc::c_int,
             PERF_FLAG_FD_CLOEXEC,
         )

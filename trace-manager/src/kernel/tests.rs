@@ -25,6 +25,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         pids: None,
         uprobes: Vec::new(),
         usdt: Vec::new(),
+        tracepoints: Default::default(),
         classic_tracepoints: false,
     }
 }
@@ -382,6 +383,7 @@ fn root_full_ring_buffer_counts_drops() {
         pids: None,
         uprobes: Vec::new(),
         usdt: Vec::new(),
+        tracepoints: Default::default(),
         classic_tracepoints: false,
     })
     .unwrap();

@@ -980,6 +980,7 @@ impl Manager {
         creds: Option<&crate::creds::ClientCreds>,
     ) -> Result<Session<Sink>, String> {
         let (uprobes, usdt) = resolve_probes(config, creds)?;
+        let tracepoints = std::sync::Arc::new(resolve_tracepoints(&config.tracepoints)?);
         let sink = Sink::new(output, config.defer_transfer)
             .map_err(|e| format!("setting up the output: {e}"))?;
         Session::new(
@@ -989,6 +990,7 @@ impl Manager {
                 pids: config.pids.clone(),
                 uprobes,
                 usdt,
+                tracepoints,
                 kernel_mode: config.kernel_buffering_mode,
             },
             // The sink batches records itself, in whole records.
@@ -1320,7 +1322,8 @@ impl Manager {
 fn kernel_memory(config: &TraceConfig) -> u64 {
     let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
         || !config.uprobes.is_empty()
-        || !config.usdt.is_empty();
+        || !config.usdt.is_empty()
+        || !config.tracepoints.is_empty();
     if !kernel {
         return 0;
     }
@@ -1384,6 +1387,16 @@ fn userspace_categories(all: &[String]) -> Vec<String> {
         list.truncate(MAX_CATEGORIES);
     }
     list
+}
+
+/// The tracepoints `specs` (`-e`) select, resolved against tracefs.
+fn resolve_tracepoints(specs: &[String]) -> Result<crate::kernel::tracepoints::Selection, String> {
+    if specs.is_empty() {
+        return Ok(Default::default());
+    }
+    let root = crate::kernel::tracefs::tracefs_root()
+        .map_err(|e| format!("-e needs tracefs, which is not available: {e}"))?;
+    crate::kernel::tracepoints::select(&root, specs).map_err(|e| e.to_string())
 }
 
 /// A session's resolved `--uprobe` probes and `--usdt` sites.

@@ -1,0 +1,210 @@
+//! Tracepoints selected by name: an instant per event on the thread it
+//! happened on (a CPU's interrupt track when it ran no task), or, for an
+//! `ENTRY..EXIT` pair, one duration from each entry to the next exit on the
+//! same thread; every field decoded into a typed argument.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use trace_common::fxt::{ArgValue, EventKind, StringRef};
+use trace_common::kernel::tracepoint::TracepointRecord;
+
+use super::{IRQ_PROCESS_KOID, KernelTranslator};
+use crate::kernel::tracepoints::{Decoded, Role, Selection, decode};
+use crate::output::{FxtStream, OutputError};
+
+/// An entry waiting for its exit.
+#[derive(Clone, Debug)]
+struct Open {
+    ts: u64,
+    thread: (u32, u32),
+    args: Vec<(String, Decoded)>,
+}
+
+/// The translator's state for selected tracepoints.
+#[derive(Debug, Default)]
+pub(super) struct Tracepoints {
+    selection: Arc<Selection>,
+    /// Entries not exited yet, by thread and pair, innermost last.
+    open: HashMap<((u32, u32), usize), Vec<Open>>,
+    /// Records written per tracepoint id (a pair's under its entry).
+    written: HashMap<u32, u64>,
+    /// Exits without an entry on their thread (the entry came before the
+    /// recording, or its filter left it out).
+    unpaired: u64,
+    /// Events of ids the selection does not have.
+    unknown: u64,
+}
+
+/// A decoded value as an FXT argument.
+fn arg(value: &Decoded) -> ArgValue<'_> {
+    match value {
+        Decoded::I32(v) => ArgValue::Int32(*v),
+        Decoded::U32(v) => ArgValue::Uint32(*v),
+        Decoded::I64(v) => ArgValue::Int64(*v),
+        Decoded::U64(v) => ArgValue::Uint64(*v),
+        Decoded::Bool(v) => ArgValue::Bool(*v),
+        Decoded::Pointer(v) => ArgValue::Pointer(*v),
+        Decoded::Text(s) => ArgValue::String(StringRef::inline(s)),
+    }
+}
+
+impl KernelTranslator {
+    /// Sets the tracepoints selected by name, whose events
+    /// [`KernelTranslator::tracepoint`] translates.
+    pub fn set_tracepoints(&mut self, selection: Arc<Selection>) {
+        self.tracepoints = Tracepoints {
+            selection,
+            ..Tracepoints::default()
+        };
+    }
+
+    /// Per selected tracepoint (`group:event`, or a pair's name), the
+    /// records written; then exits that had no entry.
+    pub fn tracepoint_counts(&self) -> (Vec<(String, u64)>, u64) {
+        let tp = &self.tracepoints;
+        let mut list: Vec<(String, u64)> = tp
+            .selection
+            .tracepoints
+            .iter()
+            .filter(|t| !matches!(t.role, Role::Exit(_)))
+            .map(|t| {
+                let name = match t.role {
+                    Role::Entry(n) => tp.selection.pairs[n].name.clone(),
+                    _ => t.name(),
+                };
+                (name, tp.written.get(&t.id).copied().unwrap_or(0))
+            })
+            .collect();
+        list.sort();
+        (list, tp.unpaired)
+    }
+
+    /// One event of a selected tracepoint.
+    pub fn tracepoint<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        record: &TracepointRecord<'_>,
+    ) -> Result<(), OutputError> {
+        let selection = Arc::clone(&self.tracepoints.selection);
+        let h = record.event.header;
+        self.last_ts = self.last_ts.max(h.ts);
+        let Some(tp) = selection.get(record.event.id) else {
+            self.tracepoints.unknown += 1;
+            return Ok(());
+        };
+        let mut args = decode(tp, record);
+        if record.event.cut > 0 {
+            args.push((
+                "cut_bytes".to_owned(),
+                Decoded::U32(record.event.cut.into()),
+            ));
+        }
+        let thread = if h.tid == 0 {
+            (IRQ_PROCESS_KOID, self.irq_track(out, h.cpu)?)
+        } else {
+            self.know_thread(out, h.tid, h.tgid)?;
+            (h.tgid, h.tid)
+        };
+        match tp.role {
+            Role::Instant => {
+                let list: Vec<(&str, ArgValue<'_>)> =
+                    args.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
+                self.event(
+                    out,
+                    h.ts,
+                    &tp.group,
+                    thread,
+                    &tp.event,
+                    &list,
+                    EventKind::Instant,
+                )?;
+                *self.tracepoints.written.entry(tp.id).or_default() += 1;
+            }
+            Role::Entry(n) => {
+                self.tracepoints
+                    .open
+                    .entry((thread, n))
+                    .or_default()
+                    .push(Open {
+                        ts: h.ts,
+                        thread,
+                        args,
+                    });
+            }
+            Role::Exit(n) => {
+                let open = self
+                    .tracepoints
+                    .open
+                    .get_mut(&(thread, n))
+                    .and_then(Vec::pop);
+                match open {
+                    Some(open) => self.write_pair(out, n, open, h.ts, Some(args))?,
+                    None => self.tracepoints.unpaired += 1,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pair `n`'s duration from `open` to `end`; `exit_args` are the exit's
+    /// fields (`None`: still open when the recording stopped).
+    fn write_pair<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        n: usize,
+        open: Open,
+        end: u64,
+        exit_args: Option<Vec<(String, Decoded)>>,
+    ) -> Result<(), OutputError> {
+        let selection = Arc::clone(&self.tracepoints.selection);
+        let pair = &selection.pairs[n];
+        let group = selection
+            .get(pair.entry)
+            .map_or("tracepoint", |t| t.group.as_str());
+        let mut list: Vec<(String, Decoded)> = open.args;
+        match exit_args {
+            Some(exit) => {
+                for (k, v) in exit {
+                    // The exit's fields keep their names unless the entry
+                    // has them too.
+                    let k = if list.iter().any(|(e, _)| *e == k) {
+                        format!("exit_{k}")
+                    } else {
+                        k
+                    };
+                    list.push((k, v));
+                }
+            }
+            None => list.push(("unfinished".to_owned(), Decoded::Bool(true))),
+        }
+        let args: Vec<(&str, ArgValue<'_>)> =
+            list.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
+        let kind = EventKind::DurationComplete {
+            end_ts: end.max(open.ts),
+        };
+        self.event(out, open.ts, group, open.thread, &pair.name, &args, kind)?;
+        *self.tracepoints.written.entry(pair.entry).or_default() += 1;
+        Ok(())
+    }
+
+    /// Ends every pair still open where the recording stopped.
+    pub fn finish_tracepoints<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+    ) -> Result<(), OutputError> {
+        let mut left: Vec<(usize, Open)> = self
+            .tracepoints
+            .open
+            .drain()
+            .flat_map(|((_, n), opens)| opens.into_iter().map(move |o| (n, o)))
+            .collect();
+        left.sort_by_key(|(_, o)| o.ts);
+        let end = self.end_ts();
+        for (n, open) in left {
+            self.write_pair(out, n, open, end, None)?;
+        }
+        Ok(())
+    }
+}
