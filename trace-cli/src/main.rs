@@ -5,6 +5,7 @@ mod categories;
 mod check;
 mod convert;
 mod dump;
+mod events;
 mod providers;
 mod record;
 
@@ -29,6 +30,8 @@ enum Command {
     Providers(providers::ProvidersArgs),
     /// List the categories `record -c` can select, with what each records.
     Categories(categories::CategoriesArgs),
+    /// List the kernel tracepoints `record -e` can select, with their fields.
+    Events(events::EventsArgs),
     /// Print every record of a trace file, one per line.
     Dump(dump::DumpArgs),
     /// Convert a trace file to Chrome trace-event JSON.
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::Check(args) => check::run(args),
         Command::Categories(args) => categories::run(args),
+        Command::Events(args) => events::run(args),
         Command::Completions { shell } => {
             // Generated into memory: the generator panics on a write error.
             let mut script = Vec::new();

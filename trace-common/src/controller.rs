@@ -1319,6 +1319,7 @@ mod tests {
             pids: Some(vec![1, 2, 3]),
             uprobes: vec!["/bin/ls:main".to_string()],
             usdt: vec!["python:gc__start".to_string()],
+            tracepoints: vec!["sched:* if prev_prio < 100".to_string()],
             buffering_mode: BufferingMode::Streaming,
             kernel_buffering_mode: BufferingMode::Circular,
             ..TraceConfig::default()

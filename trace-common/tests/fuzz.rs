@@ -332,6 +332,7 @@ fn trace_config(rng: &mut Rng) -> TraceConfig {
         },
         uprobes: rng.texts(3, 60),
         usdt: rng.texts(3, 60),
+        tracepoints: rng.texts(3, 60),
     }
 }
 

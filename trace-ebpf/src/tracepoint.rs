@@ -88,7 +88,7 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
     // SAFETY: `ctx` is the context the kernel passed to this program.
     let id = unsafe { generated::bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
     // SAFETY: the value is plain data userspace wrote; it is only read.
-    let Some(config) = (unsafe { TRACEPOINTS.get(&id) }) else {
+    let Some(config) = (unsafe { TRACEPOINTS.get(id) }) else {
         return 0;
     };
     let Some(scratch) = TP_SCRATCH.get_ptr_mut(0) else {

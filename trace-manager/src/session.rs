@@ -575,6 +575,8 @@ impl<W: Write> Session<W> {
 }
 
 /// One ring-buffer entry, decoded.
+// Passed by reference, never moved around: the size difference is harmless.
+#[allow(clippy::large_enum_variant)]
 enum Entry<'a> {
     /// A fixed-layout event.
     Fixed(KernelEvent),

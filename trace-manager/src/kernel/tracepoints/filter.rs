@@ -342,6 +342,18 @@ fn emit(e: &Expr, fields: &[Field], out: &mut Vec<FilterInsn>) -> Result<(), Fil
                      a register pointer in the common fields); use -p to select processes"
                 ));
             }
+            if let Value::Name(n) = value
+                && fields.iter().any(|g| g.name() == n)
+                && f.names
+                    .as_ref()
+                    .and_then(|names| names.value_of(n))
+                    .is_none()
+            {
+                return err(format!(
+                    "`{n}` is a field: a filter compares a field with a constant, not with \
+                     another field"
+                ));
+            }
             comparison(f, *cmp, value, out)?;
         }
     }
@@ -572,5 +584,6 @@ mod tests {
         );
         assert!(parse("(a == 1").unwrap_err().message.contains("not closed"));
         assert!(parse("a = 1").is_err());
+        assert!(e("prev_pid == next_pid").contains("not with another field"));
     }
 }

@@ -261,7 +261,7 @@ fn split_spec(spec: &str) -> Result<(Vec<&str>, Option<&str>), TracepointError> 
 
 /// Names close to `name` (`group:event`) among `all`.
 fn close_names(name: &str, all: &[(String, String)]) -> Vec<String> {
-    let (group, event) = name.split_once(':').unwrap_or(("", name));
+    let (_, event) = name.split_once(':').unwrap_or(("", name));
     // The event under another group first.
     let same_event: Vec<String> = all
         .iter()
@@ -272,18 +272,26 @@ fn close_names(name: &str, all: &[(String, String)]) -> Vec<String> {
     if !same_event.is_empty() && !event.contains('*') {
         return same_event;
     }
-    let mut scored: Vec<(f64, String)> = all
+    // The closest by edits, if close enough to be a typo.
+    let typed = name.to_ascii_lowercase();
+    let scored: Vec<(usize, String)> = all
         .iter()
         .map(|(g, e)| {
             let full = format!("{g}:{e}");
-            let score = strsim::jaro_winkler(name, &full)
-                .max(strsim::jaro_winkler(event, e) * if g == group { 1.0 } else { 0.9 });
-            (score, full)
+            let d = strsim::levenshtein(&typed, &full);
+            (d, full)
         })
-        .filter(|(s, _)| *s >= 0.88)
+        .filter(|(d, _)| *d <= 2.max(typed.len() / 5))
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    scored.into_iter().take(3).map(|(_, n)| n).collect()
+    let best = scored.iter().map(|s| s.0).min().unwrap_or(0);
+    let mut close: Vec<String> = scored
+        .into_iter()
+        .filter(|(d, _)| *d == best)
+        .map(|(_, n)| n)
+        .collect();
+    close.sort();
+    close.truncate(3);
+    close
 }
 
 fn resolve_item(spec: &str, item: &str, all: &[(String, String)]) -> Result<Item, TracepointError> {
