@@ -127,8 +127,10 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Runs the benchmark: `rounds` interleaved rounds of workload `w`.
-pub fn bench(rounds: usize, w: KernelWorkload) -> Result<()> {
+/// Runs the benchmark: `rounds` interleaved rounds of workload `w`; with
+/// `baseline` (another `trace-cli` binary, e.g. built from an earlier
+/// commit), that one too, in the same rounds.
+pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Result<()> {
     if !is_root() {
         bail!("the benchmark loads eBPF programs: run it as root");
     }
@@ -142,11 +144,15 @@ pub fn bench(rounds: usize, w: KernelWorkload) -> Result<()> {
 
     let mut untraced = Vec::new();
     let mut traced = Vec::new();
+    let mut before = Vec::new();
     let mut perf = Vec::new();
     for round in 0..rounds {
         eprintln!("bench: round {}/{rounds}", round + 1);
         untraced.push(run_untraced(&w)?);
         traced.push(run_trace_cli(&cli, &dir, &w)?);
+        if let Some(old) = baseline {
+            before.push(run_trace_cli(old, &dir, &w)?);
+        }
         perf.push(run_perf(&dir, &w)?);
     }
     std::fs::remove_dir_all(&dir).ok();
@@ -165,7 +171,12 @@ pub fn bench(rounds: usize, w: KernelWorkload) -> Result<()> {
         w.perf_events[1]
     );
     println!("untraced         {:>8.3} s", base);
-    for (name, samples) in [("trace-cli", &traced), ("perf record", &perf)] {
+    let mut rows = vec![("trace-cli", &traced)];
+    if baseline.is_some() {
+        rows.push(("baseline", &before));
+    }
+    rows.push(("perf record", &perf));
+    for (name, samples) in rows {
         let secs = median(samples.iter().map(|s| s.seconds));
         let events = median(samples.iter().map(|s| s.events as f64));
         let dropped = median(samples.iter().map(|s| s.dropped as f64));

@@ -66,6 +66,11 @@ enum Command {
         /// Events per thread per run of the provider benchmark.
         #[arg(long, default_value_t = 3_000_000)]
         iterations: u64,
+        /// Another `trace-cli` binary (say, built from an earlier commit)
+        /// to run in the same interleaved rounds of `kernel` and `syscall`,
+        /// reported as `baseline`.
+        #[arg(long, value_name = "TRACE_CLI")]
+        baseline: Option<std::path::PathBuf>,
     },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
     /// Arguments go to `trace-cli record` (through sudo when not root).
@@ -90,8 +95,10 @@ fn main() -> Result<()> {
             loops,
             syscalls,
             iterations,
+            baseline,
         } => {
             use bench::{KernelWorkload, What};
+            let baseline = baseline.as_deref();
             let what = which.or(what).unwrap_or(What::All);
             if matches!(what, What::Provider | What::All) {
                 // In-process: needs neither the eBPF toolchain nor root.
@@ -99,11 +106,11 @@ fn main() -> Result<()> {
             }
             if matches!(what, What::Kernel | What::All) {
                 setup::setup()?;
-                bench::bench(rounds, KernelWorkload::sched_pipe(loops))?;
+                bench::bench(rounds, KernelWorkload::sched_pipe(loops), baseline)?;
             }
             if matches!(what, What::Syscall | What::All) {
                 setup::setup()?;
-                bench::bench(rounds, KernelWorkload::getppid(syscalls))?;
+                bench::bench(rounds, KernelWorkload::getppid(syscalls), baseline)?;
             }
             Ok(())
         }
