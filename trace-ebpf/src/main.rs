@@ -23,8 +23,8 @@
 //! Programs by category (userspace attaches only the enabled ones):
 //! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`,
 //!   `cpu_idle`, `cpu_frequency` (the last two not under a pid filter);
-//! - `kernel:proc`: `sched_process_fork`, `task_newtask`,
-//!   `sched_process_exec`, `sched_process_exit`, `task_rename`;
+//! - `kernel:proc`: `task_newtask`, `sched_process_exec`,
+//!   `sched_process_exit`, `task_rename`;
 //! - `kernel:syscall`: `sys_enter`, `sys_exit` (never for the recorder's own
 //!   process);
 //! - `kernel:irq`: `irq_handler_entry`, `irq_handler_exit`, `softirq_entry`,
@@ -43,6 +43,13 @@
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
 //! followed). `task_newtask` adds every task a followed task creates, and
 //! `sched_process_exit` removes tasks that exit; both are attached for the
+//! filter even when `kernel:proc` is off, and then write no events.
+//!
+//! One module per category holds its programs; they share `maps` (every
+//! map), `ring` (the clock, headers, the layout check, reserving and
+//! submitting ring-buffer entries, counting losses), `record` (the copied
+//! tracepoint record and its fields), `follow` (the pid filter) and `task`
+//! (the BTF programs' direct loads).
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 

@@ -12,8 +12,8 @@ use aya_ebpf::{
 };
 use trace_common::kernel::{
     ABSENT_ID, CLONE_THREAD, COMM_LEN, EMIT_PROC, EventKind, FILENAME_LEN, FILTER_PIDS,
-    GROUP_DEAD_UNKNOWN, KernelLayout, ProcessExecEvent, ProcessExitEvent, ProcessForkEvent,
-    TaskNewtaskEvent, TaskRenameEvent,
+    GROUP_DEAD_UNKNOWN, KernelLayout, ProcessExecEvent, ProcessExitEvent, TaskNewtaskEvent,
+    TaskRenameEvent,
 };
 
 use crate::follow::{current_wanted, follow_child, wanted};
@@ -25,35 +25,6 @@ use crate::ring::{header, header_of, layout, now, reserve};
 #[inline(always)]
 pub(crate) fn emit_proc(layout: &KernelLayout) -> bool {
     layout.filter & EMIT_PROC != 0
-}
-
-/// `sched:sched_process_fork`.
-#[tracepoint]
-pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
-    let ts = now();
-    let Some(layout) = layout(ts) else { return 0 };
-    if !emit_proc(layout) || !current_wanted(layout) {
-        return 0;
-    }
-    let l = &layout.process_fork;
-    let Some(r) = Record::copy(&ctx, l.record_size) else {
-        return 0;
-    };
-    let Some(mut entry) = reserve::<ProcessForkEvent>() else {
-        return 0;
-    };
-    let e = MaybeUninit::as_mut_ptr(&mut entry);
-    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
-    // size_of::<ProcessForkEvent>() bytes; every field is written before
-    // the entry is submitted.
-    unsafe {
-        (*e).header = header(EventKind::Fork, ts);
-        (*e).parent_pid = r.id(&l.parent_pid);
-        (*e).child_pid = r.id(&l.child_pid);
-        r.comm(&l.child_comm, ptr::addr_of_mut!((*e).child_comm));
-    }
-    r.submit(layout, entry);
-    0
 }
 
 /// `task:task_newtask`.

@@ -14,8 +14,7 @@ use aya_ebpf::{
 };
 use trace_common::kernel::{
     ABSENT_INT, COMM_LEN, FieldLoc, KernelLayout, MAX_RECORD_BYTES, ProcessExitEvent,
-    ProcessForkEvent, SchedSwitchEvent, SchedWakeupEvent, TaskNewtaskEvent, TaskRenameEvent,
-    WAKEUP_CHECK_INTERVAL,
+    SchedSwitchEvent, SchedWakeupEvent, TaskNewtaskEvent, TaskRenameEvent, WAKEUP_CHECK_INTERVAL,
 };
 
 use crate::maps::{SCRATCH, Scratch};
@@ -38,7 +37,6 @@ const _: () = {
     assert!(offset_of!(SchedSwitchEvent, prev_comm) % 8 == 0);
     assert!(offset_of!(SchedSwitchEvent, next_comm) % 8 == 0);
     assert!(offset_of!(SchedWakeupEvent, comm) % 8 == 0);
-    assert!(offset_of!(ProcessForkEvent, child_comm) % 8 == 0);
     assert!(offset_of!(TaskNewtaskEvent, comm) % 8 == 0);
     assert!(offset_of!(ProcessExitEvent, comm) % 8 == 0);
     assert!(offset_of!(TaskRenameEvent, oldcomm) % 8 == 0);

@@ -164,8 +164,7 @@ event_kinds! {
     Switch = 1 => SchedSwitchEvent,
     /// A wake-up (or the first wake-up of a new task).
     Wakeup = 2 => SchedWakeupEvent,
-    /// A fork or clone, from the scheduler's tracepoint.
-    Fork = 3 => ProcessForkEvent,
+    // 3 was a fork event, retired: a number is never given to another kind.
     /// A new task, with its clone flags.
     NewTask = 4 => TaskNewtaskEvent,
     /// An exec.
@@ -257,20 +256,6 @@ pub struct SchedWakeupEvent {
     pub target_cpu: i32,
     /// [`WAKEUP_NEW`] for the first wake-up of a new task.
     pub flags: u32,
-}
-
-/// `sched:sched_process_fork`: the current task created a task.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessForkEvent {
-    /// Common header; `tid`/`tgid` are the parent's.
-    pub header: EventHeader,
-    /// Thread id of the parent.
-    pub parent_pid: u32,
-    /// Thread id of the new task.
-    pub child_pid: u32,
-    /// Name of the new task, NUL-padded.
-    pub child_comm: [u8; COMM_LEN],
 }
 
 /// `task:task_newtask`: the current task created a task; says whether it is
@@ -656,7 +641,6 @@ const _: () = {
     assert!(size_of::<EventHeader>() == 24);
     assert!(size_of::<SchedSwitchEvent>() == 80);
     assert!(size_of::<SchedWakeupEvent>() == 56);
-    assert!(size_of::<ProcessForkEvent>() == 48);
     assert!(size_of::<TaskNewtaskEvent>() == 56);
     assert!(size_of::<ProcessExecEvent>() == 312);
     assert!(size_of::<ProcessExitEvent>() == 56);

@@ -101,21 +101,6 @@ pub struct SchedWakeupLayout {
     pub target_cpu: FieldLoc,
 }
 
-/// Field locations of `sched:sched_process_fork`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ProcessForkLayout {
-    /// Bytes of the record the program copies before reading the fields:
-    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
-    pub record_size: u16,
-    /// `pid_t parent_pid`.
-    pub parent_pid: FieldLoc,
-    /// `pid_t child_pid`.
-    pub child_pid: FieldLoc,
-    /// `child_comm`: `__data_loc char[]` on recent kernels, `char[16]` before.
-    pub child_comm: FieldLoc,
-}
-
 /// Field locations of `task:task_newtask`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -328,8 +313,6 @@ pub struct KernelLayout {
     pub sched_wakeup: SchedWakeupLayout,
     /// `sched:sched_wakeup_new`.
     pub sched_wakeup_new: SchedWakeupLayout,
-    /// `sched:sched_process_fork`.
-    pub process_fork: ProcessForkLayout,
     /// `task:task_newtask`.
     pub task_newtask: TaskNewtaskLayout,
     /// `sched:sched_process_exec`.
@@ -367,8 +350,6 @@ pub struct KernelLayout {
     /// Process id of the recorder itself: its system calls are not
     /// recorded (they would record its own reading of the events).
     pub self_tgid: u32,
-    /// Padding, so that `stop_ts` is 8-aligned; 0.
-    pub reserved_tail: u32,
     /// Events stamped after this time (CLOCK_BOOTTIME ns) are not written:
     /// stopping sets it, so every category ends at the same instant however
     /// long detaching the programs takes. `u64::MAX` while recording.
@@ -378,16 +359,16 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 8;
+    pub const VERSION: u16 = 9;
 }
 
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
-    // version, reserved, wakeup_bytes, 20 record sizes, 62 fields, filter,
-    // self_tgid, reserved_tail, stop_ts: no implicit padding anywhere (add
-    // a `u16` before `filter` when the fields stop ending on a multiple of
-    // 4, and resize `reserved_tail` to keep `stop_ts` at a multiple of 8).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 62 * 6 + 4 + 4 + 4 + 8);
+    // version, reserved, wakeup_bytes, 19 record sizes, 59 fields, filter,
+    // self_tgid, stop_ts: no implicit padding anywhere (add a `u16` before
+    // `filter` when the fields stop ending on a multiple of 4, and a `u32`
+    // before `stop_ts` to keep it at a multiple of 8).
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 19 * 2 + 59 * 6 + 4 + 4 + 8);
     assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };

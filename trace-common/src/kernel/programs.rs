@@ -116,13 +116,6 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
     },
     TracepointSpec {
         category: KERNEL_PROC,
-        program: "sched_process_fork",
-        group: "sched",
-        event: "sched_process_fork",
-        optional: false,
-    },
-    TracepointSpec {
-        category: KERNEL_PROC,
         program: "task_newtask",
         group: "task",
         event: "task_newtask",
