@@ -71,9 +71,10 @@ pub const GROUP_DEAD_UNKNOWN: u8 = 2;
 /// `Struct (shared)` (so that its plain-data marker is declared once).
 ///
 /// The table covers the fixed-size kinds, decoded by copying their struct
-/// out of the entry; a kind with a variable-length body gets its own
-/// [`EventKind`] and [`KernelEvent`] variants and its arm in [`parse`],
-/// which the generated decoding falls through to.
+/// out of the entry. A kind whose body has a variable length is not one of
+/// them: the table would grow a second list for such kinds (their
+/// [`EventKind`] variants and numbers), and [`parse`] decodes them by hand
+/// where a kind is not a fixed one.
 macro_rules! event_kinds {
     ($(
         $(#[$doc:meta])*
