@@ -15,15 +15,15 @@
 //! session, the session is aborted. Nothing a client or provider sends
 //! stops the manager.
 //!
-//! - [`connections`]: accepting within the limits, telling providers from
+//! - `connections`: accepting within the limits, telling providers from
 //!   clients, reading and answering clients.
-//! - [`requests`]: the controller's requests, alerts and their watchers.
-//! - [`state`]: the session state machine (initialize, start, stop,
+//! - `requests`: the controller's requests, alerts and their watchers.
+//! - `state`: the session state machine (initialize, start, stop,
 //!   terminate).
-//! - [`config`]: a session's configuration mapped to the kernel and
+//! - `config`: a session's configuration mapped to the kernel and
 //!   userspace providers', within the memory budget.
-//! - [`sink`]: the output thread.
-//! - [`throttle`]: warnings about misbehaving connections, at most one a
+//! - `sink`: the output thread.
+//! - `throttle`: warnings about misbehaving connections, at most one a
 //!   tick.
 
 mod config;
