@@ -248,7 +248,8 @@ fn open_output(output: &std::path::Path, to_stdout: bool) -> Result<OwnedFd> {
 
 /// Initializes the session on `conn`, writing to `output`. When another
 /// `trace-cli record` runs the manager, a manager run here records the
-/// kernel alone (none when the kernel is not `needs_kernel`ed).
+/// kernel alone; a recording of userspace providers only (not
+/// `needs_kernel`) fails instead.
 async fn initialize(
     conn: &mut Connection,
     config: &TraceConfig,

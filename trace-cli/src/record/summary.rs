@@ -51,7 +51,7 @@ pub(super) fn report(
 }
 
 /// The summary of a recording that ended well.
-pub(super) fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
+fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
     let k = &stats.kernel;
     let count = |name: &str| {
         k.counts
