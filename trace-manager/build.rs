@@ -25,8 +25,9 @@ fn main() {
     for path in [
         ebpf_dir.join("src"),
         ebpf_dir.join("Cargo.toml"),
-        ebpf_dir.join("Cargo.lock"),
         ebpf_dir.join(".cargo"),
+        root.join("Cargo.toml"),
+        root.join("Cargo.lock"),
         common_dir.join("src"),
         common_dir.join("Cargo.toml"),
     ] {
@@ -36,6 +37,9 @@ fn main() {
     let tools = Tools::find();
     tools.check_prerequisites();
 
+    // A target directory of its own: the outer cargo holds the lock on the
+    // workspace's. The nested cargo runs in `trace-ebpf/`, so that its
+    // `.cargo/config.toml` (rustflags, the object's profile) applies.
     let target_dir = ebpf_dir.join("target");
     let mut cmd = tools.nightly("cargo");
     cmd.current_dir(&ebpf_dir).args([

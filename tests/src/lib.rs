@@ -505,23 +505,99 @@ pub fn start_daemon(socket: &Path, log: &Path, args: &[&str]) -> std::process::C
     child
 }
 
-/// Whether a SOCK_SEQPACKET connection to `socket` succeeds (it is closed
-/// at once).
-pub fn can_connect(socket: &Path) -> bool {
+/// A fresh directory for test `name`, under the system's temporary
+/// directory (one per test process).
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("trace-e2e-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A runtime on this thread, for the async controller client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A `trace-manager` daemon on a socket of its own, in the directory of
+/// one test (its log in `daemon.log` there); killed on drop.
+pub struct Daemon {
+    /// The daemon's process.
+    pub child: std::process::Child,
+    /// Its socket.
+    pub socket: PathBuf,
+    /// The test's directory.
+    pub dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts a daemon (as root) for test `name` and waits until it
+    /// accepts connections.
+    pub fn start(name: &str) -> Daemon {
+        require_root();
+        let dir = temp_dir(name);
+        let socket = dir.join("manager.sock");
+        let child = start_daemon(&socket, &dir.join("daemon.log"), &[]);
+        Daemon { child, socket, dir }
+    }
+
+    /// What the daemon logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
+    /// `trace-cli record -o OUT EXTRA` on this daemon.
+    pub fn record(&self, out: &Path, extra: &[&str]) -> Command {
+        let mut c = Command::new(trace_cli());
+        c.arg("record")
+            .arg("-o")
+            .arg(out)
+            .args(extra)
+            .env("TRACE_MANAGER_SOCKET", &self.socket);
+        c
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes killed, then waited for, on drop.
+pub struct Killed(pub Vec<std::process::Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A SOCK_SEQPACKET connection to `socket`.
+pub fn connect_seqpacket(socket: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     let path = socket.as_os_str().as_bytes();
     // SAFETY: plain socket calls on a sockaddr_un we fill in (the path is
-    // checked to fit) and a descriptor we close.
+    // checked to fit); the descriptor is owned by the OwnedFd at once.
     unsafe {
         let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            return false;
+            return Err(std::io::Error::last_os_error());
         }
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
         let mut addr: libc::sockaddr_un = std::mem::zeroed();
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
         if path.len() >= addr.sun_path.len() {
-            libc::close(fd);
-            return false;
+            return Err(std::io::ErrorKind::InvalidInput.into());
         }
         for (i, b) in path.iter().enumerate() {
             addr.sun_path[i] = *b as libc::c_char;
@@ -531,9 +607,17 @@ pub fn can_connect(socket: &Path) -> bool {
             &addr as *const _ as *const libc::sockaddr,
             std::mem::size_of::<libc::sockaddr_un>() as u32,
         );
-        libc::close(fd);
-        r == 0
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(owned)
     }
+}
+
+/// Whether a SOCK_SEQPACKET connection to `socket` succeeds (it is closed
+/// at once).
+pub fn can_connect(socket: &Path) -> bool {
+    connect_seqpacket(socket).is_ok()
 }
 
 /// The resident set of process `pid` and its peak, in bytes (`VmRSS`,

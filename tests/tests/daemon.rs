@@ -8,11 +8,11 @@
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Trace, bin_dir, boottime_ns, parse, parse_bytes, require_root, trace_cli};
+use tests::{Daemon, Trace, boottime_ns, parse, parse_bytes, runtime, trace_cli};
 use trace_common::controller::{
     ProviderInfo, Reply, Request, SessionState, StartError, StartOptions, StopError, TraceConfig,
     fail,
@@ -21,93 +21,27 @@ use trace_common::fxt::ArgValue;
 use trace_common::provider::{BufferDisposition, BufferingMode};
 use trace_manager::client::Controller;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trace-e2e-daemon-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A `trace-manager` daemon on a socket of its own; killed on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
-}
-
-impl Daemon {
-    fn start(name: &str) -> Daemon {
-        require_root();
-        let dir = temp_dir(name);
-        let socket = dir.join("manager.sock");
-        let log = File::create(dir.join("daemon.log")).unwrap();
-        let child = Command::new(bin_dir().join("trace-manager"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--log-level")
-            .arg("debug")
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let d = Daemon { child, socket, dir };
-        let rt = runtime();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while rt.block_on(async { Controller::connect(&d.socket).is_err() }) {
-            assert!(Instant::now() < deadline, "the daemon did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-    }
-
-    fn record(&self, out: &Path, extra: &[&str]) -> Command {
-        let mut c = Command::new(trace_cli());
-        c.arg("record")
-            .arg("-o")
-            .arg(out)
-            .args(extra)
-            .env("TRACE_MANAGER_SOCKET", &self.socket);
-        c
-    }
-
-    /// Waits until `n` providers are registered; returns them.
-    fn wait_providers(&self, n: usize) -> Vec<ProviderInfo> {
-        let rt = runtime();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let list = rt.block_on(async {
-                let mut c = Controller::connect(&self.socket).unwrap();
-                match c.call(Request::GetProviders, None).await.unwrap() {
-                    Reply::Providers(p) => p,
-                    other => panic!("{other:?}"),
-                }
-            });
-            if list.len() >= n {
-                return list;
+/// Waits until `n` providers are registered with `d`; returns them.
+fn wait_providers(d: &Daemon, n: usize) -> Vec<ProviderInfo> {
+    let rt = runtime();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = rt.block_on(async {
+            let mut c = Controller::connect(&d.socket).unwrap();
+            match c.call(Request::GetProviders, None).await.unwrap() {
+                Reply::Providers(p) => p,
+                other => panic!("{other:?}"),
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} of {n} providers registered: {list:?}",
-                list.len()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        });
+        if list.len() >= n {
+            return list;
         }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} providers registered: {list:?}",
+            list.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -189,7 +123,7 @@ fn providers_stay_registered_across_sessions_and_join_a_running_one() {
     let d = Daemon::start("across");
     let a = App::rust(&d.socket, 60.0, 2000);
     let b = App::c(&d.socket, 60.0, 2000);
-    let listed = d.wait_providers(2);
+    let listed = wait_providers(&d, 2);
     assert!(listed.iter().all(|p| p.state == "registered"), "{listed:?}");
 
     // `trace-cli providers` asks the daemon.
@@ -230,7 +164,7 @@ fn providers_stay_registered_across_sessions_and_join_a_running_one() {
         }
     }
     // Both went back to idle between sessions.
-    let listed = d.wait_providers(2);
+    let listed = wait_providers(&d, 2);
     assert!(listed.iter().all(|p| p.state == "registered"), "{listed:?}");
 
     // A provider that registers while a session runs is started at once.
@@ -271,7 +205,7 @@ async fn stop_tracing(c: &mut Controller, write_results: bool) -> Reply {
 fn a_scripted_client_walks_every_state_and_every_error() {
     let d = Daemon::start("states");
     let silent = App::hostile(&d.socket, "silent");
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     runtime().block_on(async {
         let mut c = Controller::connect(&d.socket).unwrap();
         assert_eq!(
@@ -513,7 +447,7 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 fn alerts_and_watchers_are_queued_and_paired_in_order() {
     let d = Daemon::start("alerts");
     let _alerts = App::hostile(&d.socket, "alerts");
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     runtime().block_on(async {
         let mut c = Controller::connect(&d.socket).unwrap();
         let file = File::create(d.dir.join("alerts.fxt")).unwrap();
@@ -584,7 +518,7 @@ fn alerts_and_watchers_are_queued_and_paired_in_order() {
 fn start_stop_cycles_follow_the_buffer_dispositions() {
     let d = Daemon::start("cycles");
     let app = App::rust(&d.socket, 60.0, 1000);
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     let path = d.dir.join("cycles.fxt");
     let mut windows = Vec::new();
     runtime().block_on(async {
@@ -691,7 +625,7 @@ fn an_unresponsive_provider_does_not_hold_up_the_start() {
     let d = Daemon::start("timeout");
     let _silent = App::hostile(&d.socket, "silent");
     let app = App::rust(&d.socket, 60.0, 1000);
-    d.wait_providers(2);
+    wait_providers(&d, 2);
     let file = d.dir.join("timeout.fxt");
     let err = run_ok(d.record(&file, &["-c", "app", "-d", "1", "--start-timeout", "0.5"]));
     assert!(err.contains("1 did not start in time"), "{err}");
@@ -717,7 +651,7 @@ fn an_unresponsive_provider_does_not_hold_up_the_start() {
 fn a_killed_client_returns_the_manager_to_ready() {
     let d = Daemon::start("killed");
     let app = App::rust(&d.socket, 60.0, 2000);
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     let mut rec = d
         .record(&d.dir.join("killed.fxt"), &["-c", "kernel:sched,app"])
         .stderr(Stdio::piped())
@@ -830,7 +764,7 @@ fn a_killed_client_returns_the_manager_to_ready() {
 fn deferred_transfer_holds_the_trace_until_the_end() {
     let d = Daemon::start("defer");
     let _app = App::rust(&d.socket, 60.0, 1000);
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     for defer in [false, true] {
         let mut args = vec![
             "-c",
@@ -883,7 +817,7 @@ fn deferred_transfer_holds_the_trace_until_the_end() {
 fn streaming_to_stdout_for_thirty_seconds_loses_nothing() {
     let d = Daemon::start("stream30");
     let app = App::rust(&d.socket, 120.0, 500);
-    d.wait_providers(1);
+    wait_providers(&d, 1);
     let mut rec = d
         .record(
             Path::new("-"),

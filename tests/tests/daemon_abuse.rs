@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use tests::{bin_dir, parse, require_root, trace_cli};
+use tests::{Daemon, Killed, parse, runtime, temp_dir, trace_cli};
 use trace_common::controller::{Reply, Request, StartOptions, Status, TraceConfig, fail};
 use trace_common::fxt::write::encode;
 use trace_common::fxt::{EventKind, Record, StringRef, ThreadRef};
@@ -19,75 +19,6 @@ use trace_manager::client::Controller;
 
 /// The user and group tests run as when they must not be root.
 const NOBODY: u32 = 65534;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trace-e2e-abuse-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A `trace-manager` daemon on a socket of its own; killed on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
-}
-
-impl Daemon {
-    fn start(name: &str) -> Daemon {
-        require_root();
-        let dir = temp_dir(name);
-        let socket = dir.join("manager.sock");
-        let log = File::create(dir.join("daemon.log")).unwrap();
-        let child = Command::new(bin_dir().join("trace-manager"))
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--log-level", "debug"])
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let d = Daemon { child, socket, dir };
-        let rt = runtime();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while rt.block_on(async { Controller::connect(&d.socket).is_err() }) {
-            assert!(Instant::now() < deadline, "the daemon did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Processes killed on drop.
-struct Killed(Vec<Child>);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
 
 /// `trace-cli ARGS` with the manager socket `socket`, as `uid` (and the
 /// same gid, no other group) when given.

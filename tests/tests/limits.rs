@@ -3,31 +3,18 @@
 //! the budget — with the daemon's memory measured (`VmRSS`, `VmHWM`).
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use tests::{can_connect, parse, require_root, rss, start_daemon, trace_cli};
+use tests::{
+    Killed, can_connect, connect_seqpacket, parse, require_root, rss, start_daemon, temp_dir,
+    trace_cli,
+};
 
 const MIB: u64 = 1 << 20;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trace-e2e-limits-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Kills a process on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `idle_providers N` on `socket`, and the lines it prints, once every
 /// provider registered.
@@ -56,7 +43,7 @@ fn idle_providers(socket: &Path, n: usize) -> (Killed, mpsc::Receiver<String>) {
             Err(e) => panic!("{n} providers did not all register: {e}"),
         }
     }
-    (Killed(child), rx)
+    (Killed(vec![child]), rx)
 }
 
 /// Raises this process's descriptor limit to its hard limit.
@@ -75,29 +62,8 @@ fn more_descriptors() {
 
 /// Opens `n` connections to `socket` that say nothing.
 fn idle_connections(socket: &Path, n: usize) -> Vec<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = socket.as_os_str().as_bytes();
     (0..n)
-        .map(|_| {
-            // SAFETY: plain socket calls on a sockaddr_un we fill in; the
-            // descriptor is owned by the returned OwnedFd.
-            unsafe {
-                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
-                assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-                let mut addr: libc::sockaddr_un = std::mem::zeroed();
-                addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-                for (i, b) in path.iter().enumerate() {
-                    addr.sun_path[i] = *b as libc::c_char;
-                }
-                let r = libc::connect(
-                    fd,
-                    &addr as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_un>() as u32,
-                );
-                assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
-                OwnedFd::from_raw_fd(fd)
-            }
-        })
+        .map(|_| connect_seqpacket(socket).unwrap_or_else(|e| panic!("connect: {e}")))
         .collect()
 }
 
@@ -118,12 +84,12 @@ fn a_thousand_idle_providers_and_ten_thousand_idle_connections_cost_little() {
     more_descriptors();
     let dir = temp_dir("idle");
     let socket = dir.join("manager.sock");
-    let daemon = Killed(start_daemon(
+    let daemon = Killed(vec![start_daemon(
         &socket,
         &dir.join("daemon.log"),
         &["--memory-budget", "512M", "--max-connections", "12000"],
-    ));
-    let pid = daemon.0.id();
+    )]);
+    let pid = daemon.0[0].id();
     let (_providers, _lines) = idle_providers(&socket, 1000);
     let (before, _) = rss(pid);
 
@@ -189,11 +155,11 @@ fn sessions_beyond_the_memory_budget_are_refused_or_shrunk() {
     require_root();
     let dir = temp_dir("budget");
     let socket = dir.join("manager.sock");
-    let _daemon = Killed(start_daemon(
+    let _daemon = Killed(vec![start_daemon(
         &socket,
         &dir.join("daemon.log"),
         &["--session-memory-budget", "96M"],
-    ));
+    )]);
     let out = dir.join("trace.fxt");
 
     // A kernel buffer larger than the budget: refused, naming the limit.

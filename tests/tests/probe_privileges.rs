@@ -17,9 +17,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use tests::{Event, bin_dir, parse, require_root, trace_cli, wait_for_recording};
+use tests::{Event, parse, require_root, start_daemon, trace_cli, wait_for_recording};
 use trace_common::fxt::EventKind;
 
 /// nobody / nogroup.
@@ -35,37 +34,6 @@ fn usdt_target() -> &'static str {
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// Whether a SOCK_SEQPACKET connection to `socket` succeeds (it is closed
-/// at once).
-fn can_connect(socket: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let path = socket.as_os_str().as_bytes();
-    // SAFETY: plain socket calls on a sockaddr_un we fill in (the path is
-    // checked to fit) and a descriptor we close.
-    unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return false;
-        }
-        let mut addr: libc::sockaddr_un = std::mem::zeroed();
-        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        if path.len() >= addr.sun_path.len() {
-            libc::close(fd);
-            return false;
-        }
-        for (i, b) in path.iter().enumerate() {
-            addr.sun_path[i] = *b as libc::c_char;
-        }
-        let r = libc::connect(
-            fd,
-            &addr as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_un>() as u32,
-        );
-        libc::close(fd);
-        r == 0
-    }
 }
 
 /// A root `trace-manager` daemon on a socket anyone may connect to, and
@@ -93,22 +61,7 @@ impl Setup {
         chmod(&dir.join("secret"), 0o700);
         chmod(&dir.join("out"), 0o777);
         let socket = dir.join("manager.sock");
-        let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
-        let mut daemon = Command::new(bin_dir().join("trace-manager"))
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--log-level", "debug"])
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !can_connect(&socket) {
-            if let Ok(Some(status)) = daemon.try_wait() {
-                panic!("the daemon exited: {status}");
-            }
-            assert!(Instant::now() < deadline, "the daemon did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let daemon = start_daemon(&socket, &dir.join("daemon.log"), &[]);
         // The daemon makes its socket 0660 root:tracing (0600 without that
         // group); anyone may connect to this one, as members of `tracing`
         // may to the real one.

@@ -21,7 +21,8 @@ use trace_common::kernel::tracepoint::{
 };
 use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader};
 
-use crate::{count_lost, cpu_ring, layout, now, wakeup_flags, wanted};
+use crate::follow::wanted;
+use crate::ring::{count_lost, cpu_ring, layout, now, wakeup_flags};
 
 /// What each selected tracepoint's events go through, by tracepoint id.
 #[map(name = "TRACEPOINTS")]

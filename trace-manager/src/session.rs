@@ -774,9 +774,6 @@ fn translate<W: Write>(
             e.what == trace_common::kernel::POWER_FREQUENCY,
             e.state,
         ),
-        // Fork is reported through the new-task event, which knows whether
-        // the child is a thread or a process.
-        KernelEvent::Fork(_) => Ok(()),
     }
 }
 

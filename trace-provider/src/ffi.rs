@@ -384,9 +384,6 @@ mod tests {
     use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
     use trace_common::provider::{BufferDisposition, BufferingMode};
 
-    /// The engine is one per process: tests take turns.
-    static SERIAL: Mutex<()> = Mutex::new(());
-
     fn arg(name: *const c_char, kind: u32, value: ArgUnion) -> Arg {
         Arg {
             name,
@@ -399,7 +396,7 @@ mod tests {
     /// Runs `f` while a oneshot trace of category `capi` is written, and
     /// returns the (name, kind, argument names) of the events it wrote.
     fn traced(f: impl FnOnce()) -> Vec<(String, EventKind, Vec<String>)> {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = engine::serial();
         let mut words = vec![0u64; (1 << 20) / 8];
         let len = words.len() * 8;
         // SAFETY: `words` outlives the trace: the engine is terminated below
@@ -482,7 +479,7 @@ mod tests {
 
     #[test]
     fn the_state_byte_is_first() {
-        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = engine::serial();
         // SAFETY: valid strings; the site lives forever.
         unsafe {
             let s = trace_site(c"not-traced".as_ptr(), c"n".as_ptr());

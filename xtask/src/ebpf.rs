@@ -62,6 +62,8 @@ pub fn nightly(program: &str) -> Result<Command> {
 /// Builds `trace-ebpf` for `bpfel-unknown-none` and returns the object's path.
 pub fn build_ebpf() -> Result<PathBuf> {
     let dir = workspace_root().join("trace-ebpf");
+    // Run in `trace-ebpf/`, so that its `.cargo/config.toml` (rustflags, the
+    // object's profile) applies, with a target directory of its own.
     let target_dir = dir.join("target");
     let mut cmd = nightly("cargo")?;
     cmd.current_dir(&dir)

@@ -3,9 +3,10 @@
 //! threads, next to the floor of reading the same timestamp source and
 //! copying the same bytes. Run by `cargo xtask bench provider`.
 //!
-//! The engine is attached to a 64 MiB memfd mapped shared, as a provider's
-//! buffer is, in this process (circular mode,
-//! so a long loop never drops) with the category `bench` enabled. Each case
+//! The engine gets a 64 MiB memfd over the provider's socket from a
+//! stand-in for the trace manager in this process, which starts a trace in
+//! circular mode (so a long loop never drops) with the category `bench`
+//! enabled. Each case
 //! runs R rounds (default 9); a round runs the case with one thread, then
 //! with two, then its floor the same two ways, N iterations (default 3
 //! million; 16 times that for the disabled cases) per thread each. Reported
@@ -20,14 +21,18 @@
 //! `--case` runs only the cases whose label contains NAME, e.g. `(b)`.
 
 use std::hint::black_box;
+use std::os::fd::RawFd;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use trace_common::provider::buffer::{HEADER_BYTES, Header};
+use trace_common::provider::control::{ManagerMessage, ProviderMessage};
+use trace_common::provider::fifo::{FromProvider, PACKET_BYTES, Packet};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 use trace_provider::__private::{Callsite, event_type, write_event};
-use trace_provider::engine;
 
 /// The engine's buffer.
 const BUFFER_BYTES: usize = 64 << 20;
@@ -68,6 +73,7 @@ fn timestamp() -> u64 {
 struct SharedBuffer {
     base: *mut u8,
     len: usize,
+    fd: RawFd,
 }
 
 impl SharedBuffer {
@@ -93,12 +99,12 @@ impl SharedBuffer {
                 "mmap: {}",
                 std::io::Error::last_os_error()
             );
-            libc::close(fd);
             let words = std::slice::from_raw_parts_mut(base.cast::<u64>(), len / 8);
             prefault(words);
             SharedBuffer {
                 base: base.cast(),
                 len,
+                fd,
             }
         }
     }
@@ -116,8 +122,177 @@ impl SharedBuffer {
 impl Drop for SharedBuffer {
     fn drop(&mut self) {
         // SAFETY: unmaps the mapping made in `new`, which nothing uses any
-        // more (the engine is terminated first).
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        // more (the engine is terminated first), and closes its memfd.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// A stand-in for the trace manager: hands the provider its buffer over the
+/// registration socket and starts and stops the trace, as the manager does.
+struct Manager {
+    /// The connection of the provider.
+    conn: RawFd,
+    /// The manager's end of the provider's FIFO.
+    fifo: RawFd,
+}
+
+impl Manager {
+    /// Accepts the provider's connection on `listener` and its registration.
+    fn accept(listener: RawFd) -> Manager {
+        // SAFETY: accept on a listening socket this program owns.
+        let conn = unsafe {
+            libc::accept4(
+                listener,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        assert!(conn >= 0, "accept: {}", std::io::Error::last_os_error());
+        let mut buf = vec![0u8; 16384];
+        // SAFETY: receiving into a buffer we own.
+        let n = unsafe { libc::recv(conn, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        assert!(n > 0, "the provider registers");
+        ProviderMessage::decode(&buf[..n as usize]).expect("a Register message");
+        let mut m = Manager { conn, fifo: -1 };
+        m.send(
+            &ManagerMessage::Registered {
+                provider_id: 1,
+                tracing_started: false,
+            },
+            &[],
+        );
+        m
+    }
+
+    /// Sends `msg` with the descriptors `fds`.
+    fn send(&mut self, msg: &ManagerMessage, fds: &[RawFd]) {
+        let bytes = msg.encode().expect("the message encodes");
+        let mut cmsg = [0u64; 8];
+        // SAFETY: sendmsg from buffers we own; the control data is filled in
+        // with the CMSG macros within its length.
+        let n = unsafe {
+            let mut iov = libc::iovec {
+                iov_base: bytes.as_ptr() as *mut _,
+                iov_len: bytes.len(),
+            };
+            let mut hdr: libc::msghdr = std::mem::zeroed();
+            hdr.msg_iov = &mut iov;
+            hdr.msg_iovlen = 1;
+            if !fds.is_empty() {
+                let data_len = std::mem::size_of_val(fds) as u32;
+                hdr.msg_control = cmsg.as_mut_ptr().cast();
+                hdr.msg_controllen = libc::CMSG_SPACE(data_len) as usize;
+                let c = libc::CMSG_FIRSTHDR(&hdr);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(data_len) as usize;
+                std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast(), fds.len());
+            }
+            libc::sendmsg(self.conn, &hdr, libc::MSG_NOSIGNAL)
+        };
+        assert_eq!(
+            n,
+            bytes.len() as isize,
+            "sendmsg: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Hands the provider `buffer` and its FIFO for a trace in `mode` of
+    /// `categories`.
+    fn initialize(&mut self, buffer: &SharedBuffer, mode: BufferingMode, categories: Vec<String>) {
+        let mut pair = [0; 2];
+        // SAFETY: socketpair fills in the array we own.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0, "socketpair: {}", std::io::Error::last_os_error());
+        self.fifo = pair[0];
+        self.send(
+            &ManagerMessage::Initialize { mode, categories },
+            &[buffer.fd, pair[1]],
+        );
+        // SAFETY: the provider holds its own copy of its end now.
+        unsafe { libc::close(pair[1]) };
+    }
+
+    /// Waits for the provider's next FIFO packet.
+    fn packet(&mut self) -> FromProvider {
+        let mut p = [0u8; PACKET_BYTES];
+        // SAFETY: receiving into a buffer we own.
+        let n = unsafe { libc::recv(self.fifo, p.as_mut_ptr().cast(), p.len(), 0) };
+        assert_eq!(n, PACKET_BYTES as isize, "a FIFO packet from the provider");
+        FromProvider::parse(&Packet::from_bytes(&p)).expect("a valid FIFO packet")
+    }
+
+    /// Starts the trace; returns once the provider writes.
+    fn start(&mut self) {
+        self.send(
+            &ManagerMessage::Start {
+                disposition: BufferDisposition::ClearEntire,
+                additional_categories: Vec::new(),
+            },
+            &[],
+        );
+        let p = self.packet();
+        assert!(matches!(p, FromProvider::Started { .. }), "{p:?}");
+    }
+
+    /// Stops the trace; returns once every record is in the buffer.
+    fn stop(&mut self) {
+        self.send(&ManagerMessage::Stop, &[]);
+        let p = self.packet();
+        assert!(matches!(p, FromProvider::Stopped), "{p:?}");
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        // SAFETY: closing descriptors this program owns and no longer uses.
+        unsafe {
+            libc::close(self.conn);
+            libc::close(self.fifo);
+        }
+    }
+}
+
+/// A listening registration socket at `path`.
+fn listen(path: &Path) -> RawFd {
+    let _ = std::fs::remove_file(path);
+    // SAFETY: plain socket calls on a sockaddr_un we fill in.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let p = path.as_os_str().as_encoded_bytes();
+        assert!(p.len() < addr.sun_path.len(), "a short socket path");
+        for (i, &b) in p.iter().enumerate() {
+            addr.sun_path[i] = b as libc::c_char;
+        }
+        let r = libc::bind(
+            fd,
+            &addr as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_un>() as u32,
+        );
+        assert_eq!(
+            r,
+            0,
+            "bind {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::listen(fd, 1), 0, "listen");
+        fd
     }
 }
 
@@ -494,20 +669,15 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0));
 
+    let socket = std::env::temp_dir().join(format!("provider-bench-{}.sock", std::process::id()));
+    // SAFETY: no other thread runs yet.
+    unsafe { std::env::set_var(trace_common::provider::SOCKET_ENV, &socket) };
+    let listener = listen(&socket);
+    let provider = trace_provider::init("provider-bench");
+    let mut manager = Manager::accept(listener);
     let buffer = SharedBuffer::new(BUFFER_BYTES);
-    // SAFETY: the mapping is page-aligned, BUFFER_BYTES long, and outlives
-    // the trace: the engine is terminated before it is dropped.
-    unsafe {
-        engine::initialize(
-            buffer.base,
-            BUFFER_BYTES,
-            BufferingMode::Circular,
-            vec!["bench".to_owned()],
-            None,
-        )
-    }
-    .expect("a 64 MiB buffer fits the layout");
-    engine::start(BufferDisposition::ClearEntire, Vec::new());
+    manager.initialize(&buffer, BufferingMode::Circular, vec!["bench".to_owned()]);
+    manager.start();
     assert!(trace_provider::category_enabled!("bench"));
     assert!(!trace_provider::category_enabled!("off"));
 
@@ -588,16 +758,23 @@ fn main() {
         }
     }
 
-    let stats = engine::stop();
-    engine::terminate();
+    manager.stop();
+    // SAFETY: the mapping is BUFFER_BYTES long; the trace is stopped.
+    let header = Header::read(unsafe { &*buffer.base.cast::<[u8; HEADER_BYTES]>() });
+    // Unregistering terminates the trace: the provider lets go of the buffer.
+    drop(provider);
+    drop(manager);
+    // SAFETY: closing and removing the socket this program made.
+    unsafe { libc::close(listener) };
+    let _ = std::fs::remove_file(&socket);
     drop(bench);
     handle.join().expect("the second writer exits");
     drop(buffer);
     println!(
         "floor 2T/1T throughput {}; engine dropped {} records, wrapped {} times",
         floor_scaling.join(", "),
-        stats.dropped,
-        stats.wrapped
+        header.num_records_dropped,
+        header.wrapped_count
     );
     println!(
         "floor of (a): the bare loop; of (b)-(e): {clock} reads and copies of the record's words; \

@@ -10,9 +10,8 @@ use std::fmt;
 use trace_common::kernel::{
     BlockRqLayout, FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout,
     MAX_RECORD_BYTES, PageFaultLayout, PowerLayout, ProcessExecLayout, ProcessExitLayout,
-    ProcessForkLayout, RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout,
-    SoftirqLayout, SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout,
-    TracepointSpec,
+    RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout,
+    SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -313,19 +312,6 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
         }
         ("sched", "sched_wakeup") => layout.sched_wakeup = wakeup(f),
         ("sched", "sched_wakeup_new") => layout.sched_wakeup_new = wakeup(f),
-        ("sched", "sched_process_fork") => {
-            let mut l = ProcessForkLayout {
-                record_size: 0,
-                parent_pid: locate(f, "parent_pid", Int),
-                child_pid: locate(f, "child_pid", Int),
-                child_comm: locate(f, "child_comm", Str),
-            };
-            l.record_size = seal(
-                f,
-                &mut [&mut l.parent_pid, &mut l.child_pid, &mut l.child_comm],
-            );
-            layout.process_fork = l;
-        }
         ("task", "task_newtask") => {
             let mut l = TaskNewtaskLayout {
                 record_size: 0,
@@ -600,19 +586,14 @@ mod tests {
         assert_eq!(child.c_type, "__data_loc char[]");
         assert_eq!(child.array_len, None);
         assert!(!child.is_scalar());
-        let mut layout = KernelLayout::default();
-        assert!(fill_layout(&mut layout, spec("sched_process_fork"), &f));
+        assert_eq!(locate(&f, "parent_pid", Want::Int), int(12, 4, true));
+        assert_eq!(locate(&f, "child_pid", Want::Int), int(20, 4, true));
         assert_eq!(
-            layout.process_fork,
-            ProcessForkLayout {
-                record_size: 24,
-                parent_pid: int(12, 4, true),
-                child_pid: int(20, 4, true),
-                child_comm: FieldLoc {
-                    offset: 16,
-                    size: 4,
-                    flags: FieldLoc::PRESENT | FieldLoc::DATA_LOC,
-                },
+            locate(&f, "child_comm", Want::Str),
+            FieldLoc {
+                offset: 16,
+                size: 4,
+                flags: FieldLoc::PRESENT | FieldLoc::DATA_LOC,
             }
         );
     }
@@ -620,17 +601,9 @@ mod tests {
     #[test]
     fn parses_inline_fork_of_older_kernels() {
         let f = parse_format(SCHED_PROCESS_FORK_OLD).unwrap();
-        let mut layout = KernelLayout::default();
-        assert!(fill_layout(&mut layout, spec("sched_process_fork"), &f));
-        assert_eq!(
-            layout.process_fork,
-            ProcessForkLayout {
-                record_size: 48,
-                parent_pid: int(24, 4, true),
-                child_pid: int(44, 4, true),
-                child_comm: inline_str(28, 16),
-            }
-        );
+        assert_eq!(locate(&f, "parent_pid", Want::Int), int(24, 4, true));
+        assert_eq!(locate(&f, "child_pid", Want::Int), int(44, 4, true));
+        assert_eq!(locate(&f, "child_comm", Want::Str), inline_str(28, 16));
     }
 
     #[test]

@@ -1,196 +1,52 @@
 //! The engine writing into a real buffer, read back the way the manager
-//! reads it: header, durable records, rolling buffers walked by chunks.
-#![cfg(not(feature = "off"))]
+//! reads it.
+
+mod read;
 
 use std::sync::Mutex;
 use std::sync::mpsc;
 
-use trace_common::fxt::read::{Reader, TraceState};
-use trace_common::fxt::write::encode;
-use trace_common::fxt::{ArgValue, EventKind, Record};
-use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
+use trace_common::fxt::read::Reader;
+use trace_common::fxt::{EventKind, Record};
 use trace_common::provider::{BufferDisposition, BufferingMode};
-use trace_provider::engine;
 
-/// The engine is one per process: tests take turns.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Buffer {
-    words: Vec<u64>,
-    mode: BufferingMode,
-}
-
-impl Buffer {
-    fn new(mode: BufferingMode, bytes: usize) -> Self {
-        Buffer {
-            words: vec![0; bytes / 8],
-            mode,
-        }
-    }
-
-    fn attach(&mut self, categories: &[&str], on_save: Option<engine::SaveRequest>) {
-        let len = self.words.len() * 8;
-        // SAFETY: the buffer outlives the trace: every test terminates the
-        // engine before dropping it.
-        unsafe {
-            engine::initialize(
-                self.words.as_mut_ptr().cast(),
-                len,
-                self.mode,
-                categories.iter().map(|c| c.to_string()).collect(),
-                on_save,
-            )
-        }
-        .unwrap();
-    }
-
-    fn bytes(&self) -> Vec<u8> {
-        self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
-    }
-}
-
-/// A snapshot turned into an FXT stream the way the manager assembles it.
-fn collect(bytes: &[u8], mode: BufferingMode, sections: &[(u64, u64, usize, u64)]) -> Vec<u8> {
-    let layout = Layout::new(mode, bytes.len() as u64).unwrap();
-    let mut out = Vec::new();
-    encode(&Record::Magic, &mut out).unwrap();
-    // (durable from, durable to, rolling buffer, rolling end)
-    for &(d0, d1, buf, end) in sections {
-        let durable = &bytes
-            [(layout.durable_offset() + d0) as usize..(layout.durable_offset() + d1) as usize];
-        for r in RecordWalk::new(durable, WalkMode::Durable) {
-            out.extend_from_slice(r.bytes);
-        }
-        let start = layout.rolling_offset(buf) as usize;
-        for r in RecordWalk::new(&bytes[start..start + end as usize], WalkMode::Chunked) {
-            out.extend_from_slice(r.bytes);
-        }
-    }
-    out
-}
-
-fn header(bytes: &[u8]) -> Header {
-    Header::read(bytes[..HEADER_BYTES].try_into().unwrap())
-}
-
-/// A final collection at stop, as in fxt-format.md §7.4.
-fn collect_at_stop(bytes: &[u8], mode: BufferingMode) -> Vec<u8> {
-    let layout = Layout::new(mode, bytes.len() as u64).unwrap();
-    let h = header(bytes);
-    h.validate(&layout).unwrap();
-    let mut sections = Vec::new();
-    if h.wrapped_count > 0 {
-        let older = ((h.wrapped_count - 1) & 1) as usize;
-        sections.push((0, h.durable_data_end, older, h.rolling_data_end[older]));
-        let cur = (h.wrapped_count & 1) as usize;
-        sections.push((
-            h.durable_data_end,
-            h.durable_data_end,
-            cur,
-            h.rolling_data_end[cur],
-        ));
-    } else {
-        sections.push((0, h.durable_data_end, 0, h.rolling_data_end[0]));
-    }
-    collect(bytes, mode, &sections)
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Event {
-    category: String,
-    name: String,
-    thread: (u64, u64),
-    kind: EventKind,
-    args: Vec<(String, String)>,
-    ts: u64,
-}
-
-fn events(fxt: &[u8]) -> Vec<Event> {
-    let mut state = TraceState::new();
-    let mut out = Vec::new();
-    for r in Reader::new(fxt) {
-        let (_, rec) = r.expect("the collected stream is valid FXT");
-        state.apply(&rec);
-        if let Record::Event {
-            ts,
-            thread,
-            category,
-            name,
-            args,
-            kind,
-        } = &rec
-        {
-            out.push(Event {
-                category: state
-                    .string(category)
-                    .expect("category resolves")
-                    .to_owned(),
-                name: state.string(name).expect("name resolves").to_owned(),
-                thread: state.thread(*thread).expect("thread resolves"),
-                kind: *kind,
-                args: args
-                    .iter()
-                    .map(|a| {
-                        let v = match &a.value {
-                            ArgValue::String(s) => state.string(s).unwrap().to_owned(),
-                            other => format!("{other:?}"),
-                        };
-                        (state.string(&a.name).unwrap().to_owned(), v)
-                    })
-                    .collect(),
-                ts: *ts,
-            });
-        }
-    }
-    out
-}
-
-fn seq(e: &Event) -> u64 {
-    let v = &e.args.iter().find(|(n, _)| n == "seq").expect("seq arg").1;
-    v.trim_start_matches("Uint64(")
-        .trim_end_matches(')')
-        .parse()
-        .unwrap()
-}
-
-fn tid() -> u64 {
-    // SAFETY: gettid has no preconditions.
-    (unsafe { libc::gettid() }) as u64
-}
+use crate::engine;
+use read::{Buffer, collect, collect_at_stop, events, header, seq, tid};
 
 #[test]
 fn every_macro_writes_a_decodable_event_on_its_thread() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Oneshot, 1 << 20);
     buf.attach(&["app", "net"], None);
-    trace_provider::instant!("app", "before-start");
+    crate::instant!("app", "before-start");
     engine::start(BufferDisposition::ClearEntire, vec![]);
     let n = 7u64;
     let peer = String::from("10.0.0.1");
     {
-        trace_provider::duration!("net", "send", "bytes" => n, "peer" => &peer);
-        trace_provider::instant!("app", "tick", "ok" => true, "ratio" => 0.5f64);
+        crate::duration!("net", "send", "bytes" => n, "peer" => &peer);
+        crate::instant!("app", "tick", "ok" => true, "ratio" => 0.5f64);
     }
-    trace_provider::instant!(process, "app", "proc-wide");
-    trace_provider::instant!("disabled-category", "never");
-    trace_provider::counter!("app", "queue", 3, "depth" => 12i64);
-    trace_provider::async_begin!("app", "req", 99u64, "url" => "/x");
-    trace_provider::async_end!("app", "req", 99u64);
-    trace_provider::flow_begin!("app", "hop", 5u64);
-    trace_provider::blob!("app", "payload", b"0123456789");
-    trace_provider::duration_begin!("app", "phase");
-    trace_provider::duration_end!("app", "phase");
-    assert!(trace_provider::category_enabled!("net"));
-    assert!(!trace_provider::category_enabled!("other"));
+    crate::instant!(process, "app", "proc-wide");
+    crate::instant!("disabled-category", "never");
+    crate::counter!("app", "queue", 3, "depth" => 12i64);
+    crate::async_begin!("app", "req", 99u64, "url" => "/x");
+    crate::async_end!("app", "req", 99u64);
+    crate::flow_begin!("app", "hop", 5u64);
+    crate::blob!("app", "payload", b"0123456789");
+    crate::duration_begin!("app", "phase");
+    crate::duration_end!("app", "phase");
+    assert!(crate::category_enabled!("net"));
+    assert!(!crate::category_enabled!("other"));
     let other = std::thread::spawn(|| {
-        trace_provider::instant!("app", "from-thread", "seq" => 1u64);
+        crate::instant!("app", "from-thread", "seq" => 1u64);
         tid()
     })
     .join()
     .unwrap();
-    let stats = engine::stop();
-    trace_provider::instant!("app", "after-stop");
-    assert_eq!(stats.dropped, 0);
+    engine::stop();
+    let dropped = engine::dropped();
+    crate::instant!("app", "after-stop");
+    assert_eq!(dropped, 0);
     let bytes = buf.bytes();
     engine::terminate();
 
@@ -251,7 +107,7 @@ fn hammer(threads: usize, per_thread: u64) -> Vec<u64> {
         .map(|_| {
             std::thread::spawn(move || {
                 for i in 0..per_thread {
-                    trace_provider::instant!("load", "ev", "seq" => i, "pad" => 0u64);
+                    crate::instant!("load", "ev", "seq" => i, "pad" => 0u64);
                 }
                 tid()
             })
@@ -262,23 +118,24 @@ fn hammer(threads: usize, per_thread: u64) -> Vec<u64> {
 
 #[test]
 fn oneshot_keeps_the_first_records_and_counts_drops() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Oneshot, 64 * 1024);
     buf.attach(&[], None);
     engine::start(BufferDisposition::ClearEntire, vec![]);
     let per = 20_000;
     let tids = hammer(2, per);
-    let stats = engine::stop();
+    engine::stop();
+    let dropped = engine::dropped();
     let bytes = buf.bytes();
     engine::terminate();
     let ev = events(&collect_at_stop(&bytes, BufferingMode::Oneshot));
     assert!(!ev.is_empty() && ev.len() < 2 * per as usize);
     assert_eq!(
-        ev.len() as u64 + stats.dropped,
+        ev.len() as u64 + dropped,
         2 * per,
         "kept + dropped = written"
     );
-    assert_eq!(header(&bytes).num_records_dropped, stats.dropped);
+    assert_eq!(header(&bytes).num_records_dropped, dropped);
     for t in tids {
         let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).map(seq).collect();
         // Each thread's records are its first ones, in order, without gaps.
@@ -288,13 +145,14 @@ fn oneshot_keeps_the_first_records_and_counts_drops() {
 
 #[test]
 fn circular_keeps_the_newest_and_durable_strings_stay_valid() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Circular, 64 * 1024);
     buf.attach(&["load"], None);
     engine::start(BufferDisposition::ClearEntire, vec![]);
     let per = 20_000;
     let tids = hammer(2, per);
-    let stats = engine::stop();
+    engine::stop();
+    let dropped = engine::dropped();
     let bytes = buf.bytes();
     engine::terminate();
     let h = header(&bytes);
@@ -302,10 +160,7 @@ fn circular_keeps_the_newest_and_durable_strings_stay_valid() {
     // `events` fails if any string or thread reference does not resolve.
     let ev = events(&collect_at_stop(&bytes, BufferingMode::Circular));
     assert!(ev.iter().all(|e| e.name == "ev" && e.category == "load"));
-    assert!(
-        stats.dropped < 16,
-        "circular mode overwrites instead of dropping"
-    );
+    assert!(dropped < 16, "circular mode overwrites instead of dropping");
     let mut kept = 0;
     for t in tids {
         let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).map(seq).collect();
@@ -325,13 +180,13 @@ fn circular_keeps_the_newest_and_durable_strings_stay_valid() {
 /// registering the thread).
 #[test]
 fn a_new_trace_never_reuses_indexes_of_the_last() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     fn emit(first_blob: bool) {
         if first_blob {
-            trace_provider::blob!("gen", "blob", b"payload");
+            crate::blob!("gen", "blob", b"payload");
         }
-        trace_provider::instant!("gen", "second", "k2" => 2u64);
-        trace_provider::instant!("gen", "first", "k1" => 1u64);
+        crate::instant!("gen", "second", "k2" => 2u64);
+        crate::instant!("gen", "first", "k1" => 1u64);
     }
     for round in 0..3 {
         let mut buf = Buffer::new(BufferingMode::Oneshot, 64 * 1024);
@@ -341,7 +196,7 @@ fn a_new_trace_never_reuses_indexes_of_the_last() {
         // would name the wrong strings.
         if round % 2 == 1 {
             std::thread::spawn(|| {
-                trace_provider::instant!("gen-other", "padding", "pad" => 0u64);
+                crate::instant!("gen-other", "padding", "pad" => 0u64);
             })
             .join()
             .unwrap();
@@ -376,7 +231,7 @@ fn a_new_trace_never_reuses_indexes_of_the_last() {
 /// as an undecodable record or a gap in a thread's sequence.
 #[test]
 fn circular_reuse_never_reads_leftovers_of_earlier_passes() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Circular, 4 << 20);
     buf.attach(&["load"], None);
     engine::start(BufferDisposition::ClearEntire, vec![]);
@@ -389,9 +244,9 @@ fn circular_reuse_never_reads_leftovers_of_earlier_passes() {
             std::thread::spawn(move || {
                 for i in 0..per {
                     let s = &text[..(i % 61) as usize];
-                    trace_provider::instant!("load", "ev", "seq" => i, "s" => s);
+                    crate::instant!("load", "ev", "seq" => i, "s" => s);
                     if i % 5000 == 0 {
-                        trace_provider::blob!("load", "big", &blob);
+                        crate::blob!("load", "big", &blob);
                     }
                 }
                 tid()
@@ -399,13 +254,14 @@ fn circular_reuse_never_reads_leftovers_of_earlier_passes() {
         })
         .collect();
     let tids: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let stats = engine::stop();
+    engine::stop();
+    let dropped = engine::dropped();
     let bytes = buf.bytes();
     engine::terminate();
     let h = header(&bytes);
     assert!(h.wrapped_count >= 4, "the buffers were reused: {h:?}");
     let ev = events(&collect_at_stop(&bytes, BufferingMode::Circular));
-    assert_eq!(stats.dropped, 0);
+    assert_eq!(dropped, 0);
     let mut kept = 0;
     for t in tids {
         let mine: Vec<_> = ev.iter().filter(|e| e.thread.1 == t).collect();
@@ -428,7 +284,7 @@ fn circular_reuse_never_reads_leftovers_of_earlier_passes() {
 
 #[test]
 fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Streaming, 64 * 1024);
     let base = buf.words.as_ptr() as usize;
     let len = buf.words.len() * 8;
@@ -467,7 +323,7 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
     let mut tids = Vec::new();
     for _ in 0..per {
         // One writer at a pace the saver keeps up with.
-        trace_provider::instant!("load", "ev", "seq" => tids.len() as u64, "pad" => 0u64);
+        crate::instant!("load", "ev", "seq" => tids.len() as u64, "pad" => 0u64);
         tids.push(());
         // About 1 ms per kilobyte: the saver has several milliseconds for
         // each 24 KiB rolling buffer, even on a busy machine.
@@ -475,7 +331,8 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
             std::thread::sleep(std::time::Duration::from_micros(500));
         }
     }
-    let stats = engine::stop();
+    engine::stop();
+    let dropped = engine::dropped();
     let bytes = buf.bytes();
     engine::terminate();
     // Closing the channel ends the saver.
@@ -499,7 +356,7 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
     );
     stream.extend_from_slice(&last[8..]);
     let ev = events(&stream);
-    assert_eq!(stats.dropped, 0);
+    assert_eq!(dropped, 0);
     let seqs: Vec<_> = ev.iter().map(seq).collect();
     assert_eq!(
         seqs,
@@ -510,13 +367,13 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
 
 #[test]
 fn dispositions_keep_or_clear_what_earlier_runs_wrote() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = engine::serial();
     let mut buf = Buffer::new(BufferingMode::Oneshot, 256 * 1024);
     buf.attach(&[], None);
     let run = |disposition, from: u64| {
         engine::start(disposition, vec![]);
         for seq in from..from + 100 {
-            trace_provider::instant!("t", "run", "seq" => seq);
+            crate::instant!("t", "run", "seq" => seq);
         }
         engine::stop();
     };

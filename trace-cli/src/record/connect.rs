@@ -1,0 +1,136 @@
+//! The manager a recording talks to: the daemon, or one run in this
+//! process; and whether this process may load the kernel provider.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use trace_manager::client::Controller;
+use trace_manager::service::{Manager, ManagerError};
+use trace_manager::userspace::UserspaceError;
+
+/// The manager a recording talks to: a daemon's, or one run here.
+pub struct Connection {
+    /// The connection.
+    pub ctl: Controller,
+    /// The embedded manager's task; it ends when `ctl` is dropped.
+    pub embedded: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Connects to the daemon on the manager socket, else runs a manager here
+/// that listens there (so providers register with it). `needs_kernel`:
+/// without a daemon, the privileges to load eBPF programs are checked.
+pub fn connect(needs_kernel: bool) -> Result<Connection> {
+    let path = trace_manager::userspace::socket_path();
+    match Controller::connect(&path) {
+        Ok(ctl) => {
+            log::info!("using the trace manager on {}", path.display());
+            return Ok(Connection {
+                ctl,
+                embedded: None,
+            });
+        }
+        // A daemon's socket this user may not use: saying that root or
+        // CAP_BPF are needed would send them the wrong way (and a manager
+        // run here could not take the path either).
+        Err(e @ trace_manager::client::ClientError::Refused { .. }) => return Err(e.into()),
+        Err(_) => {}
+    }
+    if needs_kernel {
+        check_privileges()?;
+    }
+    match Manager::bind(Some(path.clone()), true) {
+        Ok(manager) => embed(manager),
+        // Another manager holds the socket: it may still be starting.
+        Err(ManagerError::Socket(UserspaceError::Busy(_))) => {
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            loop {
+                match Controller::connect(&path) {
+                    Ok(ctl) => {
+                        return Ok(Connection {
+                            ctl,
+                            embedded: None,
+                        });
+                    }
+                    Err(e) if std::time::Instant::now() >= deadline => return Err(e.into()),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs `manager` in this process and connects to it.
+pub fn embed(mut manager: Manager) -> Result<Connection> {
+    let fd = manager.local_client()?;
+    // The manager is not Send: it runs on this thread (see `run`).
+    let embedded = tokio::task::spawn_local(manager.run());
+    Ok(Connection {
+        ctl: Controller::from_fd(fd)?,
+        embedded: Some(embedded),
+    })
+}
+
+/// Fails with one sentence when the process cannot load eBPF programs.
+pub(super) fn check_privileges() -> Result<()> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match missing_privileges(effective_capabilities().unwrap_or(0)) {
+        None => Ok(()),
+        Some(what) => bail!(
+            "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load the kernel \
+             trace provider: {what}; run it with sudo"
+        ),
+    }
+}
+
+/// What a process that is not root lacks to record, given its effective
+/// capabilities; `None` when it has enough.
+fn missing_privileges(caps: u64) -> Option<String> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return None;
+    }
+    Some(
+        match (has(CAP_BPF), has(CAP_PERFMON)) {
+            (true, _) => "this process has CAP_BPF but lacks CAP_PERFMON",
+            (_, true) => "this process has CAP_PERFMON but lacks CAP_BPF",
+            _ => "this process is not root and has neither",
+        }
+        .to_owned(),
+    )
+}
+
+/// This process's effective capabilities, as `/proc/self/status` says.
+fn effective_capabilities() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_privileges_are_named() {
+        let cap = |c: u32| 1u64 << c;
+        assert_eq!(missing_privileges(cap(21)), None);
+        assert_eq!(missing_privileges(cap(38) | cap(39)), None);
+        assert!(
+            missing_privileges(cap(39))
+                .unwrap()
+                .contains("lacks CAP_PERFMON")
+        );
+        assert!(
+            missing_privileges(cap(38))
+                .unwrap()
+                .contains("lacks CAP_BPF")
+        );
+        assert!(missing_privileges(0).unwrap().contains("neither"));
+    }
+}

@@ -1,0 +1,336 @@
+//! `trace-cli record`: record a trace through the trace manager daemon, or
+//! through a manager run in this process when no daemon is running.
+//!
+//! - `config`: the arguments checked and mapped to a [`TraceConfig`].
+//! - `connect`: the daemon, or a manager run here; the privileges needed.
+//! - `command`: the recorded command, started and followed.
+//! - `run_loop`: waiting for the end while alerts and the status come.
+//! - `progress`: the live status line.
+//! - `summary`: what is said at the end.
+
+mod command;
+mod config;
+mod connect;
+mod progress;
+mod run_loop;
+mod summary;
+
+use std::fs::File;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+use trace_common::controller::{Reply, Request, StartOptions, TraceConfig, fail};
+use trace_manager::service::Manager;
+
+use command::start_command;
+pub use command::{RELEASE_FD_ENV, wait_and_exec};
+use connect::check_privileges;
+pub use connect::{Connection, connect, embed};
+use run_loop::StopReason;
+
+/// Arguments of `trace-cli record`.
+#[derive(Args)]
+pub struct RecordArgs {
+    /// Where to write the trace; `-` streams it to standard output as it is
+    /// recorded (a COMMAND's own output then goes to standard error).
+    #[arg(short, long, default_value = "trace.fxt")]
+    output: PathBuf,
+    /// Stop after this many seconds (fractions allowed).
+    #[arg(short, long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Categories to record, comma-separated; may repeat; globs like `kernel:*`
+    /// work. Default: all.
+    #[arg(
+        short,
+        long = "categories",
+        value_name = "CAT,CAT...",
+        value_delimiter = ','
+    )]
+    categories: Vec<String>,
+    /// Size of the kernel ring buffer in megabytes (fractions allowed; it
+    /// is rounded up to a power of two pages).
+    #[arg(
+        short = 'b',
+        long = "buffer-size",
+        value_name = "MEGABYTES",
+        default_value_t = 64.0
+    )]
+    buffer_megabytes: f64,
+    /// What userspace providers do when their buffer fills.
+    #[arg(long, value_name = "MODE", default_value = "oneshot", value_parser = ["oneshot", "circular", "streaming"])]
+    buffering_mode: String,
+    /// What happens to kernel events: `streaming` (the default) writes them
+    /// as they come; `oneshot` keeps the first `-b` megabytes of them and
+    /// counts the rest as dropped; `circular` keeps the newest `-b`
+    /// megabytes and writes them at the end.
+    #[arg(long, value_name = "MODE", default_value = "streaming", value_parser = ["oneshot", "circular", "streaming"])]
+    kernel_buffering_mode: String,
+    /// Size of each userspace provider's buffer in megabytes.
+    #[arg(long, value_name = "MEGABYTES", default_value_t = 4)]
+    provider_buffer_size: u32,
+    /// Buffer size of one provider: NAME=MEGABYTES (may repeat).
+    #[arg(long = "provider-buffer", value_name = "NAME=MB")]
+    provider_buffers: Vec<String>,
+    /// Record kernel events of this process only (all its threads, and the
+    /// threads and processes it creates during the recording); may repeat
+    /// or be comma-separated.
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pids: Vec<u32>,
+    /// Probe a function: its calls become durations (category `uprobe`) on
+    /// the calling threads. `BINARY:SYMBOL`, `BINARY:0xOFFSET`, or `SYMBOL`
+    /// with `-p` (in the process's program; `LIB:SYMBOL` such as
+    /// `libc:malloc` in a library it has loaded). Rust and C++ names may be
+    /// given demangled. May repeat.
+    #[arg(long = "uprobe", value_name = "SPEC")]
+    uprobes: Vec<String>,
+    /// Record a USDT static probe: each time a thread passes it, an instant
+    /// (category `usdt`, named `PROVIDER:NAME`) with its arguments.
+    /// `BINARY:PROVIDER:NAME`, or `PROVIDER:NAME` with `-p` (searched in the
+    /// process's program and libraries); globs such as `app:*` work. May
+    /// repeat.
+    #[arg(long = "usdt", value_name = "SPEC")]
+    usdt: Vec<String>,
+    /// Record kernel tracepoints by name, every field decoded: an instant
+    /// per hit (category GROUP) on the thread it happened on. `GROUP:EVENT`;
+    /// globs (`sched:*`, `irq:softirq_*`); comma lists; `ENTRY..EXIT` (e.g.
+    /// `irq:softirq_entry..irq:softirq_exit`) for a duration from each entry
+    /// to the next exit on the same thread; ` if FILTER` to keep only the
+    /// events it matches, evaluated in the kernel (e.g. `sched:sched_switch
+    /// if prev_prio < 100`). `trace-cli events` lists them with their
+    /// fields. Adds to what `-c` selects (`-c none`: the tracepoints alone).
+    /// May repeat.
+    #[arg(short = 'e', long = "event", value_name = "SPEC")]
+    events: Vec<String>,
+    /// Stop when a userspace provider raises this alert
+    /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
+    #[arg(long = "trigger", value_name = "ALERT")]
+    triggers: Vec<String>,
+    /// How long to wait for userspace providers to start, in seconds; one
+    /// that has not answered by then is recorded from when it does.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    start_timeout: f64,
+    /// Keep the trace in the manager until the recording ends, instead of
+    /// writing it to the output as it is recorded.
+    #[arg(long)]
+    defer_transfer: bool,
+    /// Wait this long before recording starts (fractions allowed). A
+    /// COMMAND starts at once and is recorded from then on (its threads; the
+    /// processes it started during the wait are not followed).
+    #[arg(long, value_name = "SECONDS")]
+    start_delay: Option<f64>,
+    /// With a COMMAND, record kernel events of every process, not only the
+    /// command's.
+    #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
+    all_processes: bool,
+    /// Run this command and stop when it exits. Kernel events are recorded
+    /// for its process tree only (and the `--pid` processes), unless
+    /// `--all-processes`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs `trace-cli record`.
+pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    let categories = config::check(&args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // A manager run here lives on this thread beside the client.
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(record(args, categories)))
+}
+
+/// The failure in `reply`, as an error for the user.
+fn failed(what: &str, reply: Reply) -> anyhow::Error {
+    match reply {
+        Reply::Failed { message, .. } => anyhow::anyhow!("{message}"),
+        other => anyhow::anyhow!("{what}: unexpected answer from the trace manager: {other:?}"),
+    }
+}
+
+/// Records: sets the session up, starts it and the command, waits for the
+/// end, ends the session and says how it went.
+async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
+    // From here on Ctrl-C ends the recording with a complete file, even one
+    // pressed while it is being set up; a second one ends trace-cli at once.
+    let mut interrupted = interruptions()?;
+    let to_stdout = args.output.as_os_str() == "-";
+    let mut config = config::trace_config(&args, &categories)?;
+    let needs_kernel = config::needs_kernel(&config);
+
+    let mut conn = connect(needs_kernel)?;
+    let output = open_output(&args.output, to_stdout)?;
+    // A delayed start: the command runs now and is followed by its pid once
+    // recording starts.
+    let mut early_child = None;
+    if let Some(delay) = args.start_delay.map(seconds).transpose()? {
+        if let Some((program, rest)) = args.command.split_first() {
+            let child = start_command(program, rest, None, to_stdout)?;
+            if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
+                pids.push(pid);
+            }
+            early_child = Some(child);
+        }
+        eprintln!(
+            "trace-cli: recording starts in {:.1} s",
+            delay.as_secs_f64()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = interrupted.wait_for(|&n| n > 0) => bail!("interrupted before recording started"),
+        }
+    }
+
+    initialize(&mut conn, &config, &output, needs_kernel).await?;
+    // A file (also standard output redirected to one) is cut back to its
+    // last whole record if writing fails; a pipe's reader has what it read.
+    let output_is_file = File::from(output).metadata().is_ok_and(|m| m.is_file());
+    let ctl = &mut conn.ctl;
+    match ctl
+        .call(Request::StartTracing(StartOptions::default()), None)
+        .await?
+    {
+        Reply::StartResult(Ok(())) => {}
+        Reply::StartResult(Err(e)) => bail!("starting: {e}"),
+        other => return Err(failed("starting", other)),
+    }
+
+    let mut child = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
+    let duration = args.duration.map(seconds).transpose()?;
+    // Printed once every provider is attached: scripts may wait for it.
+    if child.is_none() && duration.is_none() {
+        eprintln!("trace-cli: recording; press Ctrl-C to stop");
+    } else {
+        eprintln!("trace-cli: recording");
+    }
+
+    let reason = run_loop::wait_for_stop(
+        ctl,
+        child.as_mut(),
+        duration,
+        &mut interrupted,
+        &args.triggers,
+    )
+    .await?;
+    // Also after an abort: the session ends, and a deferred trace's staged
+    // records are still written out.
+    let ended = ctl.call(Request::TerminateTracing, None).await?;
+    drop(conn.ctl);
+    if let Some(task) = conn.embedded {
+        let _ = task.await;
+    }
+    if let StopReason::Trigger(alert) = &reason {
+        eprintln!("trace-cli: stopped by alert {alert:?}");
+    }
+
+    let command = command::outcome(&reason, child.as_mut()).await;
+    let destination = if to_stdout {
+        "standard output".to_owned()
+    } else {
+        args.output.display().to_string()
+    };
+    summary::report(&reason, ended, &destination, output_is_file, command)
+}
+
+/// Where the trace goes: the `output` file, or standard output (`to_stdout`),
+/// which must not be a terminal.
+fn open_output(output: &std::path::Path, to_stdout: bool) -> Result<OwnedFd> {
+    Ok(if to_stdout {
+        use std::io::IsTerminal as _;
+        if std::io::stdout().is_terminal() {
+            bail!("-o - writes the binary trace to standard output: pipe or redirect it");
+        }
+        std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("duplicating standard output")?
+    } else {
+        File::create(output)
+            .with_context(|| format!("cannot create {}", output.display()))?
+            .into()
+    })
+}
+
+/// Initializes the session on `conn`, writing to `output`. When another
+/// `trace-cli record` runs the manager, a manager run here records the
+/// kernel alone; a recording of userspace providers only (not
+/// `needs_kernel`) fails instead.
+async fn initialize(
+    conn: &mut Connection,
+    config: &TraceConfig,
+    output: &OwnedFd,
+    needs_kernel: bool,
+) -> Result<()> {
+    let mut reply = conn
+        .ctl
+        .call(
+            Request::InitializeTracing(config.clone()),
+            Some(output.as_fd()),
+        )
+        .await?;
+    if let Reply::Failed {
+        code: fail::EMBEDDED,
+        message,
+        ..
+    } = &reply
+    {
+        // Another `trace-cli record` owns the providers; the kernel is
+        // still ours.
+        if !needs_kernel {
+            bail!("{message}; no userspace provider can be recorded now");
+        }
+        eprintln!("trace-cli: warning: {message}; recording without userspace providers");
+        check_privileges()?;
+        *conn = embed(Manager::bind(None, true)?)?;
+        reply = conn
+            .ctl
+            .call(
+                Request::InitializeTracing(config.clone()),
+                Some(output.as_fd()),
+            )
+            .await?;
+    }
+    match reply {
+        Reply::Initialized => Ok(()),
+        Reply::Failed {
+            code: fail::SESSION_ACTIVE,
+            message,
+            ..
+        } => bail!("{message}; try again when it ends"),
+        other => Err(failed("initializing", other)),
+    }
+}
+
+/// `s` seconds; an error when it is too long to wait for.
+fn seconds(s: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(s).with_context(|| format!("{s} seconds is no duration"))
+}
+
+/// How many times SIGINT or SIGTERM came (the first ends the recording);
+/// the second ends the process at once.
+fn interruptions() -> Result<tokio::sync::watch::Receiver<u32>> {
+    let mut sigint = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+            let n = *tx.borrow() + 1;
+            if n >= 2 {
+                eprintln!("trace-cli: interrupted again; the trace may be incomplete");
+                std::process::exit(130);
+            }
+            let _ = tx.send(n);
+        }
+    });
+    Ok(rx)
+}

@@ -1,0 +1,132 @@
+//! What a recording says when it ends.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use trace_common::controller::{Reply, fail};
+
+use super::failed;
+use super::run_loop::StopReason;
+
+/// Says how the recording ended for `reason`, `ended` being the
+/// termination's answer, then what became of the `command`; a recording
+/// that failed says what `destination` holds.
+pub(super) fn report(
+    reason: &StopReason,
+    ended: Reply,
+    destination: &str,
+    output_is_file: bool,
+    command: Option<String>,
+) -> Result<ExitCode> {
+    let why = match (&reason, ended) {
+        // Said the moment it happened; the termination's answer repeats it.
+        (StopReason::Aborted(why), _) => why.clone(),
+        (_, Reply::Terminated(stats)) => {
+            print_summary(&stats, destination);
+            if let Some(line) = command {
+                eprintln!("{line}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Writing the last records failed (the disk filled, say).
+        (
+            _,
+            Reply::Failed {
+                code: fail::ABORTED,
+                message,
+                ..
+            },
+        ) => message,
+        (_, other) => return Err(failed("ending the recording", other)),
+    };
+    eprintln!("trace-cli: recording failed: {why}");
+    if output_is_file {
+        eprintln!("trace-cli: {destination} holds what was recorded until then, in whole records");
+    }
+    if let Some(line) = command {
+        eprintln!("{line}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// The summary of a recording that ended well.
+fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
+    let k = &stats.kernel;
+    let count = |name: &str| {
+        k.counts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |&(_, v)| v)
+    };
+    eprintln!(
+        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
+         calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
+         events) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
+        k.events,
+        count("switches"),
+        count("wakeups"),
+        count("process events"),
+        count("system calls"),
+        count("interrupts"),
+        count("block requests"),
+        count("memory events"),
+        count("probe hits"),
+        count("USDT events"),
+        Duration::from_nanos(stats.traced_ns).as_secs_f64(),
+        stats.records,
+        stats.bytes,
+        k.dropped,
+        per_cpu_drops(&k.dropped_per_cpu, k.dropped),
+        if k.malformed > 0 {
+            format!(", {} malformed", k.malformed)
+        } else {
+            String::new()
+        },
+        providers_summary(&stats.provider_stats),
+        destination
+    );
+}
+
+/// ` (cpu0 N, cpu1 M, other K)` when anything was dropped: where.
+fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
+    if total == 0 {
+        return String::new();
+    }
+    let mut parts: Vec<String> = per_cpu
+        .iter()
+        .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+        .collect();
+    let other = total.saturating_sub(per_cpu.iter().map(|&(_, n)| n).sum());
+    if other > 0 {
+        parts.push(format!("other {other}"));
+    }
+    format!(" ({})", parts.join(", "))
+}
+
+/// `; N userspace providers (...)` when any took part: their records and
+/// drops, and how many did not start in time.
+fn providers_summary(p: &[trace_common::controller::ProviderStats]) -> String {
+    let p: Vec<_> = p
+        .iter()
+        .filter(|s| s.id != trace_manager::session::KERNEL_PROVIDER_ID)
+        .collect();
+    if p.is_empty() {
+        return String::new();
+    }
+    let records: u64 = p.iter().map(|s| s.records_written).sum();
+    let dropped: u64 = p.iter().map(|s| s.records_dropped).sum();
+    let late = p.iter().filter(|s| !s.started).count();
+    format!(
+        "; {} userspace provider{} ({} records, {} dropped{})",
+        p.len(),
+        if p.len() == 1 { "" } else { "s" },
+        records,
+        dropped,
+        if late > 0 {
+            format!(", {late} did not start in time")
+        } else {
+            String::new()
+        }
+    )
+}

@@ -1,0 +1,40 @@
+//! The eBPF object's maps, by name, and the counters of lost events.
+
+#[cfg(doc)]
+use super::{FILTER_PIDS, KernelLayout, UsdtSpec};
+
+/// Name of the BPF ring buffer map every program writes its events into.
+pub const MAP_EVENTS: &str = "EVENTS";
+
+/// Name of the one-entry array map holding the [`KernelLayout`].
+pub const MAP_LAYOUT: &str = "LAYOUT";
+
+/// Name of the per-CPU array map of `u64` counters, indexed by the
+/// `COUNTER_*` constants.
+pub const MAP_COUNTERS: &str = "COUNTERS";
+
+/// Name of the hash map of followed thread ids (`u32` → `u8`, the value
+/// unused) while [`KernelLayout::filter`] has [`FILTER_PIDS`]: userspace puts
+/// the threads of the requested processes in it, and the programs add every
+/// task a followed task creates and remove tasks that exit.
+pub const MAP_FOLLOWED: &str = "FOLLOWED";
+
+/// Most threads [`MAP_FOLLOWED`] holds.
+pub const FOLLOWED_MAX: u32 = 65_536;
+
+/// Counter index: events lost because the ring buffer was full.
+pub const COUNTER_RINGBUF_FULL: u32 = 0;
+
+/// Counter index: events lost because the layout map was not filled in.
+pub const COUNTER_NO_LAYOUT: u32 = 1;
+
+/// Counter index: new tasks of followed processes that could not be
+/// followed because [`MAP_FOLLOWED`] was full (their events are missing).
+pub const COUNTER_FOLLOW_FULL: u32 = 2;
+
+/// Number of entries in the [`MAP_COUNTERS`] map. Every counter counts lost
+/// events (or, for [`COUNTER_FOLLOW_FULL`], lost threads).
+pub const COUNTER_COUNT: u32 = 3;
+
+/// Name of the array of [`UsdtSpec`]s, indexed by the attach cookie.
+pub const MAP_USDT_SPECS: &str = "USDT_SPECS";

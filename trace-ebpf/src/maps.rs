@@ -1,0 +1,55 @@
+//! Every map of the object. Userspace finds them by these names
+//! (`trace_common::kernel::MAP_*`); it sizes `EVENTS` and `USDT_SPECS` and
+//! fills `LAYOUT`, `FOLLOWED` and `USDT_SPECS` before attaching.
+
+use aya_ebpf::{
+    btf_maps::{ArrayOfMaps, RingBuf},
+    macros::{btf_map, map},
+    maps::{Array, HashMap, PerCpuArray},
+};
+use trace_common::kernel::{COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, UsdtSpec};
+
+use crate::record::SCRATCH_LEN;
+
+/// A CPU's ring buffer. The size is the template's: userspace creates each
+/// CPU's ring with the size it computed from `-b`.
+pub(crate) type CpuRing = RingBuf<u8, { 64 * 1024 }>;
+
+/// Events for userspace: the ring buffer of each CPU, by CPU id. The
+/// length is a placeholder: userspace sets it to the number of possible
+/// CPUs before loading and fills in the online CPUs' rings.
+#[btf_map]
+pub(crate) static EVENTS: ArrayOfMaps<CpuRing, 4096> = ArrayOfMaps::new();
+
+/// Where the tracepoint fields are, filled in by userspace before attaching.
+#[map(name = "LAYOUT")]
+pub(crate) static LAYOUT: Array<KernelLayout> = Array::with_max_entries(1, 0);
+
+/// Followed thread ids while a pid filter is set (the value is unused).
+#[map(name = "FOLLOWED")]
+pub(crate) static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(FOLLOWED_MAX, 0);
+
+/// Lost-event counters, per CPU, indexed by `COUNTER_*`.
+#[map(name = "COUNTERS")]
+pub(crate) static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
+
+/// Where the arguments of each USDT probe site are, indexed by the site's
+/// attach cookie. Userspace sizes it (one entry per site) and fills it before
+/// attaching.
+#[map(name = "USDT_SPECS")]
+pub(crate) static USDT_SPECS: Array<UsdtSpec> = Array::with_max_entries(1, 0);
+
+/// Per-CPU working memory of a program run.
+#[repr(C, align(8))]
+pub(crate) struct Scratch {
+    /// Events written on this CPU, to space out the ring fill-level checks.
+    pub(crate) events: u32,
+    /// Padding.
+    pub(crate) reserved: u32,
+    /// The raw tracepoint record, copied.
+    pub(crate) record: [u8; SCRATCH_LEN],
+}
+
+/// One `Scratch` per CPU. Programs do not nest on a CPU, so a run owns it.
+#[map(name = "SCRATCH")]
+pub(crate) static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);

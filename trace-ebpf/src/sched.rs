@@ -1,0 +1,218 @@
+//! `kernel:sched`: context switches and wake-ups, from the classic
+//! tracepoints and from their BTF variants.
+
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, tracepoint},
+    programs::{BtfTracePointContext, TracePointContext},
+};
+use trace_common::kernel::{
+    EventKind, KernelLayout, MARK_TASK_CPU, MARK_TASK_EXIT_STATE, MARK_TASK_PID, MARK_TASK_PRIO,
+    SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout, WAKEUP_NEW,
+};
+
+use crate::follow::{current_wanted, wanted};
+use crate::record::Record;
+use crate::ring::{header, layout, now, reserve, wakeup_flags};
+use crate::task::{field, task_comm};
+
+/// `sched:sched_switch`.
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    let l = &layout.sched_switch;
+    let Some(r) = Record::copy(&ctx, l.record_size) else {
+        return 0;
+    };
+    if !current_wanted(layout) && !wanted(layout, r.id(&l.next_pid)) {
+        return 0;
+    }
+    let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedSwitchEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Switch, ts);
+        r.comm(&l.prev_comm, ptr::addr_of_mut!((*e).prev_comm));
+        r.comm(&l.next_comm, ptr::addr_of_mut!((*e).next_comm));
+        (*e).prev_pid = r.id(&l.prev_pid);
+        (*e).prev_prio = r.i32(&l.prev_prio);
+        (*e).next_pid = r.id(&l.next_pid);
+        (*e).next_prio = r.i32(&l.next_prio);
+        (*e).prev_state = r.int(&l.prev_state);
+    }
+    r.submit(layout, entry);
+    0
+}
+
+/// Shared body of the two wake-up tracepoints.
+#[inline(always)]
+pub(crate) fn wakeup(
+    ctx: &TracePointContext,
+    layout: &KernelLayout,
+    l: &SchedWakeupLayout,
+    flags: u32,
+    ts: u64,
+) {
+    let Some(r) = Record::copy(ctx, l.record_size) else {
+        return;
+    };
+    if !wanted(layout, r.id(&l.pid)) && !current_wanted(layout) {
+        return;
+    }
+    let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedWakeupEvent>() bytes; every field is written before
+    // the entry is submitted.
+    unsafe {
+        (*e).header = header(EventKind::Wakeup, ts);
+        r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
+        (*e).pid = r.id(&l.pid);
+        (*e).prio = r.i32(&l.prio);
+        (*e).target_cpu = r.i32(&l.target_cpu);
+        (*e).flags = flags;
+    }
+    r.submit(layout, entry);
+}
+
+/// `sched:sched_wakeup`.
+#[tracepoint]
+pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    wakeup(&ctx, layout, &layout.sched_wakeup, 0, ts);
+    0
+}
+
+/// `sched:sched_wakeup_new`.
+#[tracepoint]
+pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    wakeup(&ctx, layout, &layout.sched_wakeup_new, WAKEUP_NEW, ts);
+    0
+}
+
+/// The `prev_state` the classic `sched_switch` tracepoint reports
+/// (`__trace_sched_switch_state`): the TASK_REPORT bit of the state, or
+/// TASK_REPORT_MAX (0x100) when the task was preempted.
+#[inline(always)]
+pub(crate) fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
+    const TASK_REPORT: u32 = 0x7f;
+    const TASK_IDLE: u32 = 0x402;
+    const TASK_REPORT_IDLE: u32 = 0x80;
+    const TASK_RTLOCK_WAIT_OR_FROZEN: u32 = 0x1000 | 0x8000;
+    if preempt {
+        return 0x100;
+    }
+    let mut s = (state | exit_state) & TASK_REPORT;
+    if state & TASK_IDLE == TASK_IDLE {
+        s = TASK_REPORT_IDLE;
+    }
+    if state & TASK_RTLOCK_WAIT_OR_FROZEN != 0 {
+        s = 0x2;
+    }
+    // The highest bit, as the kernel's fls() picks it.
+    let mut bit = 0x80u32;
+    while bit != 0 {
+        if s & bit != 0 {
+            return i64::from(bit);
+        }
+        bit >>= 1;
+    }
+    0
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct
+/// *next, unsigned int prev_state)`.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    let preempt: u64 = ctx.arg(0);
+    let prev: *const u8 = ctx.arg(1);
+    let next: *const u8 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+    // SAFETY: `next` is the tracepoint's task argument; the marker is
+    // patched to `task_struct.pid`.
+    let next_pid: u32 = unsafe { field(next, MARK_TASK_PID) };
+    if !current_wanted(layout) && !wanted(layout, next_pid) {
+        return 0;
+    }
+    let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedSwitchEvent>() bytes; every field is written before
+    // the entry is submitted. `prev` and `next` are the tracepoint's task
+    // arguments, read at patched field offsets.
+    unsafe {
+        (*e).header = header(EventKind::Switch, ts);
+        task_comm(prev, ptr::addr_of_mut!((*e).prev_comm));
+        task_comm(next, ptr::addr_of_mut!((*e).next_comm));
+        (*e).prev_pid = field(prev, MARK_TASK_PID);
+        (*e).prev_prio = field(prev, MARK_TASK_PRIO);
+        (*e).next_pid = next_pid;
+        (*e).next_prio = field(next, MARK_TASK_PRIO);
+        (*e).prev_state = switch_state(
+            preempt & 0xff != 0,
+            prev_state as u32,
+            field(prev, MARK_TASK_EXIT_STATE),
+        );
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// Shared body of the two BTF wake-up tracepoints (`struct task_struct *p`).
+#[inline(always)]
+pub(crate) fn wakeup_btf(ctx: &BtfTracePointContext, flags: u32) -> i32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    let p: *const u8 = ctx.arg(0);
+    // SAFETY: `p` is the tracepoint's task argument; the marker is patched
+    // to `task_struct.pid`.
+    let pid: u32 = unsafe { field(p, MARK_TASK_PID) };
+    if !wanted(layout, pid) && !current_wanted(layout) {
+        return 0;
+    }
+    let Some(mut entry) = reserve::<SchedWakeupEvent>() else {
+        return 0;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SchedWakeupEvent>() bytes; every field is written before
+    // the entry is submitted. `p` is read at patched field offsets.
+    unsafe {
+        (*e).header = header(EventKind::Wakeup, ts);
+        task_comm(p, ptr::addr_of_mut!((*e).comm));
+        (*e).pid = pid;
+        (*e).prio = field(p, MARK_TASK_PRIO);
+        (*e).target_cpu = field(p, MARK_TASK_CPU);
+        (*e).flags = flags;
+    }
+    entry.submit(wakeup_flags(layout));
+    0
+}
+
+/// `sched_wakeup(struct task_struct *p)`.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup_btf(ctx: BtfTracePointContext) -> i32 {
+    wakeup_btf(&ctx, 0)
+}
+
+/// `sched_wakeup_new(struct task_struct *p)`.
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new_btf(ctx: BtfTracePointContext) -> i32 {
+    wakeup_btf(&ctx, WAKEUP_NEW)
+}

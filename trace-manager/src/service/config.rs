@@ -1,0 +1,200 @@
+//! A session's configuration mapped to what the manager sets up: the
+//! kernel provider's ([`RecordConfig`]), the userspace providers'
+//! ([`UserspaceConfig`]), and what the kernel's buffers take out of the
+//! session's memory budget.
+
+use std::os::fd::OwnedFd;
+
+use trace_common::controller::{MAX_CATEGORIES, TraceConfig};
+
+use super::Sink;
+use crate::limits::mib;
+use crate::session::{RecordConfig, Session};
+use crate::userspace::UserspaceConfig;
+
+/// The session `config` asks for, writing to `output`, for the client
+/// `creds` describes.
+pub(super) fn new_session(
+    config: &TraceConfig,
+    output: OwnedFd,
+    creds: Option<&crate::creds::ClientCreds>,
+) -> Result<Session<Sink>, String> {
+    let (uprobes, usdt) = resolve_probes(config, creds)?;
+    let tracepoints = std::sync::Arc::new(resolve_tracepoints(&config.tracepoints)?);
+    let sink = Sink::new(output, config.defer_transfer)
+        .map_err(|e| format!("setting up the output: {e}"))?;
+    Session::new(
+        RecordConfig {
+            categories: config.categories.clone(),
+            buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
+            pids: config.pids.clone(),
+            uprobes,
+            usdt,
+            tracepoints,
+            kernel_mode: config.kernel_buffering_mode,
+        },
+        // The sink batches records itself, in whole records.
+        sink,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The memory the kernel's buffers take for `config`, when it is within
+/// the session's `budget`; else why not.
+pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<u64, String> {
+    let kernel_bytes = kernel_memory(config);
+    if kernel_bytes > budget {
+        return Err(format!(
+            "a kernel buffer of {} is more than the session's memory budget of {} \
+             (trace-manager --session-memory-budget; by default a quarter of the \
+             machine's memory)",
+            mib(kernel_bytes),
+            mib(budget)
+        ));
+    }
+    Ok(kernel_bytes)
+}
+
+/// The memory the kernel provider's ring buffers will take for `config`:
+/// none without a kernel category or probe, else each online CPU's ring
+/// (rounded up to a power of two pages, as the kernel wants).
+fn kernel_memory(config: &TraceConfig) -> u64 {
+    let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
+        || !config.uprobes.is_empty()
+        || !config.usdt.is_empty()
+        || !config.tracepoints.is_empty();
+    if !kernel {
+        return 0;
+    }
+    let cpus = aya::util::online_cpus().map_or(1, |c| c.len().max(1));
+    let bytes = usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX);
+    (crate::kernel::ring_size(bytes / cpus) as u64).saturating_mul(cpus as u64)
+}
+
+/// The kernel ring buffers' bytes `config` asks for, within what the
+/// kernel provider accepts.
+fn kernel_buffer_bytes(config: &TraceConfig) -> u64 {
+    config.kernel_buffer_bytes.clamp(4096, 4 << 30)
+}
+
+/// What userspace providers get from `config`, sharing `budget` bytes.
+pub(super) fn userspace_config(config: &TraceConfig, budget: u64) -> UserspaceConfig {
+    let mb = |m: u32| u64::from(m.clamp(1, 4096)) << 20;
+    UserspaceConfig {
+        mode: config.buffering_mode,
+        buffer_bytes: mb(config.buffer_size_megabytes_hint),
+        overrides: config
+            .provider_specs
+            .iter()
+            .filter(|s| s.buffer_size_megabytes_hint > 0)
+            .map(|s| (s.name.clone(), mb(s.buffer_size_megabytes_hint)))
+            .collect(),
+        category_overrides: config
+            .provider_specs
+            .iter()
+            .filter(|s| !s.categories.is_empty())
+            .map(|s| (s.name.clone(), userspace_categories(&s.categories)))
+            .collect(),
+        categories: userspace_categories(&config.categories),
+        budget,
+    }
+}
+
+/// Whether providers accept `category` as a name (kernel categories are
+/// not theirs).
+pub(super) fn usable_category(category: &str) -> bool {
+    if category.starts_with("kernel:") {
+        return false;
+    }
+    let ok =
+        !category.is_empty() && category.len() <= trace_common::provider::MAX_CATEGORY_NAME_LEN;
+    if !ok {
+        log::warn!("category {category:?} is not a name providers accept; discarded");
+    }
+    ok
+}
+
+/// The categories of `all` that go to userspace providers, at most
+/// [`MAX_CATEGORIES`] of them; extras are discarded.
+fn userspace_categories(all: &[String]) -> Vec<String> {
+    let mut list: Vec<String> = all.iter().filter(|c| usable_category(c)).cloned().collect();
+    if list.len() > MAX_CATEGORIES {
+        log::warn!(
+            "{} categories past the limit of {MAX_CATEGORIES} discarded",
+            list.len() - MAX_CATEGORIES
+        );
+        list.truncate(MAX_CATEGORIES);
+    }
+    list
+}
+
+/// The tracepoints `specs` (`-e`) select, resolved against tracefs.
+fn resolve_tracepoints(specs: &[String]) -> Result<crate::kernel::tracepoints::Selection, String> {
+    if specs.is_empty() {
+        return Ok(Default::default());
+    }
+    let root = crate::kernel::tracefs::tracefs_root()
+        .map_err(|e| format!("-e needs tracefs, which is not available: {e}"))?;
+    crate::kernel::tracepoints::select(&root, specs).map_err(|e| e.to_string())
+}
+
+/// A session's resolved `--uprobe` probes and `--usdt` sites.
+type Probes = (
+    Vec<crate::uprobes::ResolvedProbe>,
+    Vec<crate::usdt::UsdtSite>,
+);
+
+/// Every `--uprobe` and `--usdt` probe of `config`, resolved with the
+/// rights of the client `creds` describes (on a thread that took them, see
+/// [`crate::creds`]): its files are opened as the client would open them,
+/// and a file it cannot read is only said to be unreadable.
+fn resolve_probes(
+    config: &TraceConfig,
+    creds: Option<&crate::creds::ClientCreds>,
+) -> Result<Probes, String> {
+    if config.uprobes.is_empty() && config.usdt.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let creds = creds.ok_or("probes are refused: who the client is is unknown")?;
+    let pids = config.pids.clone().unwrap_or_default();
+    crate::creds::run_as(creds, || {
+        let uprobes = config
+            .uprobes
+            .iter()
+            .map(|spec| crate::uprobes::resolve_in(spec, &pids))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok((uprobes, resolve_usdt(&config.usdt, &pids)?))
+    })
+    .map_err(|e| format!("probes are refused: {e}"))?
+}
+
+/// Every site of every `--usdt` probe in the `pids` processes (every
+/// process when empty), each spec matching at least one.
+fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<crate::usdt::UsdtSite>, String> {
+    let mut sites: Vec<crate::usdt::UsdtSite> = Vec::new();
+    for spec in specs {
+        let found = crate::usdt::resolve_in(spec, pids).map_err(|e| e.to_string())?;
+        log::info!("--usdt {spec}: {} sites", found.len());
+        for site in found {
+            // A site two specs match is placed once (else each pass would
+            // be recorded twice), as the first spec says.
+            if let Some(first) = sites
+                .iter()
+                .find(|s| s.file == site.file && s.offset == site.offset && s.pids == site.pids)
+            {
+                log::warn!(
+                    "--usdt {spec}: {} is already recorded as --usdt {}",
+                    site.event_name(),
+                    first.spec
+                );
+                continue;
+            }
+            sites.push(site);
+        }
+    }
+    Ok(sites)
+}
