@@ -21,8 +21,8 @@ use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{ABSENT_ID, KernelEvent};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
+use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
-use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
 
@@ -44,9 +44,9 @@ pub struct RecordConfig {
     /// [`KernelConfig::pids`]); [`Session::follow`] adds more.
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
-    pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
+    pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
     /// USDT probe sites (`--usdt`), resolved.
-    pub usdt: Vec<crate::usdt::UsdtSite>,
+    pub usdt: Vec<crate::kernel::usdt::UsdtSite>,
     /// What happens to kernel events: written as they come (streaming),
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
     /// `buffer_bytes` of them kept and written at stop (circular).
@@ -700,7 +700,11 @@ fn translate<W: Write>(
         ),
         KernelEvent::Usdt(e) => {
             let n = (e.nargs as usize).min(e.args.len());
-            let strings: Vec<String> = e.strings.iter().map(crate::usdt::slot_text).collect();
+            let strings: Vec<String> = e
+                .strings
+                .iter()
+                .map(crate::kernel::usdt::slot_text)
+                .collect();
             t.usdt(
                 out,
                 e.header.ts,

@@ -94,9 +94,9 @@ use trace_common::fxt::{
     Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, ThreadState, obj_type,
 };
 
+use crate::kernel::syscalls::SyscallTable;
 use crate::output::{FxtStream, OutputError, StringTable};
 use crate::procfs;
-use crate::syscalls::SyscallTable;
 
 /// The kernel provider's thread table: FXT thread records map indexes
 /// 1..=255 to (process, thread) koids, so that a record can name a thread in

@@ -43,7 +43,7 @@ pub struct UsdtSite {
     /// The ELF file holding it, as named.
     pub binary: PathBuf,
     /// That file, open: what the probe is attached to.
-    pub file: crate::uprobes::ProgramFile,
+    pub file: crate::kernel::uprobes::ProgramFile,
     /// Provider name from the note.
     pub provider: String,
     /// Probe name from the note.
@@ -481,10 +481,12 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let candidates: Vec<PathBuf> = match binary {
         Some(b) => {
             vec![
-                crate::uprobes::find_binary(b, pid).map_err(|source| UsdtError::Binary {
-                    spec: spec.to_owned(),
-                    path: PathBuf::from(b),
-                    source,
+                crate::kernel::uprobes::find_binary(b, pid).map_err(|source| {
+                    UsdtError::Binary {
+                        spec: spec.to_owned(),
+                        path: PathBuf::from(b),
+                        source,
+                    }
                 })?,
             ]
         }
@@ -502,7 +504,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let mut sites = Vec::new();
     let mut known = BTreeSet::new();
     for path in &candidates {
-        let (file, data) = match crate::uprobes::read_program(path) {
+        let (file, data) = match crate::kernel::uprobes::read_program(path) {
             Ok(d) => d,
             Err(source) if binary.is_some() => {
                 return Err(UsdtError::Binary {
@@ -682,7 +684,7 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> 
     if pids.is_empty() {
         return resolve(spec, None);
     }
-    crate::uprobes::per_process(
+    crate::kernel::uprobes::per_process(
         pids,
         |pid| resolve(spec, Some(pid)),
         |s| (s.file.id(), s.offset),
@@ -697,7 +699,7 @@ fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
     let mut files = vec![exe.clone()];
     for path in maps
         .lines()
-        .filter_map(crate::uprobes::maps_path)
+        .filter_map(crate::kernel::uprobes::maps_path)
         .filter(|p| p.starts_with('/'))
         .map(Path::new)
     {
