@@ -18,10 +18,9 @@ use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
 use trace_common::controller::KernelStats;
 use trace_common::fxt::{Record, provider_event};
-use trace_common::kernel::{ABSENT_ID, KernelEvent};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
-use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
+use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
 use crate::output::{FxtStream, OutputError};
 use crate::procfs;
@@ -420,7 +419,7 @@ impl<W: Write> Session<W> {
                     keep.used += bytes.len() as u64;
                     match trace_common::kernel::parse(bytes) {
                         Ok(event) if result.is_ok() => {
-                            result = translate(translator, out, &event);
+                            result = translator.translate(out, &event);
                         }
                         Ok(_) => {}
                         Err(_) => malformed += 1,
@@ -462,10 +461,7 @@ impl<W: Write> Session<W> {
             }
             k.stop();
             self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-            self.translator.finish_syscalls(&mut self.out)?;
-            self.translator.finish_irqs(&mut self.out)?;
-            self.translator.finish_probes(&mut self.out)?;
-            self.translator.finish_block(&mut self.out)?;
+            self.translator.finish_open(&mut self.out)?;
         }
         if write_results {
             self.write_kept()?;
@@ -490,14 +486,11 @@ impl<W: Write> Session<W> {
                 .collect();
             at += 2 + len;
             match trace_common::kernel::parse(&bytes) {
-                Ok(event) => translate(&mut self.translator, &mut self.out, &event)?,
+                Ok(event) => self.translator.translate(&mut self.out, &event)?,
                 Err(_) => self.stats.malformed += 1,
             }
         }
-        self.translator.finish_syscalls(&mut self.out)?;
-        self.translator.finish_irqs(&mut self.out)?;
-        self.translator.finish_probes(&mut self.out)?;
-        self.translator.finish_block(&mut self.out)?;
+        self.translator.finish_open(&mut self.out)?;
         Ok(())
     }
 
@@ -556,176 +549,6 @@ impl<W: Write> Session<W> {
             })?;
         }
         Ok(stats)
-    }
-}
-
-/// Writes the records for one kernel event.
-fn translate<W: Write>(
-    t: &mut KernelTranslator,
-    out: &mut FxtStream<W>,
-    event: &KernelEvent,
-) -> Result<(), OutputError> {
-    let h = event.header();
-    if !t.wants(h.ts) {
-        // Stamped after the recording stopped.
-        return Ok(());
-    }
-    // Every event shows which task its CPU runs.
-    t.current_task(out, h.ts, h.cpu as u16, h.tid, h.tgid)?;
-    match event {
-        KernelEvent::Switch(e) => t.context_switch(
-            out,
-            e.header.ts,
-            e.header.cpu as u16,
-            e.prev_pid,
-            e.header.tgid,
-            e.prev_prio,
-            e.prev_state,
-            &comm_str(&e.prev_comm),
-            e.next_pid,
-            e.next_prio,
-            &comm_str(&e.next_comm),
-        ),
-        KernelEvent::Wakeup(e) => t.wakeup(
-            out,
-            e.header.ts,
-            e.target_cpu as u16,
-            e.pid,
-            e.prio,
-            &comm_str(&e.comm),
-            e.header.tid,
-            e.header.cpu as u16,
-        ),
-        KernelEvent::NewTask(e) => {
-            let child_tgid = if e.child_tgid != ABSENT_ID {
-                e.child_tgid
-            } else {
-                // Without clone flags the thread group is unknown here; /proc
-                // knows it while the task lives.
-                procfs::thread(e.pid).map_or(e.pid, |(g, _)| g)
-            };
-            t.new_task(
-                out,
-                e.header.ts,
-                e.header.tid,
-                e.header.tgid,
-                e.pid,
-                child_tgid,
-                &comm_str(&e.comm),
-                e.clone_flags,
-            )
-        }
-        KernelEvent::Exec(e) => t.exec(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            e.old_pid,
-            &comm_str(e.filename()),
-            &comm_str(&e.comm),
-        ),
-        KernelEvent::Exit(e) => t.exit(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            &comm_str(&e.comm),
-            e.group_dead(),
-        ),
-        KernelEvent::Rename(e) => t.rename(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            &comm_str(&e.oldcomm),
-            &comm_str(&e.newcomm),
-        ),
-        KernelEvent::SysEnter(e) => {
-            t.sys_enter(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.args)
-        }
-        KernelEvent::SysExit(e) => {
-            t.sys_exit(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret)
-        }
-        KernelEvent::IrqEntry(e) => {
-            t.irq_entry(out, e.header.ts, e.header.cpu, e.irq, &comm_str(&e.name))
-        }
-        KernelEvent::IrqExit(e) => t.irq_exit(out, e.header.ts, e.header.cpu, e.irq, e.ret),
-        KernelEvent::Softirq(e) => t.softirq(
-            out,
-            e.header.ts,
-            e.header.cpu,
-            e.vec,
-            e.exit == trace_common::kernel::SOFTIRQ_EXIT,
-        ),
-        KernelEvent::BlockIssue(e) => {
-            t.block_issue(
-                e.header.ts,
-                e.header.tid,
-                e.dev,
-                e.sector,
-                e.nr_sector,
-                e.bytes_or_error,
-                &comm_str(&e.rwbs),
-            );
-            Ok(())
-        }
-        KernelEvent::BlockComplete(e) => {
-            t.block_complete(out, e.header.ts, e.dev, e.sector, e.bytes_or_error)
-        }
-        KernelEvent::PageFault(e) => t.page_fault(
-            out,
-            e.header.ts,
-            e.header.tid,
-            e.header.tgid,
-            e.address,
-            e.ip,
-            e.error_code,
-        ),
-        KernelEvent::RssStat(e) => t.rss_stat(
-            out,
-            e.header.ts,
-            e.header.tgid,
-            e.curr != 0,
-            e.mm_id,
-            e.member,
-            e.size,
-        ),
-        KernelEvent::Uprobe(e) => t.probe(
-            out,
-            e.header.ts,
-            e.header.tid,
-            e.header.tgid,
-            e.probe,
-            e.ret == trace_common::kernel::UPROBE_RETURN,
-        ),
-        KernelEvent::Usdt(e) => {
-            let n = (e.nargs as usize).min(e.args.len());
-            let strings: Vec<String> = e
-                .strings
-                .iter()
-                .map(crate::kernel::usdt::slot_text)
-                .collect();
-            t.usdt(
-                out,
-                e.header.ts,
-                e.header.tid,
-                e.header.tgid,
-                e.site,
-                &e.args[..n],
-                e.unreadable,
-                &strings,
-            )
-        }
-        KernelEvent::Power(e) => t.cpu_power(
-            out,
-            e.header.ts,
-            e.cpu_id,
-            e.what == trace_common::kernel::POWER_FREQUENCY,
-            e.state,
-        ),
-        // Fork is reported through the new-task event, which knows whether
-        // the child is a thread or a process.
-        KernelEvent::Fork(_) => Ok(()),
     }
 }
 
