@@ -324,7 +324,7 @@ impl<W: Write> Session<W> {
     /// A process that does not exist is refused (`NoSuchProcess`), whether
     /// tracing runs or not: kept, it would make the next start fail.
     pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
-        if !crate::kernel::process_exists(pid) {
+        if !procfs::process_exists(pid) {
             return Err(KernelError::NoSuchProcess { pid }.into());
         }
         if let Some(pids) = self.config.pids.as_mut()

@@ -3,6 +3,7 @@
 use trace_common::kernel::{COUNTER_FOLLOW_FULL, MAP_FOLLOWED};
 
 use super::{KernelError, KernelProvider};
+use crate::procfs::thread_ids;
 
 impl KernelProvider {
     /// Follows process `pid`: records its threads' events and those of
@@ -28,21 +29,4 @@ impl KernelProvider {
     pub fn unfollowed(&self) -> Result<u64, KernelError> {
         self.counter(COUNTER_FOLLOW_FULL)
     }
-}
-
-/// Whether process `pid` exists now.
-pub fn process_exists(pid: u32) -> bool {
-    pid != 0 && std::path::Path::new(&format!("/proc/{pid}/task")).is_dir()
-}
-
-/// The thread ids of process `pid`, `None` if it does not exist.
-pub(super) fn thread_ids(pid: u32) -> Option<Vec<u32>> {
-    if pid == 0 {
-        return None;
-    }
-    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    Some(
-        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect(),
-    )
 }

@@ -15,10 +15,10 @@ use trace_common::kernel::{
 use super::attach::fill_array;
 use super::drain::{CpuRing, Readiness, RingPositions};
 use super::error::is_eperm;
-use super::follow::process_exists;
 use super::format::{fill_layout, parse_format};
 use super::reorder::Reorder;
 use super::{KernelConfig, KernelError, KernelProvider, btf, patch, ring_size, tracefs};
+use crate::procfs::{self, process_exists};
 
 /// The eBPF object built from `trace-ebpf` by this crate's build script.
 pub(super) static EBPF_OBJECT: &[u8] =
@@ -453,7 +453,7 @@ fn check_privileges() -> Result<(), KernelError> {
     const CAP_SYS_ADMIN: u32 = 21;
     const CAP_PERFMON: u32 = 38;
     const CAP_BPF: u32 = 39;
-    let Some(caps) = effective_capabilities() else {
+    let Some(caps) = procfs::effective_capabilities() else {
         // Cannot tell; let the kernel decide.
         return Ok(());
     };
@@ -468,13 +468,6 @@ fn check_privileges() -> Result<(), KernelError> {
             ),
         })
     }
-}
-
-/// The effective capability set of this process, from /proc.
-fn effective_capabilities() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
 }
 
 /// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF memory to it

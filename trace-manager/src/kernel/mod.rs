@@ -80,7 +80,6 @@ use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::kernel::KernelLayout;
 
 pub use self::error::KernelError;
-pub use self::follow::process_exists;
 
 use self::drain::{CpuRing, Readiness};
 use self::reorder::Reorder;

@@ -1,7 +1,7 @@
 //! What the kernel provider lost: the programs' per-CPU drop counters and
 //! the kernel's `recursion_misses` of each program.
 
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
+use std::os::fd::{AsFd as _, BorrowedFd};
 
 use aya::maps::{MapData, MapError, PerCpuArray};
 use trace_common::kernel::{COUNTER_COUNT, COUNTER_FOLLOW_FULL, MAP_COUNTERS};
@@ -90,9 +90,7 @@ impl KernelProvider {
 /// The `recursion_misses` the kernel reports for the program behind `fd`
 /// (0 when it does not say, as before Linux 5.12).
 pub(super) fn recursion_misses_of(fd: BorrowedFd<'_>) -> u64 {
-    let path = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
-    std::fs::read_to_string(path)
-        .ok()
+    crate::procfs::fdinfo(fd)
         .and_then(|info| parse_recursion_misses(&info))
         .unwrap_or(0)
 }

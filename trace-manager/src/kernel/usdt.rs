@@ -35,6 +35,8 @@ use trace_common::kernel::{
     USDT_FORMAT_STRING, USDT_MAX_ARGS, USDT_MAX_STRS, USDT_STR_LEN, UsdtArg, UsdtSpec,
 };
 
+use crate::procfs;
+
 /// One place a USDT probe fires: a `STAP_PROBE` / `DTRACE_PROBE` point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsdtSite {
@@ -496,7 +498,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
             })?;
             mapped_files(pid).map_err(|source| UsdtError::Binary {
                 spec: spec.to_owned(),
-                path: PathBuf::from(format!("/proc/{pid}/maps")),
+                path: procfs::maps_file(pid),
                 source,
             })?
         }
@@ -694,8 +696,8 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> 
 
 /// The program of `pid` and every other file it maps, through its root.
 fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let exe = procfs::exe(pid)?;
+    let maps = procfs::maps(pid)?;
     let mut files = vec![exe.clone()];
     for path in maps
         .lines()
@@ -709,10 +711,7 @@ fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
     }
     Ok(files
         .into_iter()
-        .map(|p| {
-            let via_root = PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
-            if via_root.exists() { via_root } else { p }
-        })
+        .map(|p| procfs::via_root(pid, &p))
         .collect())
 }
 
