@@ -22,7 +22,7 @@ use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
-use crate::output::{FxtStream, OutputError};
+use crate::output::{FxtStream, OutputError, ProviderSections};
 use crate::procfs;
 
 /// The provider id of the kernel provider in the output.
@@ -170,8 +170,8 @@ pub struct Session<W: Write> {
     config: RecordConfig,
     categories: Vec<String>,
     kernel: Option<KernelProvider>,
-    /// The kernel's provider info is in the output.
-    introduced: bool,
+    /// The kernel provider's sections in the output.
+    section: ProviderSections,
     keep: KernelKeep,
     budget: u64,
     out: FxtStream<W>,
@@ -230,7 +230,7 @@ impl<W: Write> Session<W> {
             },
             categories,
             kernel: None,
-            introduced: false,
+            section: ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME),
             keep: KernelKeep::default(),
             out,
             translator,
@@ -292,21 +292,7 @@ impl<W: Write> Session<W> {
         self.kernel = Some(kernel);
         self.translator.restart(boottime_ns());
         self.started = Some(Instant::now());
-        if self.introduced {
-            self.out.write(&Record::ProviderSection {
-                id: KERNEL_PROVIDER_ID,
-            })?;
-        } else {
-            self.introduced = true;
-            self.out.write(&Record::ProviderInfo {
-                id: KERNEL_PROVIDER_ID,
-                name: KERNEL_PROVIDER_NAME.into(),
-            })?;
-            self.out.write(&Record::Initialization {
-                ticks_per_second: 1_000_000_000,
-            })?;
-        }
-        self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+        self.section.begin(&mut self.out)?;
         // The programs are attached already: whatever is created from now
         // on is reported by events, whatever existed before is in the
         // snapshot (with a pid filter, of the followed processes).
