@@ -677,27 +677,35 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
 
 /// The summary of a recording that ended well.
 fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
+    use trace_common::controller::KernelCount;
     let k = &stats.kernel;
-    let count = |name: &str| {
-        k.counts
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |&(_, v)| v)
-    };
+    // Every kind but the name records, in this order (tests read it); then
+    // any tracepoint selected by name.
+    let shown = [
+        KernelCount::Switches,
+        KernelCount::Wakeups,
+        KernelCount::ProcessEvents,
+        KernelCount::SystemCalls,
+        KernelCount::Interrupts,
+        KernelCount::BlockRequests,
+        KernelCount::MemoryEvents,
+        KernelCount::ProbeHits,
+        KernelCount::UsdtEvents,
+    ];
+    let named = k
+        .counts
+        .iter()
+        .filter(|(kind, _)| matches!(kind, KernelCount::Tracepoint(_)))
+        .map(|(kind, _)| kind.clone());
+    let counts: Vec<String> = shown
+        .into_iter()
+        .chain(named)
+        .map(|kind| format!("{} {}", k.count(&kind), kind.label()))
+        .collect();
     eprintln!(
-        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
-         events) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
+        "trace-cli: {} kernel events ({}) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
         k.events,
-        count("switches"),
-        count("wakeups"),
-        count("process events"),
-        count("system calls"),
-        count("interrupts"),
-        count("block requests"),
-        count("memory events"),
-        count("probe hits"),
-        count("USDT events"),
+        counts.join(", "),
         Duration::from_nanos(stats.traced_ns).as_secs_f64(),
         stats.records,
         stats.bytes,

@@ -25,8 +25,9 @@ pub const MAGIC: u32 = 0x4343_4D54;
 
 /// The controller protocol version. 2: the stop result says how many
 /// providers took part (`providers_total`) and [`Request::GetProviderStats`]
-/// pages through those one message did not hold.
-pub const VERSION: u16 = 2;
+/// pages through those one message did not hold. 3: the kernel's record
+/// counts are typed ([`KernelCount`]), not named by strings.
+pub const VERSION: u16 = 3;
 
 /// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
 /// manager tells a client of such a version that it does not speak it in a
@@ -425,9 +426,123 @@ pub struct KernelStats {
     /// Events that could not be decoded.
     pub malformed: u64,
     /// Records written per kind, as `(kind, count)`.
-    pub counts: Vec<(String, u64)>,
+    pub counts: Vec<(KernelCount, u64)>,
     /// The kernel categories enabled.
     pub categories: Vec<String>,
+}
+
+impl KernelStats {
+    /// The count of `kind`, 0 when none was reported.
+    pub fn count(&self, kind: &KernelCount) -> u64 {
+        self.counts
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or(0, |&(_, n)| n)
+    }
+}
+
+/// What one of the kernel provider's record counts counts
+/// ([`KernelStats::counts`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KernelCount {
+    /// Context switch records.
+    Switches,
+    /// Thread wake-up records.
+    Wakeups,
+    /// fork/clone, exec, exit and rename instants.
+    ProcessEvents,
+    /// Process and thread name records.
+    Names,
+    /// System call durations.
+    SystemCalls,
+    /// Hard IRQ and softirq durations.
+    Interrupts,
+    /// Block request durations.
+    BlockRequests,
+    /// Page fault instants and resident-set counter events.
+    MemoryEvents,
+    /// CPU idle and frequency counter events.
+    CpuCounters,
+    /// Probed function durations (`--uprobe`).
+    ProbeHits,
+    /// USDT probe instants (`--usdt`).
+    UsdtEvents,
+    /// Events of a tracepoint selected by name (`group:event`).
+    Tracepoint(String),
+}
+
+impl KernelCount {
+    /// The kinds of fixed meaning, in the order they are reported.
+    pub const FIXED: [KernelCount; 11] = [
+        KernelCount::Switches,
+        KernelCount::Wakeups,
+        KernelCount::ProcessEvents,
+        KernelCount::Names,
+        KernelCount::SystemCalls,
+        KernelCount::Interrupts,
+        KernelCount::BlockRequests,
+        KernelCount::MemoryEvents,
+        KernelCount::CpuCounters,
+        KernelCount::ProbeHits,
+        KernelCount::UsdtEvents,
+    ];
+
+    /// Its value on the wire; a [`KernelCount::Tracepoint`] is followed by
+    /// its name.
+    pub fn value(&self) -> u16 {
+        match self {
+            KernelCount::Switches => 1,
+            KernelCount::Wakeups => 2,
+            KernelCount::ProcessEvents => 3,
+            KernelCount::Names => 4,
+            KernelCount::SystemCalls => 5,
+            KernelCount::Interrupts => 6,
+            KernelCount::BlockRequests => 7,
+            KernelCount::MemoryEvents => 8,
+            KernelCount::CpuCounters => 9,
+            KernelCount::ProbeHits => 10,
+            KernelCount::UsdtEvents => 11,
+            KernelCount::Tracepoint(_) => 0x100,
+        }
+    }
+
+    /// What it counts, as a summary says it: `switches`, `system calls`,
+    /// ..., or the tracepoint's name.
+    pub fn label(&self) -> &str {
+        match self {
+            KernelCount::Switches => "switches",
+            KernelCount::Wakeups => "wakeups",
+            KernelCount::ProcessEvents => "process events",
+            KernelCount::Names => "names",
+            KernelCount::SystemCalls => "system calls",
+            KernelCount::Interrupts => "interrupts",
+            KernelCount::BlockRequests => "block requests",
+            KernelCount::MemoryEvents => "memory events",
+            KernelCount::CpuCounters => "cpu counters",
+            KernelCount::ProbeHits => "probe hits",
+            KernelCount::UsdtEvents => "USDT events",
+            KernelCount::Tracepoint(name) => name,
+        }
+    }
+
+    fn encode(&self, e: &mut Encoder) -> Result<(), ControlError> {
+        e.u16(self.value());
+        match self {
+            KernelCount::Tracepoint(name) => e.str(name),
+            _ => Ok(()),
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
+        let value = d.u16()?;
+        if value == 0x100 {
+            return Ok(KernelCount::Tracepoint(d.str()?));
+        }
+        KernelCount::FIXED
+            .into_iter()
+            .find(|k| k.value() == value)
+            .ok_or(ControlError::BadValue("kernel count kind"))
+    }
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).
@@ -914,8 +1029,8 @@ impl StopResult {
         }
         e.u64(k.malformed);
         e.count(k.counts.len())?;
-        for (name, n) in &k.counts {
-            e.str(name)?;
+        for (kind, n) in &k.counts {
+            kind.encode(e)?;
             e.u64(*n);
         }
         e.strs(&k.categories)?;
@@ -943,7 +1058,7 @@ impl StopResult {
         let malformed = d.u64()?;
         let n = d.count(10)?;
         let counts = (0..n)
-            .map(|_| Ok((d.str()?, d.u64()?)))
+            .map(|_| Ok((KernelCount::decode(d)?, d.u64()?)))
             .collect::<Result<_, ControlError>>()?;
         Ok(StopResult {
             provider_stats,
@@ -1352,7 +1467,13 @@ mod tests {
                 dropped: 2,
                 dropped_per_cpu: vec![(0, 1), (1, 1)],
                 malformed: 0,
-                counts: vec![("context switches".to_string(), 4)],
+                counts: vec![
+                    (KernelCount::Switches, 4),
+                    (
+                        KernelCount::Tracepoint("sched:sched_migrate_task".into()),
+                        2,
+                    ),
+                ],
                 categories: vec!["kernel:sched".to_string()],
             },
             records: 100,
@@ -1534,7 +1655,7 @@ mod tests {
             let got = page_through(StopResult {
                 provider_stats: all.clone(),
                 kernel: KernelStats {
-                    counts: vec![("switches".to_string(), 5)],
+                    counts: vec![(KernelCount::Switches, 5)],
                     ..KernelStats::default()
                 },
                 ..StopResult::default()
@@ -1664,7 +1785,7 @@ mod tests {
                 body: Reply::StopResult(Ok(StopResult {
                     provider_stats: vec![ProviderStats::default()],
                     kernel: KernelStats {
-                        counts: vec![("x".to_string(), 1)],
+                        counts: vec![(KernelCount::UsdtEvents, 1)],
                         dropped_per_cpu: vec![(0, 1)],
                         ..KernelStats::default()
                     },

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
-use trace_common::controller::KernelStats;
+use trace_common::controller::{KernelCount, KernelStats};
 use trace_common::fxt::{Record, provider_event};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
@@ -120,22 +120,19 @@ impl RecordStats {
             dropped: self.dropped,
             dropped_per_cpu: self.dropped_per_cpu.clone(),
             malformed: self.malformed,
-            counts: [
-                ("switches", c.context_switches),
-                ("wakeups", c.wakeups),
-                ("process events", c.proc_events),
-                ("names", c.names),
-                ("system calls", c.syscalls),
-                ("interrupts", c.interrupts),
-                ("block requests", c.block_requests),
-                ("memory events", c.memory_events),
-                ("cpu counters", c.cpu_counters),
-                ("probe hits", c.probes),
-                ("USDT events", c.usdt),
-            ]
-            .into_iter()
-            .map(|(n, v)| (n.to_owned(), v))
-            .collect(),
+            counts: vec![
+                (KernelCount::Switches, c.context_switches),
+                (KernelCount::Wakeups, c.wakeups),
+                (KernelCount::ProcessEvents, c.proc_events),
+                (KernelCount::Names, c.names),
+                (KernelCount::SystemCalls, c.syscalls),
+                (KernelCount::Interrupts, c.interrupts),
+                (KernelCount::BlockRequests, c.block_requests),
+                (KernelCount::MemoryEvents, c.memory_events),
+                (KernelCount::CpuCounters, c.cpu_counters),
+                (KernelCount::ProbeHits, c.probes),
+                (KernelCount::UsdtEvents, c.usdt),
+            ],
             categories: self.categories.clone(),
         }
     }
