@@ -62,7 +62,8 @@ pub fn block_op(rwbs: &str) -> &'static str {
 }
 
 impl KernelTranslator {
-    /// Thread `tid` issued a block request to device `dev`.
+    /// The current task issued a block request (`block_rq_issue`): held
+    /// until its completion.
     pub fn block_issue(&mut self, e: &BlockRqEvent) {
         let (ts, tid, dev, sector, nr_sector, bytes) = (
             e.header.ts,
@@ -88,7 +89,8 @@ impl KernelTranslator {
             });
     }
 
-    /// Device `dev` completed the request at `sector`; `error` 0 on success.
+    /// A device completed the request at a sector (`block_rq_complete`;
+    /// `bytes_or_error` is the error, 0 on success).
     pub fn block_complete<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

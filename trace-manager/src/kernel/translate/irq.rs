@@ -52,7 +52,7 @@ impl KernelTranslator {
         Ok(tid)
     }
 
-    /// Hard IRQ `irq` (handler `name`) started on `cpu`.
+    /// A hard IRQ handler started on the event's CPU.
     pub fn irq_entry<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -79,7 +79,8 @@ impl KernelTranslator {
         Ok(())
     }
 
-    /// Hard IRQ `irq` ended on `cpu`; `ret` non-zero when it was handled.
+    /// A hard IRQ handler ended on the event's CPU; `ret` non-zero when it
+    /// handled the interrupt.
     pub fn irq_exit<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -98,7 +99,7 @@ impl KernelTranslator {
         }
     }
 
-    /// Softirq vector `vec` started (`exit` false) or ended on `cpu`.
+    /// A softirq started or ended (`SOFTIRQ_EXIT`) on the event's CPU.
     pub fn softirq<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

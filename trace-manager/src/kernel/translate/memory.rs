@@ -10,8 +10,8 @@ use super::{EventRecord, KernelTranslator};
 use crate::output::{FxtStream, OutputError};
 
 impl KernelTranslator {
-    /// Thread `tid` of `tgid` faulted at `address` (instruction `ip`) with
-    /// the architecture's `error_code`.
+    /// The current task faulted at `address` (instruction `ip`) with the
+    /// architecture's `error_code`.
     pub fn page_fault<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -52,7 +52,7 @@ impl KernelTranslator {
 
     /// A resident-set counter (`member`: 0 file, 1 anon, 2 swap, 3 shmem)
     /// of address space `mm_id` became `size` bytes; `curr` when it is the
-    /// address space of `tgid`, the process that changed it.
+    /// address space of the current task's process, which changed it.
     pub fn rss_stat<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

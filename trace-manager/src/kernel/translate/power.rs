@@ -13,8 +13,8 @@ use crate::output::{FxtStream, OutputError};
 pub const CPUS_PROCESS_KOID: u32 = 0x7FFD_0000;
 
 impl KernelTranslator {
-    /// CPU `cpu` entered idle state `state` (`IDLE_EXIT`: left idle), or
-    /// (with `frequency`) runs at `state` kHz.
+    /// CPU `cpu_id` entered idle state `state` (`IDLE_EXIT`: left idle), or
+    /// (`POWER_FREQUENCY`) runs at `state` kHz.
     pub fn cpu_power<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

@@ -109,7 +109,7 @@ impl KernelTranslator {
         Ok(())
     }
 
-    /// Thread `tid` of `tgid` entered (`ret` false) or returned from probed
+    /// The current task entered or returned (`UPROBE_RETURN`) from probed
     /// function `probe`.
     pub fn probe<W: Write>(
         &mut self,

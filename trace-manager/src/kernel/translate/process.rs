@@ -39,9 +39,9 @@ impl KernelTranslator {
         Ok(())
     }
 
-    /// Thread `parent_tid` of `parent_tgid` created `child_tid`, which belongs
-    /// to `child_tgid` (the parent's group for a new thread, its own for a new
-    /// process).
+    /// The current task created task `pid`, which belongs to `child_tgid`
+    /// (the parent's group for a new thread, its own for a new process; from
+    /// /proc when the event could not tell).
     pub fn new_task<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -83,7 +83,7 @@ impl KernelTranslator {
         )
     }
 
-    /// Thread `tid` of `tgid` executed `filename` and is now called `comm`.
+    /// Thread `pid` executed `filename` and is now called `comm`.
     pub fn exec<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -101,7 +101,7 @@ impl KernelTranslator {
         self.proc_instant(out, ts, tgid, tid, "exec", &args)
     }
 
-    /// Thread `tid` of `tgid` exited; `group_dead` when it was the last one.
+    /// Thread `pid` exited; `group_dead` when it was its process's last.
     pub fn exit<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -126,7 +126,7 @@ impl KernelTranslator {
         self.proc_instant(out, ts, tgid, tid, "exit", &args)
     }
 
-    /// Thread `tid` of `tgid` renamed itself from `old` to `new`.
+    /// Thread `pid` was renamed from `oldcomm` to `newcomm`.
     pub fn rename<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

@@ -41,7 +41,7 @@ pub(super) struct PendingSyscall {
 }
 
 impl KernelTranslator {
-    /// Thread `tid` of `tgid` entered system call `nr` with `args`.
+    /// The current task entered system call `id` with `args`.
     pub fn sys_enter<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -56,7 +56,7 @@ impl KernelTranslator {
         Ok(())
     }
 
-    /// Thread `tid` of `tgid` returned `ret` from system call `nr`.
+    /// The current task returned `ret` from system call `id`.
     pub fn sys_exit<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
