@@ -333,13 +333,12 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let exe = format!("/proc/{}/exe", child.id());
-        let maps = format!("/proc/{}/maps", child.id());
+        let pid = child.id();
         let as_nobody = run_as(&nobody(), || {
-            (std::fs::read_link(&exe), std::fs::read_to_string(&maps))
+            (crate::procfs::exe(pid), crate::procfs::maps(pid))
         })
         .unwrap();
-        let as_root = (std::fs::read_link(&exe), std::fs::read_to_string(&maps));
+        let as_root = (crate::procfs::exe(pid), crate::procfs::maps(pid));
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(
