@@ -161,7 +161,10 @@ fn resolve_probes(
 
 /// Every site of every `--usdt` probe in the `pids` processes (every
 /// process when empty), each spec matching at least one.
-fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<crate::kernel::usdt::UsdtSite>, String> {
+fn resolve_usdt(
+    specs: &[String],
+    pids: &[u32],
+) -> Result<Vec<crate::kernel::usdt::UsdtSite>, String> {
     let mut sites: Vec<crate::kernel::usdt::UsdtSite> = Vec::new();
     for spec in specs {
         let found = crate::kernel::usdt::resolve_in(spec, pids).map_err(|e| e.to_string())?;

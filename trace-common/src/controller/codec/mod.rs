@@ -6,8 +6,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{
-    FxtVersion, KernelCount, KernelStats, MAGIC, MAX_LIST_LEN, MAX_MESSAGE_BYTES, MAX_PROVIDER_STATS,
-    MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StopResult, TraceConfig, VERSION,
+    FxtVersion, KernelCount, KernelStats, MAGIC, MAX_LIST_LEN, MAX_MESSAGE_BYTES,
+    MAX_PROVIDER_STATS, MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StopResult,
+    TraceConfig, VERSION,
 };
 use crate::provider::BufferingMode;
 use crate::provider::control::ControlError;

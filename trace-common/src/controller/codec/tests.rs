@@ -80,12 +80,12 @@ fn every_reply_round_trips() {
             dropped_per_cpu: vec![(0, 1), (1, 1)],
             malformed: 0,
             counts: vec![
-                    (KernelCount::Switches, 4),
-                    (
-                        KernelCount::Tracepoint("sched:sched_migrate_task".into()),
-                        2,
-                    ),
-                ],
+                (KernelCount::Switches, 4),
+                (
+                    KernelCount::Tracepoint("sched:sched_migrate_task".into()),
+                    2,
+                ),
+            ],
             categories: vec!["kernel:sched".to_string()],
         },
         records: 100,
