@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use trace_common::controller::{
-    Envelope, FxtVersion, KernelStats, ProviderInfo, ProviderProgress, ProviderSpec, ProviderStats,
-    Reply, Request, SessionState, StartError, StartOptions, Status, StopError, StopResult,
-    TraceConfig,
+    Envelope, FxtVersion, KernelCount, KernelStats, ProviderInfo, ProviderProgress, ProviderSpec,
+    ProviderStats, Reply, Request, SessionState, StartError, StartOptions, Status, StopError,
+    StopResult, TraceConfig,
 };
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Record, ThreadRef};
@@ -362,7 +362,14 @@ fn stop_result(rng: &mut Rng) -> StopResult {
             dropped_per_cpu: (0..rng.below(4)).map(|_| (rng.u32(), rng.next())).collect(),
             malformed: rng.next(),
             counts: (0..rng.below(4))
-                .map(|_| (rng.text(20), rng.next()))
+                .map(|_| {
+                    let fixed = &KernelCount::FIXED;
+                    let kind = match rng.below(fixed.len() + 1) {
+                        i if i < fixed.len() => fixed[i].clone(),
+                        _ => KernelCount::Tracepoint(rng.text(20)),
+                    };
+                    (kind, rng.next())
+                })
                 .collect(),
             categories: rng.texts(4, 20),
         },

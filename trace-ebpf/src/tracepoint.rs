@@ -142,8 +142,7 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
         // SAFETY: `fixed + rest < DATA_MAX`, inside the scratch area; the
         // source is the record's dynamic part, checked by the helper.
         let src = (ctx.as_ptr() as *const u8).wrapping_add(fixed);
-        if unsafe { read_kernel(data.wrapping_add(fixed & DATA_MASK), rest, src.cast()) }.is_err()
-        {
+        if unsafe { read_kernel(data.wrapping_add(fixed & DATA_MASK), rest, src.cast()) }.is_err() {
             return 0;
         }
     }

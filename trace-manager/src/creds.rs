@@ -54,12 +54,11 @@ impl ClientCreds {
             // Before Linux 4.13: from /proc, if the pid is still the
             // client's; else its primary group only (fewer rights, never
             // more).
-            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-                std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    .ok()
-                    .and_then(|s| groups_from_status(&s, uid, gid))
-                    .unwrap_or_default()
-            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => u32::try_from(pid)
+                .ok()
+                .and_then(|pid| crate::procfs::status(pid).ok())
+                .and_then(|s| groups_from_status(&s, uid, gid))
+                .unwrap_or_default(),
             Err(e) => return Err(e),
         };
         Ok(ClientCreds {
@@ -334,13 +333,12 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let exe = format!("/proc/{}/exe", child.id());
-        let maps = format!("/proc/{}/maps", child.id());
+        let pid = child.id();
         let as_nobody = run_as(&nobody(), || {
-            (std::fs::read_link(&exe), std::fs::read_to_string(&maps))
+            (crate::procfs::exe(pid), crate::procfs::maps(pid))
         })
         .unwrap();
-        let as_root = (std::fs::read_link(&exe), std::fs::read_to_string(&maps));
+        let as_root = (crate::procfs::exe(pid), crate::procfs::maps(pid));
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(

@@ -60,10 +60,7 @@ impl Default for Limits {
 
 /// The machine's memory in bytes (`MemTotal` of /proc/meminfo).
 pub fn physical_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    crate::procfs::mem_total()
 }
 
 /// A size with an optional unit: `512M`, `2G`, `1.5G`, `65536` (bytes),

@@ -117,6 +117,51 @@ impl<W: Write> FxtStream<W> {
     }
 }
 
+/// One provider's sections in the output: the first begins with its
+/// provider info record and the initialization record (timestamps in
+/// nanoseconds), every later one with a provider section record. Every
+/// provider's records, the kernel's and userspace providers', start their
+/// sections here.
+#[derive(Clone, Debug)]
+pub struct ProviderSections {
+    id: u32,
+    name: String,
+    introduced: bool,
+}
+
+impl ProviderSections {
+    /// Provider `id`, named `name`, not yet in the output.
+    pub fn new(id: u32, name: &str) -> Self {
+        ProviderSections {
+            id,
+            name: name.to_owned(),
+            introduced: false,
+        }
+    }
+
+    /// The provider's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Begins a section of the provider's records: its provider info and
+    /// initialization records the first time, else a provider section
+    /// record.
+    pub fn begin<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        if self.introduced {
+            return out.write(&Record::ProviderSection { id: self.id });
+        }
+        self.introduced = true;
+        out.write(&Record::ProviderInfo {
+            id: self.id,
+            name: self.name.as_str().into(),
+        })?;
+        out.write(&Record::Initialization {
+            ticks_per_second: 1_000_000_000,
+        })
+    }
+}
+
 /// The string table of one provider in the output.
 #[derive(Default)]
 pub struct StringTable {

@@ -1,11 +1,25 @@
-//! What /proc says about the processes and threads that already exist.
+//! Every read of `/proc`: what it says about the processes and threads that
+//! exist, and about this process.
 //!
 //! A recording starts with a snapshot of every process and thread so that
 //! threads that never fork, exec or rename during the trace are still named,
 //! and answers later questions about a single thread it has not seen yet.
+//! Probes are resolved through a process's program, memory maps and root
+//! directory; the client's groups come from its status when the socket
+//! cannot tell them; the kernel provider reads its own capabilities and its
+//! programs' `fdinfo`; the memory budget starts from `MemTotal`.
+//!
+//! Not here: `/proc/self/fd/N` paths handed to the kernel to attach a probe
+//! through a descriptor already open (`ProgramFile::attach_path`), which
+//! name a file rather than read anything.
 
 use std::fs;
-use std::path::Path;
+use std::io;
+use std::os::fd::{AsRawFd as _, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+/// Where procfs is.
+const PROC: &str = "/proc";
 
 /// One thread of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +45,7 @@ pub struct ProcessInfo {
 ///
 /// Processes or threads that exit while being read are skipped.
 pub fn snapshot() -> Vec<ProcessInfo> {
-    snapshot_at(Path::new("/proc"))
+    snapshot_at(Path::new(PROC))
 }
 
 /// Like [`snapshot`], reading a procfs mounted at `root`.
@@ -76,7 +90,7 @@ pub fn snapshot_at(root: &Path) -> Vec<ProcessInfo> {
 
 /// The thread group (process id) and name of thread `tid`, if it still exists.
 pub fn thread(tid: u32) -> Option<(u32, String)> {
-    let dir = Path::new("/proc").join(tid.to_string());
+    let dir = Path::new(PROC).join(tid.to_string());
     let status = fs::read_to_string(dir.join("status")).ok()?;
     let tgid = parse_status_field(&status, "Tgid")?;
     let name = read_comm(&dir).unwrap_or_default();
@@ -85,7 +99,88 @@ pub fn thread(tid: u32) -> Option<(u32, String)> {
 
 /// The name of process `pid` (its main thread's `comm`), if it still exists.
 pub fn process_name(pid: u32) -> Option<String> {
-    read_comm(&Path::new("/proc").join(pid.to_string()))
+    read_comm(&Path::new(PROC).join(pid.to_string()))
+}
+
+/// Whether process `pid` exists now.
+pub fn process_exists(pid: u32) -> bool {
+    pid != 0 && Path::new(&format!("{PROC}/{pid}/task")).is_dir()
+}
+
+/// The thread ids of process `pid`, `None` if it does not exist.
+pub fn thread_ids(pid: u32) -> Option<Vec<u32>> {
+    if pid == 0 {
+        return None;
+    }
+    let dir = fs::read_dir(format!("{PROC}/{pid}/task")).ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
+}
+
+/// The text of `/proc/PID/status`.
+pub fn status(pid: u32) -> io::Result<String> {
+    fs::read_to_string(format!("{PROC}/{pid}/status"))
+}
+
+/// `/proc/PID/exe`, the link to the program process `pid` runs (for
+/// messages; [`exe`] reads it).
+pub fn exe_link(pid: u32) -> PathBuf {
+    PathBuf::from(format!("{PROC}/{pid}/exe"))
+}
+
+/// The program process `pid` runs, as its mount namespace names it.
+pub fn exe(pid: u32) -> io::Result<PathBuf> {
+    fs::read_link(exe_link(pid))
+}
+
+/// `/proc/PID/maps` (for messages; [`maps`] reads it).
+pub fn maps_file(pid: u32) -> PathBuf {
+    PathBuf::from(format!("{PROC}/{pid}/maps"))
+}
+
+/// The text of `/proc/PID/maps`: what process `pid` maps.
+pub fn maps(pid: u32) -> io::Result<String> {
+    fs::read_to_string(maps_file(pid))
+}
+
+/// `path`, as process `pid` names it, reached through its root directory
+/// (`/proc/PID/root`) when that exists, else `path` itself.
+pub fn via_root(pid: u32, path: &Path) -> PathBuf {
+    let via = PathBuf::from(format!("{PROC}/{pid}/root{}", path.display()));
+    if via.exists() {
+        via
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The effective capability set of this process (`CapEff` of its status).
+pub fn effective_capabilities() -> Option<u64> {
+    let status = fs::read_to_string(format!("{PROC}/self/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
+}
+
+/// What the kernel says of this process's descriptor `fd`
+/// (`/proc/self/fdinfo/N`).
+pub fn fdinfo(fd: BorrowedFd<'_>) -> Option<String> {
+    fs::read_to_string(format!("{PROC}/self/fdinfo/{}", fd.as_raw_fd())).ok()
+}
+
+/// The path of the file this process's descriptor `fd` is open on (the
+/// target of `/proc/self/fd/N`: possibly not absolute, as `pipe:[N]`).
+pub fn fd_target(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    fs::read_link(format!("{PROC}/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+pub fn mem_total() -> Option<u64> {
+    let meminfo = fs::read_to_string(format!("{PROC}/meminfo")).ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 fn read_comm(dir: &Path) -> Option<String> {

@@ -17,16 +17,15 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
-use trace_common::controller::KernelStats;
+use trace_common::controller::{KernelCount, KernelStats};
 use trace_common::fxt::{Record, provider_event};
-use trace_common::kernel::tracepoint::{TRACEPOINT_KIND, TracepointRecord};
-use trace_common::kernel::{ABSENT_ID, KernelEvent};
+use trace_common::kernel::{Entry, parse_entry};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::tracepoints::Selection;
+use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
-use crate::kernel_records::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo, comm_str};
-use crate::output::{FxtStream, OutputError};
+use crate::output::{FxtStream, OutputError, ProviderSections};
 use crate::procfs;
 
 /// The provider id of the kernel provider in the output.
@@ -47,9 +46,9 @@ pub struct RecordConfig {
     /// [`KernelConfig::pids`]); [`Session::follow`] adds more.
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
-    pub uprobes: Vec<crate::uprobes::ResolvedProbe>,
+    pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
     /// USDT probe sites (`--usdt`), resolved.
-    pub usdt: Vec<crate::usdt::UsdtSite>,
+    pub usdt: Vec<crate::kernel::usdt::UsdtSite>,
     /// Tracepoints selected by name (`-e`), resolved.
     pub tracepoints: Arc<Selection>,
     /// What happens to kernel events: written as they come (streaming),
@@ -132,21 +131,24 @@ impl RecordStats {
             dropped_per_cpu: self.dropped_per_cpu.clone(),
             malformed: self.malformed,
             counts: [
-                ("switches", c.context_switches),
-                ("wakeups", c.wakeups),
-                ("process events", c.proc_events),
-                ("names", c.names),
-                ("system calls", c.syscalls),
-                ("interrupts", c.interrupts),
-                ("block requests", c.block_requests),
-                ("memory events", c.memory_events),
-                ("cpu counters", c.cpu_counters),
-                ("probe hits", c.probes),
-                ("USDT events", c.usdt),
+                (KernelCount::Switches, c.context_switches),
+                (KernelCount::Wakeups, c.wakeups),
+                (KernelCount::ProcessEvents, c.proc_events),
+                (KernelCount::Names, c.names),
+                (KernelCount::SystemCalls, c.syscalls),
+                (KernelCount::Interrupts, c.interrupts),
+                (KernelCount::BlockRequests, c.block_requests),
+                (KernelCount::MemoryEvents, c.memory_events),
+                (KernelCount::CpuCounters, c.cpu_counters),
+                (KernelCount::ProbeHits, c.probes),
+                (KernelCount::UsdtEvents, c.usdt),
             ]
             .into_iter()
-            .map(|(n, v)| (n.to_owned(), v))
-            .chain(self.tracepoints.iter().cloned())
+            .chain(
+                self.tracepoints
+                    .iter()
+                    .map(|(name, n)| (KernelCount::Tracepoint(name.clone()), *n)),
+            )
             .collect(),
             categories: self.categories.clone(),
         }
@@ -182,8 +184,8 @@ pub struct Session<W: Write> {
     config: RecordConfig,
     categories: Vec<String>,
     kernel: Option<KernelProvider>,
-    /// The kernel's provider info is in the output.
-    introduced: bool,
+    /// The kernel provider's sections in the output.
+    section: ProviderSections,
     keep: KernelKeep,
     budget: u64,
     out: FxtStream<W>,
@@ -243,7 +245,7 @@ impl<W: Write> Session<W> {
             },
             categories,
             kernel: None,
-            introduced: false,
+            section: ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME),
             keep: KernelKeep::default(),
             out,
             translator,
@@ -306,21 +308,7 @@ impl<W: Write> Session<W> {
         self.kernel = Some(kernel);
         self.translator.restart(boottime_ns());
         self.started = Some(Instant::now());
-        if self.introduced {
-            self.out.write(&Record::ProviderSection {
-                id: KERNEL_PROVIDER_ID,
-            })?;
-        } else {
-            self.introduced = true;
-            self.out.write(&Record::ProviderInfo {
-                id: KERNEL_PROVIDER_ID,
-                name: KERNEL_PROVIDER_NAME.into(),
-            })?;
-            self.out.write(&Record::Initialization {
-                ticks_per_second: 1_000_000_000,
-            })?;
-        }
-        self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+        self.section.begin(&mut self.out)?;
         // The programs are attached already: whatever is created from now
         // on is reported by events, whatever existed before is in the
         // snapshot (with a pid filter, of the followed processes).
@@ -338,7 +326,7 @@ impl<W: Write> Session<W> {
     /// A process that does not exist is refused (`NoSuchProcess`), whether
     /// tracing runs or not: kept, it would make the next start fail.
     pub fn follow(&mut self, pid: u32) -> Result<(), RecordError> {
-        if !crate::kernel::process_exists(pid) {
+        if !procfs::process_exists(pid) {
             return Err(KernelError::NoSuchProcess { pid }.into());
         }
         if let Some(pids) = self.config.pids.as_mut()
@@ -432,8 +420,11 @@ impl<W: Write> Session<W> {
                 _ => {
                     keep.used += bytes.len() as u64;
                     match parse_entry(bytes) {
-                        Ok(entry) if result.is_ok() => {
-                            result = translate_entry(translator, out, &entry);
+                        Ok(Entry::Fixed(event)) if result.is_ok() => {
+                            result = translator.translate(out, &event);
+                        }
+                        Ok(Entry::Tracepoint(record)) if result.is_ok() => {
+                            result = translator.tracepoint(out, &record);
                         }
                         Ok(_) => {}
                         Err(_) => malformed += 1,
@@ -475,11 +466,7 @@ impl<W: Write> Session<W> {
             }
             k.stop();
             self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-            self.translator.finish_syscalls(&mut self.out)?;
-            self.translator.finish_irqs(&mut self.out)?;
-            self.translator.finish_probes(&mut self.out)?;
-            self.translator.finish_tracepoints(&mut self.out)?;
-            self.translator.finish_block(&mut self.out)?;
+            self.translator.finish_open(&mut self.out)?;
         }
         if write_results {
             self.write_kept()?;
@@ -504,14 +491,14 @@ impl<W: Write> Session<W> {
                 .collect();
             at += 2 + len;
             match parse_entry(&bytes) {
-                Ok(entry) => translate_entry(&mut self.translator, &mut self.out, &entry)?,
+                Ok(Entry::Fixed(event)) => self.translator.translate(&mut self.out, &event)?,
+                Ok(Entry::Tracepoint(record)) => {
+                    self.translator.tracepoint(&mut self.out, &record)?
+                }
                 Err(_) => self.stats.malformed += 1,
             }
         }
-        self.translator.finish_syscalls(&mut self.out)?;
-        self.translator.finish_irqs(&mut self.out)?;
-        self.translator.finish_probes(&mut self.out)?;
-        self.translator.finish_block(&mut self.out)?;
+        self.translator.finish_open(&mut self.out)?;
         Ok(())
     }
 
@@ -571,209 +558,6 @@ impl<W: Write> Session<W> {
             })?;
         }
         Ok(stats)
-    }
-}
-
-/// One ring-buffer entry, decoded.
-// Passed by reference, never moved around: the size difference is harmless.
-#[allow(clippy::large_enum_variant)]
-enum Entry<'a> {
-    /// A fixed-layout event.
-    Fixed(KernelEvent),
-    /// An event of a tracepoint selected by name.
-    Tracepoint(TracepointRecord<'a>),
-}
-
-/// Decodes one ring-buffer entry without trusting it.
-fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, trace_common::kernel::ParseError> {
-    if bytes.get(..4) == Some(&TRACEPOINT_KIND.to_ne_bytes()[..]) {
-        TracepointRecord::parse(bytes).map(Entry::Tracepoint)
-    } else {
-        trace_common::kernel::parse(bytes).map(Entry::Fixed)
-    }
-}
-
-/// Writes the records for one ring-buffer entry.
-fn translate_entry<W: Write>(
-    t: &mut KernelTranslator,
-    out: &mut FxtStream<W>,
-    entry: &Entry<'_>,
-) -> Result<(), OutputError> {
-    match entry {
-        Entry::Fixed(event) => translate(t, out, event),
-        Entry::Tracepoint(record) => {
-            let h = record.event.header;
-            if !t.wants(h.ts) {
-                return Ok(());
-            }
-            // Not evidence of which task a CPU runs: without the scheduler's
-            // events, switches inferred from these would draw tasks running
-            // through idle time.
-            t.tracepoint(out, record)
-        }
-    }
-}
-
-/// Writes the records for one kernel event.
-fn translate<W: Write>(
-    t: &mut KernelTranslator,
-    out: &mut FxtStream<W>,
-    event: &KernelEvent,
-) -> Result<(), OutputError> {
-    let h = event.header();
-    if !t.wants(h.ts) {
-        // Stamped after the recording stopped.
-        return Ok(());
-    }
-    // Every event shows which task its CPU runs.
-    t.current_task(out, h.ts, h.cpu as u16, h.tid, h.tgid)?;
-    match event {
-        KernelEvent::Switch(e) => t.context_switch(
-            out,
-            e.header.ts,
-            e.header.cpu as u16,
-            e.prev_pid,
-            e.header.tgid,
-            e.prev_prio,
-            e.prev_state,
-            &comm_str(&e.prev_comm),
-            e.next_pid,
-            e.next_prio,
-            &comm_str(&e.next_comm),
-        ),
-        KernelEvent::Wakeup(e) => t.wakeup(
-            out,
-            e.header.ts,
-            e.target_cpu as u16,
-            e.pid,
-            e.prio,
-            &comm_str(&e.comm),
-            e.header.tid,
-            e.header.cpu as u16,
-        ),
-        KernelEvent::NewTask(e) => {
-            let child_tgid = if e.child_tgid != ABSENT_ID {
-                e.child_tgid
-            } else {
-                // Without clone flags the thread group is unknown here; /proc
-                // knows it while the task lives.
-                procfs::thread(e.pid).map_or(e.pid, |(g, _)| g)
-            };
-            t.new_task(
-                out,
-                e.header.ts,
-                e.header.tid,
-                e.header.tgid,
-                e.pid,
-                child_tgid,
-                &comm_str(&e.comm),
-                e.clone_flags,
-            )
-        }
-        KernelEvent::Exec(e) => t.exec(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            e.old_pid,
-            &comm_str(e.filename()),
-            &comm_str(&e.comm),
-        ),
-        KernelEvent::Exit(e) => t.exit(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            &comm_str(&e.comm),
-            e.group_dead(),
-        ),
-        KernelEvent::Rename(e) => t.rename(
-            out,
-            e.header.ts,
-            e.pid,
-            e.header.tgid,
-            &comm_str(&e.oldcomm),
-            &comm_str(&e.newcomm),
-        ),
-        KernelEvent::SysEnter(e) => {
-            t.sys_enter(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.args)
-        }
-        KernelEvent::SysExit(e) => {
-            t.sys_exit(out, e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret)
-        }
-        KernelEvent::IrqEntry(e) => {
-            t.irq_entry(out, e.header.ts, e.header.cpu, e.irq, &comm_str(&e.name))
-        }
-        KernelEvent::IrqExit(e) => t.irq_exit(out, e.header.ts, e.header.cpu, e.irq, e.ret),
-        KernelEvent::Softirq(e) => t.softirq(
-            out,
-            e.header.ts,
-            e.header.cpu,
-            e.vec,
-            e.exit == trace_common::kernel::SOFTIRQ_EXIT,
-        ),
-        KernelEvent::BlockIssue(e) => {
-            t.block_issue(
-                e.header.ts,
-                e.header.tid,
-                e.dev,
-                e.sector,
-                e.nr_sector,
-                e.bytes_or_error,
-                &comm_str(&e.rwbs),
-            );
-            Ok(())
-        }
-        KernelEvent::BlockComplete(e) => {
-            t.block_complete(out, e.header.ts, e.dev, e.sector, e.bytes_or_error)
-        }
-        KernelEvent::PageFault(e) => t.page_fault(
-            out,
-            e.header.ts,
-            e.header.tid,
-            e.header.tgid,
-            e.address,
-            e.ip,
-            e.error_code,
-        ),
-        KernelEvent::RssStat(e) => t.rss_stat(
-            out,
-            e.header.ts,
-            e.header.tgid,
-            e.curr != 0,
-            e.mm_id,
-            e.member,
-            e.size,
-        ),
-        KernelEvent::Uprobe(e) => t.probe(
-            out,
-            e.header.ts,
-            e.header.tid,
-            e.header.tgid,
-            e.probe,
-            e.ret == trace_common::kernel::UPROBE_RETURN,
-        ),
-        KernelEvent::Usdt(e) => {
-            let n = (e.nargs as usize).min(e.args.len());
-            let strings: Vec<String> = e.strings.iter().map(crate::usdt::slot_text).collect();
-            t.usdt(
-                out,
-                e.header.ts,
-                e.header.tid,
-                e.header.tgid,
-                e.site,
-                &e.args[..n],
-                e.unreadable,
-                &strings,
-            )
-        }
-        KernelEvent::Power(e) => t.cpu_power(
-            out,
-            e.header.ts,
-            e.cpu_id,
-            e.what == trace_common::kernel::POWER_FREQUENCY,
-            e.state,
-        ),
     }
 }
 

@@ -52,27 +52,28 @@ pub(super) fn report(
 
 /// The summary of a recording that ended well.
 fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
+    use trace_common::controller::KernelCount;
     let k = &stats.kernel;
-    let count = |name: &str| {
-        k.counts
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |&(_, v)| v)
-    };
+    // Every kind but the name records, in this order (tests read it).
+    let shown = [
+        KernelCount::Switches,
+        KernelCount::Wakeups,
+        KernelCount::ProcessEvents,
+        KernelCount::SystemCalls,
+        KernelCount::Interrupts,
+        KernelCount::BlockRequests,
+        KernelCount::MemoryEvents,
+        KernelCount::ProbeHits,
+        KernelCount::UsdtEvents,
+    ];
+    let counts: Vec<String> = shown
+        .into_iter()
+        .map(|kind| format!("{} {}", k.count(&kind), kind.label()))
+        .collect();
     eprintln!(
-        "trace-cli: {} kernel events ({} switches, {} wakeups, {} process events, {} system \
-         calls, {} interrupts, {} block requests, {} memory events, {} probe hits, {} USDT \
-         events) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
+        "trace-cli: {} kernel events ({}) in {:.1} s, {} records, {} bytes, {} dropped{}{}{} -> {}",
         k.events,
-        count("switches"),
-        count("wakeups"),
-        count("process events"),
-        count("system calls"),
-        count("interrupts"),
-        count("block requests"),
-        count("memory events"),
-        count("probe hits"),
-        count("USDT events"),
+        counts.join(", "),
         Duration::from_nanos(stats.traced_ns).as_secs_f64(),
         stats.records,
         stats.bytes,
@@ -86,6 +87,16 @@ fn print_summary(stats: &trace_common::controller::StopResult, destination: &str
         providers_summary(&stats.provider_stats),
         destination
     );
+    // Tracepoints selected by name (`-e`), on a line of their own.
+    let named: Vec<String> = k
+        .counts
+        .iter()
+        .filter(|(kind, _)| matches!(kind, KernelCount::Tracepoint(_)))
+        .map(|(kind, n)| format!("{n} {}", kind.label()))
+        .collect();
+    if !named.is_empty() {
+        eprintln!("trace-cli: tracepoints: {}", named.join(", "));
+    }
 }
 
 /// ` (cpu0 N, cpu1 M, other K)` when anything was dropped: where.

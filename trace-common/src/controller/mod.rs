@@ -24,15 +24,16 @@ pub use codec::{is_controller_message, kind, provider_stats_page};
 pub use config::{FxtVersion, ProviderSpec, StartOptions, TraceConfig};
 pub use errors::{SessionState, StartError, StopError, fail};
 pub use messages::{Envelope, ProviderInfo, Reply, Request};
-pub use stats::{KernelStats, ProviderProgress, ProviderStats, Status, StopResult};
+pub use stats::{KernelCount, KernelStats, ProviderProgress, ProviderStats, Status, StopResult};
 
 /// First word of every controller message ("TMCC" in memory).
 pub const MAGIC: u32 = 0x4343_4D54;
 
 /// The controller protocol version. 2: the stop result says how many
 /// providers took part (`providers_total`) and [`Request::GetProviderStats`]
-/// pages through those one message did not hold.
-pub const VERSION: u16 = 2;
+/// pages through those one message did not hold. 3: the kernel's record
+/// counts are typed ([`KernelCount`]), not named by strings.
+pub const VERSION: u16 = 3;
 
 /// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
 /// manager tells a client of such a version that it does not speak it in a

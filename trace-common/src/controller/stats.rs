@@ -44,9 +44,104 @@ pub struct KernelStats {
     /// Events that could not be decoded.
     pub malformed: u64,
     /// Records written per kind, as `(kind, count)`.
-    pub counts: Vec<(String, u64)>,
+    pub counts: Vec<(KernelCount, u64)>,
     /// The kernel categories enabled.
     pub categories: Vec<String>,
+}
+
+impl KernelStats {
+    /// The count of `kind`, 0 when none was reported.
+    pub fn count(&self, kind: &KernelCount) -> u64 {
+        self.counts
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map_or(0, |&(_, n)| n)
+    }
+}
+
+/// What one of the kernel provider's record counts counts
+/// ([`KernelStats::counts`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KernelCount {
+    /// Context switch records.
+    Switches,
+    /// Thread wake-up records.
+    Wakeups,
+    /// fork/clone, exec, exit and rename instants.
+    ProcessEvents,
+    /// Process and thread name records.
+    Names,
+    /// System call durations.
+    SystemCalls,
+    /// Hard IRQ and softirq durations.
+    Interrupts,
+    /// Block request durations.
+    BlockRequests,
+    /// Page fault instants and resident-set counter events.
+    MemoryEvents,
+    /// CPU idle and frequency counter events.
+    CpuCounters,
+    /// Probed function durations (`--uprobe`).
+    ProbeHits,
+    /// USDT probe instants (`--usdt`).
+    UsdtEvents,
+    /// Events of a tracepoint selected by name (`group:event`).
+    Tracepoint(String),
+}
+
+impl KernelCount {
+    /// The kinds of fixed meaning, in the order they are reported.
+    pub const FIXED: [KernelCount; 11] = [
+        KernelCount::Switches,
+        KernelCount::Wakeups,
+        KernelCount::ProcessEvents,
+        KernelCount::Names,
+        KernelCount::SystemCalls,
+        KernelCount::Interrupts,
+        KernelCount::BlockRequests,
+        KernelCount::MemoryEvents,
+        KernelCount::CpuCounters,
+        KernelCount::ProbeHits,
+        KernelCount::UsdtEvents,
+    ];
+
+    /// Its value on the wire; a [`KernelCount::Tracepoint`] is followed by
+    /// its name.
+    pub fn value(&self) -> u16 {
+        match self {
+            KernelCount::Switches => 1,
+            KernelCount::Wakeups => 2,
+            KernelCount::ProcessEvents => 3,
+            KernelCount::Names => 4,
+            KernelCount::SystemCalls => 5,
+            KernelCount::Interrupts => 6,
+            KernelCount::BlockRequests => 7,
+            KernelCount::MemoryEvents => 8,
+            KernelCount::CpuCounters => 9,
+            KernelCount::ProbeHits => 10,
+            KernelCount::UsdtEvents => 11,
+            KernelCount::Tracepoint(_) => 0x100,
+        }
+    }
+
+    /// What it counts, as a summary says it: `switches`, `system calls`,
+    /// ..., or the tracepoint's name.
+    pub fn label(&self) -> &str {
+        match self {
+            KernelCount::Switches => "switches",
+            KernelCount::Wakeups => "wakeups",
+            KernelCount::ProcessEvents => "process events",
+            KernelCount::Names => "names",
+            KernelCount::SystemCalls => "system calls",
+            KernelCount::Interrupts => "interrupts",
+            KernelCount::BlockRequests => "block requests",
+            KernelCount::MemoryEvents => "memory events",
+            KernelCount::CpuCounters => "cpu counters",
+            KernelCount::ProbeHits => "probe hits",
+            KernelCount::UsdtEvents => "USDT events",
+            KernelCount::Tracepoint(name) => name,
+        }
+    }
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).

@@ -639,6 +639,26 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
     }
 }
 
+/// One ring-buffer entry of any kind, decoded.
+#[allow(clippy::large_enum_variant)] // Passed by reference, not moved around.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// A fixed-layout event.
+    Fixed(KernelEvent),
+    /// An event of a tracepoint selected by name.
+    Tracepoint(super::tracepoint::TracepointRecord<'a>),
+}
+
+/// Decodes one ring-buffer entry of any kind ([`parse`] for the fixed
+/// kinds), without trusting it.
+pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
+    if bytes.get(..4) == Some(&super::tracepoint::TRACEPOINT_KIND.to_ne_bytes()[..]) {
+        super::tracepoint::TracepointRecord::parse(bytes).map(Entry::Tracepoint)
+    } else {
+        parse(bytes).map(Entry::Fixed)
+    }
+}
+
 const _: () = {
     assert!(size_of::<EventHeader>() == 24);
     assert!(size_of::<SchedSwitchEvent>() == 80);

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use trace_common::category::{KERNEL_PROC, KERNEL_SCHED};
 use trace_common::kernel::{CLONE_THREAD, KernelEvent, c_str_bytes};
 
-use crate::kernel_records::comm_str;
+use crate::clock::boottime_ns;
+use crate::kernel::load::EBPF_OBJECT;
+use crate::kernel::translate::comm_str;
 
 use super::*;
 
@@ -150,38 +152,6 @@ fn provider_and_errors_can_move_between_threads() {
     fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
     assert_send::<KernelProvider>();
     assert_error::<KernelError>();
-}
-
-#[test]
-fn categories_are_deduplicated() {
-    let c = check_categories(&[KERNEL_SCHED.into(), KERNEL_SCHED.into()]).unwrap();
-    assert_eq!(c, vec![KERNEL_SCHED.to_owned()]);
-}
-
-#[test]
-fn eperm_is_found_in_error_chains() {
-    let e = ProgramError::SyscallError(aya::sys::SyscallError {
-        call: "bpf_prog_load",
-        io_error: io::Error::from_raw_os_error(libc::EPERM),
-    });
-    assert!(is_eperm(&e));
-    assert!(matches!(
-        program_error("x", e),
-        KernelError::Permission { .. }
-    ));
-    let e = ProgramError::SyscallError(aya::sys::SyscallError {
-        call: "bpf_prog_load",
-        io_error: io::Error::from_raw_os_error(libc::EINVAL),
-    });
-    assert!(!is_eperm(&e));
-}
-
-#[test]
-fn recursion_misses_are_read_from_fdinfo() {
-    let info = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nrun_cnt:\t12\n\
-                recursion_misses:\t3\nverified_insns:\t741\n";
-    assert_eq!(parse_recursion_misses(info), Some(3));
-    assert_eq!(parse_recursion_misses("prog_type:\t5\n"), None);
 }
 
 #[test]

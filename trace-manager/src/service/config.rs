@@ -140,8 +140,8 @@ fn resolve_tracepoints(specs: &[String]) -> Result<crate::kernel::tracepoints::S
 
 /// A session's resolved `--uprobe` probes and `--usdt` sites.
 type Probes = (
-    Vec<crate::uprobes::ResolvedProbe>,
-    Vec<crate::usdt::UsdtSite>,
+    Vec<crate::kernel::uprobes::ResolvedProbe>,
+    Vec<crate::kernel::usdt::UsdtSite>,
 );
 
 /// Every `--uprobe` and `--usdt` probe of `config`, resolved with the
@@ -161,7 +161,7 @@ fn resolve_probes(
         let uprobes = config
             .uprobes
             .iter()
-            .map(|spec| crate::uprobes::resolve_in(spec, &pids))
+            .map(|spec| crate::kernel::uprobes::resolve_in(spec, &pids))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?
             .into_iter()
@@ -174,10 +174,13 @@ fn resolve_probes(
 
 /// Every site of every `--usdt` probe in the `pids` processes (every
 /// process when empty), each spec matching at least one.
-fn resolve_usdt(specs: &[String], pids: &[u32]) -> Result<Vec<crate::usdt::UsdtSite>, String> {
-    let mut sites: Vec<crate::usdt::UsdtSite> = Vec::new();
+fn resolve_usdt(
+    specs: &[String],
+    pids: &[u32],
+) -> Result<Vec<crate::kernel::usdt::UsdtSite>, String> {
+    let mut sites: Vec<crate::kernel::usdt::UsdtSite> = Vec::new();
     for spec in specs {
-        let found = crate::usdt::resolve_in(spec, pids).map_err(|e| e.to_string())?;
+        let found = crate::kernel::usdt::resolve_in(spec, pids).map_err(|e| e.to_string())?;
         log::info!("--usdt {spec}: {} sites", found.len());
         for site in found {
             // A site two specs match is placed once (else each pass would

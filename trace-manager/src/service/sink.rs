@@ -32,7 +32,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -379,7 +379,7 @@ impl Out<File> {
     /// The client's descriptor, named by its path when it has one.
     fn client(file: File) -> Out<File> {
         let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
-        let name = match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        let name = match crate::procfs::fd_target(file.as_fd()) {
             Ok(p) if p.is_absolute() => p.display().to_string(),
             Ok(p) => format!("the client's output ({})", p.display()),
             Err(_) => "the client's output".to_owned(),

@@ -20,7 +20,7 @@ use trace_common::provider::BufferingMode;
 use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
 use trace_common::provider::clock::{TimeAnchor, TimeMap, read_tsc};
 
-use crate::output::{FxtStream, OutputError};
+use crate::output::{FxtStream, OutputError, ProviderSections};
 
 /// Per-provider counts of what collection did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,9 +70,7 @@ pub fn anchor() -> TimeAnchor {
 
 /// The state of one provider's part of the output.
 pub struct Forwarder {
-    id: u32,
-    name: String,
-    introduced: bool,
+    section: ProviderSections,
     /// For TSC providers: the anchor taken when the trace started.
     tsc_start: Option<TimeAnchor>,
     tsc_map: Option<TimeMap>,
@@ -95,9 +93,7 @@ impl Forwarder {
     /// for TSC providers.
     pub fn new(id: u32, name: &str, pid: u32, tsc_start: Option<TimeAnchor>) -> Self {
         Forwarder {
-            id,
-            name: name.to_owned(),
-            introduced: false,
+            section: ProviderSections::new(id, name),
             tsc_start,
             tsc_map: None,
             pid,
@@ -185,18 +181,7 @@ impl Forwarder {
 
     /// Writes the provider info (first time) or section record.
     pub fn begin_section<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
-        if self.introduced {
-            out.write(&Record::ProviderSection { id: self.id })
-        } else {
-            self.introduced = true;
-            out.write(&Record::ProviderInfo {
-                id: self.id,
-                name: self.name.as_str().into(),
-            })?;
-            out.write(&Record::Initialization {
-                ticks_per_second: 1_000_000_000,
-            })
-        }
+        self.section.begin(out)
     }
 
     /// Forwards the whole records of `region`; returns the offset just past
@@ -315,7 +300,7 @@ pub fn collect<W: Write>(
     let final_collection = matches!(which, Rolling::Final { .. });
     if final_collection && header.num_records_dropped > 0 {
         out.write(&Record::ProviderEvent {
-            id: fwd.id,
+            id: fwd.section.id(),
             event: trace_common::fxt::provider_event::BUFFER_OVERFLOW,
         })?;
         fwd.stats.dropped = header.num_records_dropped;

@@ -6,8 +6,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::{
-    FxtVersion, KernelStats, MAGIC, MAX_LIST_LEN, MAX_MESSAGE_BYTES, MAX_PROVIDER_STATS,
-    MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StopResult, TraceConfig, VERSION,
+    FxtVersion, KernelCount, KernelStats, MAGIC, MAX_LIST_LEN, MAX_MESSAGE_BYTES,
+    MAX_PROVIDER_STATS, MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StopResult,
+    TraceConfig, VERSION,
 };
 use crate::provider::BufferingMode;
 use crate::provider::control::ControlError;
@@ -398,8 +399,8 @@ impl StopResult {
         }
         e.u64(k.malformed);
         e.count(k.counts.len())?;
-        for (name, n) in &k.counts {
-            e.str(name)?;
+        for (kind, n) in &k.counts {
+            kind.encode(e)?;
             e.u64(*n);
         }
         e.strs(&k.categories)?;
@@ -427,7 +428,7 @@ impl StopResult {
         let malformed = d.u64()?;
         let n = d.count(10)?;
         let counts = (0..n)
-            .map(|_| Ok((d.str()?, d.u64()?)))
+            .map(|_| Ok((KernelCount::decode(d)?, d.u64()?)))
             .collect::<Result<_, ControlError>>()?;
         Ok(StopResult {
             provider_stats,
@@ -451,4 +452,26 @@ impl StopResult {
 /// opposed to a provider's registration.
 pub fn is_controller_message(bytes: &[u8]) -> bool {
     bytes.len() >= 4 && bytes[..4] == MAGIC.to_le_bytes()
+}
+
+/// A kernel count on the wire: its value, then a tracepoint's name.
+impl KernelCount {
+    fn encode(&self, e: &mut Encoder) -> Result<(), ControlError> {
+        e.u16(self.value());
+        match self {
+            KernelCount::Tracepoint(name) => e.str(name),
+            _ => Ok(()),
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
+        let value = d.u16()?;
+        if value == 0x100 {
+            return Ok(KernelCount::Tracepoint(d.str()?));
+        }
+        KernelCount::FIXED
+            .into_iter()
+            .find(|k| k.value() == value)
+            .ok_or(ControlError::BadValue("kernel count kind"))
+    }
 }

@@ -80,7 +80,13 @@ fn every_reply_round_trips() {
             dropped: 2,
             dropped_per_cpu: vec![(0, 1), (1, 1)],
             malformed: 0,
-            counts: vec![("context switches".to_string(), 4)],
+            counts: vec![
+                (KernelCount::Switches, 4),
+                (
+                    KernelCount::Tracepoint("sched:sched_migrate_task".into()),
+                    2,
+                ),
+            ],
             categories: vec!["kernel:sched".to_string()],
         },
         records: 100,
@@ -262,7 +268,7 @@ fn every_provider_is_reported_whatever_their_number() {
         let got = page_through(StopResult {
             provider_stats: all.clone(),
             kernel: KernelStats {
-                counts: vec![("switches".to_string(), 5)],
+                counts: vec![(KernelCount::Switches, 5)],
                 ..KernelStats::default()
             },
             ..StopResult::default()
@@ -392,7 +398,7 @@ proptest! {
             body: Reply::StopResult(Ok(StopResult {
                 provider_stats: vec![ProviderStats::default()],
                 kernel: KernelStats {
-                    counts: vec![("x".to_string(), 1)],
+                    counts: vec![(KernelCount::UsdtEvents, 1)],
                     dropped_per_cpu: vec![(0, 1)],
                     ..KernelStats::default()
                 },

@@ -8,7 +8,9 @@ use aya::programs::{ProgramError, TracePoint};
 use trace_common::kernel::tracepoint::{MAP_TRACEPOINTS, TRACEPOINT_PROGRAM, TracepointConfig};
 
 use super::Selection;
-use crate::kernel::{KernelError, KernelProvider, perf_probe, program_error, program_of};
+use crate::kernel::attach::program_of;
+use crate::kernel::error::program_error;
+use crate::kernel::{KernelError, KernelProvider, perf_probe};
 
 /// The `Pod` wrapper through which a tracepoint's configuration goes into
 /// its map.

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
+use crate::procfs;
+
 /// Where one probe goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedProbe {
@@ -147,12 +149,10 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
         None => {
             let pid = pid
                 .ok_or_else(|| syntax("a bare function needs -p PID (or write BINARY:FUNCTION)"))?;
-            std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| {
-                UprobeError::Binary {
-                    spec: spec.to_owned(),
-                    path: PathBuf::from(format!("/proc/{pid}/exe")),
-                    source,
-                }
+            procfs::exe(pid).map_err(|source| UprobeError::Binary {
+                spec: spec.to_owned(),
+                path: procfs::exe_link(pid),
+                source,
             })?
         }
     };
@@ -325,7 +325,7 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
         return Some(PathBuf::from(name));
     }
     if let Some(pid) = pid
-        && let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        && let Ok(maps) = procfs::maps(pid)
     {
         let found = maps.lines().filter_map(maps_path).map(Path::new).find(|p| {
             p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
@@ -336,12 +336,7 @@ fn lookup_binary(name: &str, pid: Option<u32>) -> Option<PathBuf> {
         });
         if let Some(p) = found {
             // Through the process's root, which is where the path is valid.
-            let via_root = PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
-            return Some(if via_root.exists() {
-                via_root
-            } else {
-                p.to_path_buf()
-            });
+            return Some(procfs::via_root(pid, p));
         }
     }
     let path = std::env::var_os("PATH")?;

@@ -35,6 +35,8 @@ use trace_common::kernel::{
     USDT_FORMAT_STRING, USDT_MAX_ARGS, USDT_MAX_STRS, USDT_STR_LEN, UsdtArg, UsdtSpec,
 };
 
+use crate::procfs;
+
 /// One place a USDT probe fires: a `STAP_PROBE` / `DTRACE_PROBE` point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsdtSite {
@@ -43,7 +45,7 @@ pub struct UsdtSite {
     /// The ELF file holding it, as named.
     pub binary: PathBuf,
     /// That file, open: what the probe is attached to.
-    pub file: crate::uprobes::ProgramFile,
+    pub file: crate::kernel::uprobes::ProgramFile,
     /// Provider name from the note.
     pub provider: String,
     /// Probe name from the note.
@@ -481,10 +483,12 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let candidates: Vec<PathBuf> = match binary {
         Some(b) => {
             vec![
-                crate::uprobes::find_binary(b, pid).map_err(|source| UsdtError::Binary {
-                    spec: spec.to_owned(),
-                    path: PathBuf::from(b),
-                    source,
+                crate::kernel::uprobes::find_binary(b, pid).map_err(|source| {
+                    UsdtError::Binary {
+                        spec: spec.to_owned(),
+                        path: PathBuf::from(b),
+                        source,
+                    }
                 })?,
             ]
         }
@@ -494,7 +498,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
             })?;
             mapped_files(pid).map_err(|source| UsdtError::Binary {
                 spec: spec.to_owned(),
-                path: PathBuf::from(format!("/proc/{pid}/maps")),
+                path: procfs::maps_file(pid),
                 source,
             })?
         }
@@ -502,7 +506,7 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<Vec<UsdtSite>, UsdtError>
     let mut sites = Vec::new();
     let mut known = BTreeSet::new();
     for path in &candidates {
-        let (file, data) = match crate::uprobes::read_program(path) {
+        let (file, data) = match crate::kernel::uprobes::read_program(path) {
             Ok(d) => d,
             Err(source) if binary.is_some() => {
                 return Err(UsdtError::Binary {
@@ -682,7 +686,7 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> 
     if pids.is_empty() {
         return resolve(spec, None);
     }
-    crate::uprobes::per_process(
+    crate::kernel::uprobes::per_process(
         pids,
         |pid| resolve(spec, Some(pid)),
         |s| (s.file.id(), s.offset),
@@ -692,12 +696,12 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<UsdtSite>, UsdtError> 
 
 /// The program of `pid` and every other file it maps, through its root.
 fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let exe = procfs::exe(pid)?;
+    let maps = procfs::maps(pid)?;
     let mut files = vec![exe.clone()];
     for path in maps
         .lines()
-        .filter_map(crate::uprobes::maps_path)
+        .filter_map(crate::kernel::uprobes::maps_path)
         .filter(|p| p.starts_with('/'))
         .map(Path::new)
     {
@@ -707,10 +711,7 @@ fn mapped_files(pid: u32) -> std::io::Result<Vec<PathBuf>> {
     }
     Ok(files
         .into_iter()
-        .map(|p| {
-            let via_root = PathBuf::from(format!("/proc/{pid}/root{}", p.display()));
-            if via_root.exists() { via_root } else { p }
-        })
+        .map(|p| procfs::via_root(pid, &p))
         .collect())
 }
 

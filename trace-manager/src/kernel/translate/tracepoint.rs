@@ -10,7 +10,8 @@ use std::sync::Arc;
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::tracepoint::TracepointRecord;
 
-use super::{IRQ_PROCESS_KOID, KernelTranslator};
+use super::irq::IRQ_PROCESS_KOID;
+use super::{EventRecord, KernelTranslator};
 use crate::kernel::tracepoints::{Decoded, Role, Selection, decode};
 use crate::output::{FxtStream, OutputError};
 
@@ -81,7 +82,7 @@ impl KernelTranslator {
         (list, tp.unpaired)
     }
 
-    /// One event of a selected tracepoint.
+    /// One event of a selected tracepoint (none stamped after the stop).
     pub fn tracepoint<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -89,6 +90,12 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let selection = Arc::clone(&self.tracepoints.selection);
         let h = record.event.header;
+        if !self.wants(h.ts) {
+            return Ok(());
+        }
+        // Not evidence of which task a CPU runs (no `current_task`): without
+        // the scheduler's events, switches inferred from these would draw
+        // tasks running through idle time.
         self.last_ts = self.last_ts.max(h.ts);
         let Some(tp) = selection.get(record.event.id) else {
             self.tracepoints.unknown += 1;
@@ -113,12 +120,14 @@ impl KernelTranslator {
                     args.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
                 self.event(
                     out,
-                    h.ts,
-                    &tp.group,
-                    thread,
-                    &tp.event,
-                    &list,
-                    EventKind::Instant,
+                    EventRecord {
+                        ts: h.ts,
+                        category: &tp.group,
+                        thread,
+                        name: &tp.event,
+                        args: &list,
+                        kind: EventKind::Instant,
+                    },
                 )?;
                 *self.tracepoints.written.entry(tp.id).or_default() += 1;
             }
@@ -184,13 +193,23 @@ impl KernelTranslator {
         let kind = EventKind::DurationComplete {
             end_ts: end.max(open.ts),
         };
-        self.event(out, open.ts, group, open.thread, &pair.name, &args, kind)?;
+        self.event(
+            out,
+            EventRecord {
+                ts: open.ts,
+                category: group,
+                thread: open.thread,
+                name: &pair.name,
+                args: &args,
+                kind,
+            },
+        )?;
         *self.tracepoints.written.entry(pair.entry).or_default() += 1;
         Ok(())
     }
 
     /// Ends every pair still open where the recording stopped.
-    pub fn finish_tracepoints<W: Write>(
+    pub(super) fn finish_tracepoints<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {

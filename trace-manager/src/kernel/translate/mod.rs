@@ -1,0 +1,604 @@
+//! Turns the kernel provider's events into FXT records.
+//!
+//! - Context switches become compact legacy context switch records
+//!   (scheduling type 0, 16 bytes): both threads as references into the
+//!   provider's thread table ([`ThreadTable`]: 255 entries, each defined by a
+//!   thread record when assigned), both kernel priorities (0–139, as ftrace
+//!   reports `prio`) in 8 bits, and priority 0 for a CPU's idle task, which
+//!   has no thread kernel object record: that is how ui.perfetto.dev tells
+//!   idle apart. Where a thread's process is not known yet (or a CPU number
+//!   or priority does not fit 8 bits) the switch is written as a context
+//!   switch record (scheduling type 1) with `incoming_weight` /
+//!   `outgoing_weight` Int32 arguments instead, [`IDLE_WEIGHT`] for idle.
+//! - Every event says which task its CPU runs ([`KernelTranslator::current_task`]);
+//!   a switch the kernel did not record (a lost event, a task kept out of
+//!   tracing) is written where an event first shows it, as a context switch
+//!   record with `inferred: true`, so every CPU's switches are continuous.
+//! - Wake-ups become thread-wakeup records with `weight` and `waker` (a
+//!   CPU's interrupt track when the waker is its idle task); wake-ups of
+//!   running threads are left out.
+//! - Fork, exec, exit and renames become instants in `kernel:proc` on the
+//!   thread that did them, and kernel object records that (re)name the
+//!   processes and threads involved.
+//!
+//! - System calls become complete durations in `kernel:syscall` on the
+//!   calling thread, named by the system call, with `nr`, the arguments
+//!   (named and typed as the kernel declares them) and `ret`. A call still
+//!   running when the recording stops ends there, marked `unfinished`; a
+//!   call that began before the recording spans from the recording's start
+//!   (from the thread's creation for a thread created since: the child's
+//!   side of `clone`), marked `began_before_recording`; a thread that exits
+//!   inside one (`exit`, `exit_group`) ends it there; a call whose return
+//!   was lost (a full ring buffer) ends where the thread's next call begins,
+//!   marked `return_lost`, and one whose entry was lost begins where the
+//!   thread's previous call ended, marked `entry_lost`. `rt_sigreturn`
+//!   returns with call number -1 and still closes its call.
+//!
+//! - Hard IRQ handlers and softirqs become complete durations in
+//!   `kernel:irq` on one track per CPU: pseudo-threads `CPU n interrupts`
+//!   ([`irq_thread_koid`]) of a pseudo-process `kernel interrupts`
+//!   ([`IRQ_PROCESS_KOID`]), koids above any Linux pid. A softirq
+//!   interrupted by a hard IRQ nests it. A handler still running at the stop
+//!   ends there (`unfinished`); an exit without its entry (the recording
+//!   started inside the handler) is left out.
+//!
+//! - Block requests become complete durations in `kernel:block` from issue
+//!   to completion, named by the operation (`read`, `write`, `flush`, ...),
+//!   on the tracks of their device (`vda`, `vda (2)`, ...: pseudo-threads of
+//!   a pseudo-process `kernel block I/O`, [`BLOCK_PROCESS_KOID`]; each track
+//!   holds requests that do not overlap), with the device, sector, size,
+//!   `rwbs` flags and issuing thread, and the error at completion. A
+//!   completion of a request issued before the recording is left out; one
+//!   still in flight at the stop ends there (`unfinished`).
+//!
+//! - User page faults become instants `page_fault` in `kernel:vm` on the
+//!   faulting thread (address and instruction as pointers, the raw error
+//!   code, and on x86 the access — `read`, `write`, `exec` — and whether
+//!   the page was present); resident-set changes become counters `rss` of
+//!   the owning process with one argument per kind (`file`, `anon`, `swap`,
+//!   `shmem`, bytes). A change made from another process is attributed once
+//!   that address space has been seen from its own process.
+//!
+//! - CPU idle states and frequencies become counters `cpu_idle` (the idle
+//!   state index, -1 while running) and `cpu_frequency` (kHz) with one
+//!   argument per CPU (`cpu0`, `cpu1`, ...) on a pseudo-process `kernel
+//!   CPUs` ([`CPUS_PROCESS_KOID`]).
+//!
+//! - Probed functions (`--uprobe`) become complete durations in `uprobe`
+//!   on the calling thread, named by the function, paired entry to return
+//!   per thread as a stack (recursion nests). A return whose entry came
+//!   before the recording is left out; a function still running at the stop
+//!   ends there (`unfinished`).
+//!
+//! - USDT probe sites (`--usdt`) become instants in `usdt` on the thread
+//!   that passed them, named `PROVIDER:NAME`, with the probe's arguments
+//!   `arg0`, `arg1`, ... (Int64 when the note declares them signed, else
+//!   Uint64). Arguments that could not be read are left out and flagged in
+//!   an `unreadable_args` bit mask.
+//!
+//! Every thread that appears in a record is named by a kernel object record
+//! (with its `"process"` koid argument) as soon as its thread group is known:
+//! from the /proc snapshot taken at start, from the event itself, or from
+//! /proc when a thread shows up that nothing has told about.
+//!
+//! [`KernelTranslator::translate`] dispatches each event to the translator
+//! of its category, one file each: `sched`, `process`, `syscall`, `irq`,
+//! `block`, `memory`, `power` (and the drop counter), `probe` (`--uprobe`
+//! and `--usdt`). This file holds what they share: the task each CPU runs,
+//! the threads and processes named so far, the string and thread tables,
+//! the counts, and the recording's start and stop.
+
+mod block;
+mod irq;
+mod memory;
+mod power;
+mod probe;
+mod process;
+mod sched;
+mod syscall;
+#[cfg(test)]
+mod testing;
+mod threads;
+mod tracepoint;
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
+use trace_common::kernel::KernelEvent;
+
+pub use self::block::{BLOCK_PROCESS_KOID, block_device_name, block_op};
+pub use self::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
+pub use self::power::CPUS_PROCESS_KOID;
+pub use self::probe::UsdtSiteInfo;
+pub use self::sched::{thread_state, weight};
+pub use self::threads::ThreadTable;
+
+use self::block::{BlockDevice, PendingBlock};
+use self::irq::CpuIrqs;
+use self::probe::ProbeCall;
+use self::syscall::ThreadCalls;
+use crate::kernel::syscalls::SyscallTable;
+use crate::output::{FxtStream, OutputError, StringTable};
+use crate::procfs;
+
+/// The translator's maps, keyed by kernel ids: hashed with foldhash, since
+/// every event looks a thread up (the keys come from the kernel, not from
+/// an attacker who could pick colliding ones).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// What is known about one thread.
+#[derive(Clone, Debug)]
+struct ThreadEntry {
+    /// Thread group id; `None` until known.
+    tgid: Option<u32>,
+    /// The name last written to the output (empty: never written).
+    written_name: String,
+}
+
+/// Counts of what the translator wrote, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelRecordCounts {
+    /// Context switch records.
+    pub context_switches: u64,
+    /// Thread wakeup records.
+    pub wakeups: u64,
+    /// fork/clone, exec, exit and rename instants.
+    pub proc_events: u64,
+    /// Process and thread name records.
+    pub names: u64,
+    /// System call durations (complete, or begun and not ended).
+    pub syscalls: u64,
+    /// Hard IRQ and softirq durations.
+    pub interrupts: u64,
+    /// Block requests issued (async begins).
+    pub block_requests: u64,
+    /// Page fault instants and resident-set counter events.
+    pub memory_events: u64,
+    /// CPU idle and frequency counter events.
+    pub cpu_counters: u64,
+    /// Probed function durations.
+    pub probes: u64,
+    /// USDT probe instants.
+    pub usdt: u64,
+    /// Context switches the kernel did not record, written where the first
+    /// event of another thread on that CPU shows them (`inferred`).
+    pub inferred_switches: u64,
+    /// Wake-ups of threads that were running (not written: nothing changed).
+    pub running_wakeups: u64,
+}
+
+/// Translates kernel events into records of one provider in the output.
+pub struct KernelTranslator {
+    strings: StringTable,
+    threads: Map<u32, ThreadEntry>,
+    /// Process koids whose name was written, with that name.
+    processes: Map<u32, String>,
+    counts: KernelRecordCounts,
+    syscall_table: SyscallTable,
+    /// System calls by thread: the one in progress, and when the last one
+    /// returned.
+    calls: Map<u32, ThreadCalls>,
+    /// When the recording started (CLOCK_BOOTTIME ns): where calls that
+    /// began before it start.
+    start_ts: u64,
+    /// Interrupts running, by CPU.
+    irqs: Map<u32, CpuIrqs>,
+    /// Block requests in flight by (device, sector), oldest first.
+    block: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
+    /// Block devices by `dev_t`, with their tracks.
+    block_devices: Map<u32, BlockDevice>,
+    /// The next block track's koid.
+    next_block_koid: u32,
+    /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
+    mm_owners: Map<u32, u32>,
+    /// Names of the probed functions, by probe index.
+    probe_names: Vec<String>,
+    usdt_sites: Vec<UsdtSiteInfo>,
+    thread_table: ThreadTable,
+    /// Probed functions entered and not returned, by thread, innermost
+    /// last.
+    probe_stacks: Map<u32, Vec<ProbeCall>>,
+    /// When the recording stopped: where what is still open ends.
+    stop_ts: Option<u64>,
+    /// The latest event time seen.
+    last_ts: u64,
+    /// The task each CPU runs, as the events show it, by CPU.
+    cpu_current: Vec<Option<Current>>,
+    /// The CPU each running thread is on (idle tasks left out).
+    running_on: Map<u32, u16>,
+    /// Each thread's priority, as last seen.
+    prio_of: Map<u32, i32>,
+    /// Threads that existed when the recording started (the snapshot).
+    at_start: std::collections::HashSet<u32>,
+    /// When each thread was first seen in an event.
+    first_seen: Map<u32, u64>,
+    /// When threads created during the recording were created.
+    created: Map<u32, u64>,
+    /// Tracepoints selected by name.
+    tracepoints: tracepoint::Tracepoints,
+}
+
+/// The task a CPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Current {
+    tid: u32,
+    tgid: u32,
+}
+
+/// One event record to write: on thread `(tgid, tid)` of `thread`.
+struct EventRecord<'a> {
+    ts: u64,
+    category: &'a str,
+    thread: (u32, u32),
+    name: &'a str,
+    args: &'a [(&'a str, ArgValue<'a>)],
+    kind: EventKind,
+}
+
+/// A kernel `comm` field as text: up to the first NUL, invalid UTF-8 replaced.
+pub fn comm_str(comm: &[u8]) -> std::borrow::Cow<'_, str> {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end])
+}
+
+impl Default for KernelTranslator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KernelTranslator {
+    /// A translator with empty tables.
+    pub fn new() -> Self {
+        Self::with_syscalls(SyscallTable::new())
+    }
+
+    /// A translator naming system calls with `table`.
+    pub fn with_syscalls(table: SyscallTable) -> Self {
+        KernelTranslator {
+            strings: StringTable::new(),
+            threads: Map::default(),
+            processes: Map::default(),
+            counts: KernelRecordCounts::default(),
+            syscall_table: table,
+            calls: Map::default(),
+            start_ts: 0,
+            irqs: Map::default(),
+            block: Map::default(),
+            block_devices: Map::default(),
+            next_block_koid: BLOCK_PROCESS_KOID + 1,
+            mm_owners: Map::default(),
+            probe_names: Vec::new(),
+            usdt_sites: Vec::new(),
+            thread_table: ThreadTable::default(),
+            probe_stacks: Map::default(),
+            stop_ts: None,
+            last_ts: 0,
+            cpu_current: Vec::new(),
+            running_on: Map::default(),
+            prio_of: Map::default(),
+            at_start: std::collections::HashSet::new(),
+            first_seen: Map::default(),
+            created: Map::default(),
+            tracepoints: tracepoint::Tracepoints::default(),
+        }
+    }
+
+    /// Sets when the recording started (CLOCK_BOOTTIME ns), the start of
+    /// system calls that were already running.
+    pub fn set_start(&mut self, ts: u64) {
+        self.start_ts = ts;
+    }
+
+    /// Sets when the recording stopped: events stamped later are not
+    /// translated ([`KernelTranslator::wants`]), and what is still running
+    /// at the end (system calls, interrupts, probed functions, block
+    /// requests) ends there.
+    pub fn set_stop(&mut self, ts: u64) {
+        self.stop_ts = Some(ts);
+    }
+
+    /// Starts recording again at `ts` after a stop: nothing is known of
+    /// what the CPUs run, and calls returning without an entry began at
+    /// `ts` at the earliest.
+    pub fn restart(&mut self, ts: u64) {
+        if self.stop_ts.take().is_some() {
+            self.start_ts = ts;
+            self.cpu_current.clear();
+            self.running_on.clear();
+            // Returns seen before the gap say nothing of calls after it.
+            self.calls.clear();
+        }
+    }
+
+    /// When the recording stopped, once it has.
+    pub fn stop_ts(&self) -> Option<u64> {
+        self.stop_ts
+    }
+
+    /// Whether an event stamped `ts` belongs to the recording (not after
+    /// its stop).
+    pub fn wants(&self, ts: u64) -> bool {
+        self.stop_ts.is_none_or(|stop| ts <= stop)
+    }
+
+    /// Where what is still open at the end ends: the stop time, else the
+    /// latest event.
+    fn end_ts(&self) -> u64 {
+        self.stop_ts.unwrap_or(self.last_ts)
+    }
+
+    /// What was written so far.
+    pub fn counts(&self) -> KernelRecordCounts {
+        self.counts
+    }
+
+    /// Writes the records of one kernel event. An event stamped after the
+    /// stop is dropped; any other first says which task its CPU runs
+    /// ([`KernelTranslator::current_task`]), then goes to the translator
+    /// of its kind.
+    pub fn translate<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        event: &KernelEvent,
+    ) -> Result<(), OutputError> {
+        let h = event.header();
+        if !self.wants(h.ts) {
+            return Ok(());
+        }
+        self.current_task(out, h)?;
+        match event {
+            KernelEvent::Switch(e) => self.switch(out, e),
+            KernelEvent::Wakeup(e) => self.wakeup(out, e),
+            KernelEvent::NewTask(e) => self.new_task(out, e),
+            KernelEvent::Exec(e) => self.exec(out, e),
+            KernelEvent::Exit(e) => self.exit(out, e),
+            KernelEvent::Rename(e) => self.rename(out, e),
+            KernelEvent::SysEnter(e) => self.sys_enter(out, e),
+            KernelEvent::SysExit(e) => self.sys_exit(out, e),
+            KernelEvent::IrqEntry(e) => self.irq_entry(out, e),
+            KernelEvent::IrqExit(e) => self.irq_exit(out, e),
+            KernelEvent::Softirq(e) => self.softirq(out, e),
+            KernelEvent::BlockIssue(e) => {
+                self.block_issue(e);
+                Ok(())
+            }
+            KernelEvent::BlockComplete(e) => self.block_complete(out, e),
+            KernelEvent::PageFault(e) => self.page_fault(out, e),
+            KernelEvent::RssStat(e) => self.rss_stat(out, e),
+            KernelEvent::Power(e) => self.cpu_power(out, e),
+            KernelEvent::Uprobe(e) => self.probe(out, e),
+            KernelEvent::Usdt(e) => self.usdt(out, e),
+        }
+    }
+
+    /// Writes what is still open — system calls, interrupts, probed
+    /// functions, block requests, tracepoint pairs — as ending where the
+    /// recording ended, marked `unfinished`.
+    pub fn finish_open<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        self.finish_syscalls(out)?;
+        self.finish_irqs(out)?;
+        self.finish_probes(out)?;
+        self.finish_block(out)?;
+        self.finish_tracepoints(out)
+    }
+
+    /// Names every process and thread of a /proc snapshot.
+    pub fn write_snapshot<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        snapshot: &[procfs::ProcessInfo],
+    ) -> Result<(), OutputError> {
+        for p in snapshot {
+            self.name_process(out, p.pid, &p.name)?;
+            for t in &p.threads {
+                self.at_start.insert(t.tid);
+                self.name_thread(out, t.tid, p.pid, &t.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a process name record if `name` is new for `pid`.
+    fn name_process<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        pid: u32,
+        name: &str,
+    ) -> Result<(), OutputError> {
+        if pid == 0 || self.processes.get(&pid).is_some_and(|n| n == name) {
+            return Ok(());
+        }
+        let name_ref = self.strings.intern(out, name)?;
+        out.write(&Record::KernelObject {
+            koid: u64::from(pid),
+            obj_type: obj_type::PROCESS,
+            name: name_ref,
+            args: (&[][..]).into(),
+        })?;
+        self.counts.names += 1;
+        self.processes.insert(pid, name.to_owned());
+        Ok(())
+    }
+
+    /// Writes a thread name record (with its `"process"` argument) if the
+    /// name or the thread group is new.
+    fn name_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+        name: &str,
+    ) -> Result<(), OutputError> {
+        if tid == 0 {
+            return Ok(());
+        }
+        let entry = self.threads.entry(tid).or_insert(ThreadEntry {
+            tgid: None,
+            written_name: String::new(),
+        });
+        if entry.tgid == Some(tgid) && entry.written_name == name {
+            return Ok(());
+        }
+        entry.tgid = Some(tgid);
+        entry.written_name = name.to_owned();
+        let name_ref = self.strings.intern(out, name)?;
+        let process = self.strings.intern(out, "process")?;
+        out.write(&Record::KernelObject {
+            koid: u64::from(tid),
+            obj_type: obj_type::THREAD,
+            name: name_ref,
+            args: (&[Arg {
+                name: process,
+                value: ArgValue::Koid(u64::from(tgid)),
+            }][..])
+                .into(),
+        })?;
+        self.counts.names += 1;
+        if !self.processes.contains_key(&tgid) {
+            let pname = if tid == tgid {
+                name.to_owned()
+            } else {
+                procfs::process_name(tgid).unwrap_or_else(|| name.to_owned())
+            };
+            self.name_process(out, tgid, &pname)?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure a thread seen with `comm` is named, finding its thread group
+    /// in /proc if no event has told it yet.
+    fn see_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        comm: &str,
+    ) -> Result<(), OutputError> {
+        if tid == 0 {
+            return Ok(());
+        }
+        let tgid = match self.threads.get(&tid) {
+            Some(e) if e.written_name == comm => return Ok(()),
+            Some(ThreadEntry { tgid: Some(g), .. }) => Some(*g),
+            Some(ThreadEntry { tgid: None, .. }) => None,
+            None => {
+                let found = procfs::thread(tid).map(|(g, _)| g);
+                if found.is_none() {
+                    // Remember that /proc had nothing, so it is not asked again.
+                    self.threads.insert(
+                        tid,
+                        ThreadEntry {
+                            tgid: None,
+                            written_name: String::new(),
+                        },
+                    );
+                }
+                found
+            }
+        };
+        match tgid {
+            Some(g) => self.name_thread(out, tid, g, comm),
+            None => Ok(()),
+        }
+    }
+
+    /// Names thread `tid` of `tgid` from /proc if nothing has named it yet.
+    fn know_thread<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+    ) -> Result<(), OutputError> {
+        if tid == 0 || self.threads.contains_key(&tid) {
+            return Ok(());
+        }
+        match procfs::thread(tid) {
+            Some((_, name)) => {
+                if !self.processes.contains_key(&tgid) {
+                    let pname = procfs::process_name(tgid).unwrap_or_default();
+                    self.name_process(out, tgid, &pname)?;
+                }
+                self.name_thread(out, tid, tgid, &name)
+            }
+            None => {
+                self.threads.insert(
+                    tid,
+                    ThreadEntry {
+                        tgid: Some(tgid),
+                        written_name: String::new(),
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes an event record on its thread, interning its strings.
+    fn event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: EventRecord<'_>,
+    ) -> Result<(), OutputError> {
+        let category = self.strings.intern(out, e.category)?;
+        let name = self.strings.intern(out, e.name)?;
+        let mut list: Vec<Arg<'_>> = Vec::with_capacity(e.args.len());
+        for (k, v) in e.args {
+            let key = self.strings.intern(out, k)?;
+            list.push(Arg {
+                name: key,
+                value: v.clone(),
+            });
+        }
+        let (tgid, tid) = e.thread;
+        out.write(&Record::Event {
+            ts: e.ts,
+            thread: ThreadRef::Inline {
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            },
+            category,
+            name,
+            args: list.into(),
+            kind: e.kind,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::translate::testing::{ev, events_and_names};
+
+    #[test]
+    fn comm_stops_at_nul() {
+        assert_eq!(comm_str(b"abc\0def\0\0\0\0\0\0\0\0\0"), "abc");
+        assert_eq!(comm_str(b"0123456789abcdef"), "0123456789abcdef");
+    }
+
+    #[test]
+    fn a_stop_cuts_every_category_at_one_instant() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        let read = i64::from(syscalls::Sysno::read.id());
+        t.sys_enter(&mut out, &ev::sys_enter(100, 50, 50, read, [0; 6]))
+            .unwrap();
+        t.irq_entry(&mut out, &ev::irq_entry(150, 0, 5, "eth0"))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(160, 50, 50, 0, false))
+            .unwrap();
+        t.block_issue(&ev::block_issue(170, 50, (8 << 20) | 1, 0, 8, 4096, "R"));
+        t.set_stop(200);
+        assert!(t.wants(200));
+        assert!(!t.wants(201));
+        t.finish_open(&mut out).unwrap();
+        let bytes = out.finish().unwrap();
+        let (ev, _) = events_and_names(&bytes);
+        assert_eq!(ev.len(), 4, "{ev:?}");
+        // Whatever was still running ends at the stop, complete (a begin
+        // that never ends is drawn as "did not end").
+        for (_, _, _, name, kind) in &ev {
+            assert_eq!(*kind, EventKind::DurationComplete { end_ts: 200 }, "{name}");
+        }
+    }
+}

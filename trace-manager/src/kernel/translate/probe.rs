@@ -1,0 +1,249 @@
+//! Probes: `--uprobe` functions paired entry to return per thread as a
+//! stack, `--usdt` sites as instants with their arguments.
+
+use std::io::Write;
+
+use trace_common::fxt::{ArgValue, EventKind, StringRef};
+use trace_common::kernel::{UPROBE_RETURN, UprobeEvent, UsdtEvent};
+
+use super::{EventRecord, KernelTranslator};
+use crate::output::{FxtStream, OutputError};
+
+/// What the translator needs to know of a USDT probe site.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtSiteInfo {
+    /// `PROVIDER:NAME`.
+    pub name: String,
+    /// Each argument: whether it is signed, and its
+    /// `trace_common::kernel::USDT_FORMAT_*`.
+    pub args: Vec<(bool, u8)>,
+}
+
+/// A probed function entered and not yet returned.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ProbeCall {
+    /// The probe's index.
+    probe: u64,
+    /// The calling thread's process.
+    tgid: u32,
+    /// When it was entered.
+    start: u64,
+}
+
+impl KernelTranslator {
+    /// Names the probes: `names[i]` is probe `i`'s function.
+    pub fn set_probe_names(&mut self, names: Vec<String>) {
+        self.probe_names = names;
+    }
+
+    /// Describes the USDT sites: `sites[i]` is site `i`.
+    pub fn set_usdt_sites(&mut self, sites: Vec<UsdtSiteInfo>) {
+        self.usdt_sites = sites;
+    }
+
+    /// The current task passed USDT site `e.site` with `e.args` (bit `i`
+    /// of `e.unreadable` set when argument `i` could not be read; its
+    /// string slots hold the texts of its string arguments in order).
+    pub fn usdt<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &UsdtEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, tid, tgid, site, unreadable) = (
+            e.header.ts,
+            e.header.tid,
+            e.header.tgid,
+            e.site,
+            e.unreadable,
+        );
+        let args = &e.args[..(e.nargs as usize).min(e.args.len())];
+        let strings: Vec<String> = e
+            .strings
+            .iter()
+            .map(crate::kernel::usdt::slot_text)
+            .collect();
+        self.know_thread(out, tid, tgid)?;
+        let info = self.usdt_sites.get(site as usize).cloned();
+        let name = info
+            .as_ref()
+            .map_or_else(|| format!("usdt site {site}"), |i| i.name.clone());
+        let keys: Vec<String> = (0..args.len()).map(|i| format!("arg{i}")).collect();
+        let mut list: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(args.len() + 1);
+        let mut string_slot = 0;
+        for (i, &v) in args.iter().enumerate() {
+            let (signed, format) = info
+                .as_ref()
+                .and_then(|info| info.args.get(i).copied())
+                .unwrap_or((false, trace_common::kernel::USDT_FORMAT_NUMBER));
+            let text = (format == trace_common::kernel::USDT_FORMAT_STRING).then(|| {
+                string_slot += 1;
+                strings.get(string_slot - 1)
+            });
+            if unreadable & (1 << i) != 0 {
+                continue;
+            }
+            let value = match (text, format) {
+                (Some(Some(text)), _) => ArgValue::String(StringRef::inline(text.clone())),
+                (Some(None), _) => continue,
+                (None, trace_common::kernel::USDT_FORMAT_POINTER) => ArgValue::Pointer(v),
+                (None, _) if signed => ArgValue::Int64(v as i64),
+                (None, _) => ArgValue::Uint64(v),
+            };
+            list.push((&keys[i], value));
+        }
+        if unreadable != 0 {
+            list.push(("unreadable_args", ArgValue::Uint64(u64::from(unreadable))));
+        }
+        self.event(
+            out,
+            EventRecord {
+                ts,
+                category: "usdt",
+                thread: (tgid, tid),
+                name: &name,
+                args: &list,
+                kind: EventKind::Instant,
+            },
+        )?;
+        self.counts.usdt += 1;
+        Ok(())
+    }
+
+    /// The current task entered or returned (`UPROBE_RETURN`) from probed
+    /// function `probe`.
+    pub fn probe<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &UprobeEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, tid, tgid, probe) = (e.header.ts, e.header.tid, e.header.tgid, e.probe);
+        let ret = e.ret == UPROBE_RETURN;
+        let stack = self.probe_stacks.entry(tid).or_default();
+        if !ret {
+            stack.push(ProbeCall {
+                probe,
+                tgid,
+                start: ts,
+            });
+            return Ok(());
+        }
+        // The innermost call of this function (returns of others in between
+        // were lost).
+        let Some(at) = stack.iter().rposition(|c| c.probe == probe) else {
+            return Ok(());
+        };
+        let call = stack[at];
+        stack.truncate(at);
+        self.write_probe(out, tid, call, ts, false)
+    }
+
+    /// Writes the probed functions still running as durations that end
+    /// where the recording ended, marked `unfinished`.
+    pub(super) fn finish_probes<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+    ) -> Result<(), OutputError> {
+        let mut left: Vec<(u32, ProbeCall)> = self
+            .probe_stacks
+            .drain()
+            .flat_map(|(tid, s)| s.into_iter().map(move |c| (tid, c)))
+            .collect();
+        left.sort_by_key(|(_, c)| c.start);
+        let end = self.end_ts();
+        for (tid, call) in left {
+            self.write_probe(out, tid, call, end.max(call.start), true)?;
+        }
+        Ok(())
+    }
+
+    /// One probed function call of thread `tid`, from its entry to `end`:
+    /// its return, or (`unfinished`) where the recording ended.
+    fn write_probe<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: ProbeCall,
+        end: u64,
+        unfinished: bool,
+    ) -> Result<(), OutputError> {
+        let ProbeCall { probe, tgid, start } = call;
+        self.know_thread(out, tid, tgid)?;
+        let name = usize::try_from(probe)
+            .ok()
+            .and_then(|i| self.probe_names.get(i).cloned())
+            .unwrap_or_else(|| format!("probe {probe}"));
+        let kind = EventKind::DurationComplete { end_ts: end };
+        let marked = [("unfinished", ArgValue::Bool(true))];
+        let args: &[(&str, ArgValue<'_>)] = if unfinished { &marked } else { &[] };
+        self.event(
+            out,
+            EventRecord {
+                ts: start,
+                category: "uprobe",
+                thread: (tgid, tid),
+                name: &name,
+                args,
+                kind,
+            },
+        )?;
+        self.counts.probes += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::syscalls::SyscallTable;
+    use crate::kernel::translate::testing::{ev, records};
+    use trace_common::fxt::Record;
+
+    #[test]
+    fn probe_hits_pair_as_a_stack_per_thread() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_probe_names(vec!["f".into(), "g".into()]);
+        let (pid, tid) = (4_000_030_u32, 4_000_031_u32);
+        // A return whose entry came before the recording: left out.
+        t.probe(&mut out, &ev::probe(5, tid, pid, 0, true)).unwrap();
+        // f → f → g, returns in reverse.
+        t.probe(&mut out, &ev::probe(10, tid, pid, 0, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(20, tid, pid, 0, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(30, tid, pid, 1, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(40, tid, pid, 1, true))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(50, tid, pid, 0, true))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(60, tid, pid, 0, true))
+            .unwrap();
+        // Still inside f at the end.
+        t.probe(&mut out, &ev::probe(70, tid, pid, 0, false))
+            .unwrap();
+        t.set_stop(90);
+        t.finish_probes(&mut out).unwrap();
+        assert_eq!(t.counts().probes, 4);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let ev: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event { ts, name, kind, .. } => {
+                    Some((*ts, st.string(name).unwrap().to_owned(), *kind))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                (30, "g".into(), EventKind::DurationComplete { end_ts: 40 }),
+                (20, "f".into(), EventKind::DurationComplete { end_ts: 50 }),
+                (10, "f".into(), EventKind::DurationComplete { end_ts: 60 }),
+                (70, "f".into(), EventKind::DurationComplete { end_ts: 90 }),
+            ]
+        );
+    }
+}

@@ -1,0 +1,629 @@
+//! Scheduling: context switches (compact where they fit), the task each
+//! CPU runs and the switches the kernel did not record, wake-ups.
+
+use std::io::Write;
+
+use trace_common::fxt::wire::IDLE_WEIGHT;
+use trace_common::fxt::{Arg, ArgValue, Record, ThreadRef, ThreadState};
+use trace_common::kernel::{EventHeader, SchedSwitchEvent, SchedWakeupEvent};
+
+use super::{Current, KernelTranslator, comm_str};
+use crate::output::{FxtStream, OutputError};
+
+/// The Linux previous-task state of `sched_switch` as an FXT thread state.
+///
+/// `prev_state` holds the TASK_REPORT bits (S=1, D=2, T=4, t=8, X=16, Z=32,
+/// P=64, I=128) and a preemption marker above them; 0 means the task was
+/// preempted while runnable.
+pub fn thread_state(prev_state: i64) -> ThreadState {
+    const REPORT_MASK: i64 = 0xff;
+    let s = prev_state & REPORT_MASK;
+    // Preemption is reported as TASK_REPORT_MAX, above the mask: no state bit.
+    if s == 0 {
+        return ThreadState::Running;
+    }
+    if s & 0x10 != 0 {
+        ThreadState::Dead
+    } else if s & 0x20 != 0 {
+        ThreadState::Dying
+    } else if s & (0x04 | 0x08) != 0 {
+        ThreadState::Suspended
+    } else {
+        // S, D, P (parked) and I (idle kernel thread) are all "blocked".
+        ThreadState::Blocked
+    }
+}
+
+/// The weight argument for a thread: its priority, or [`IDLE_WEIGHT`] for
+/// the idle task (tid 0).
+pub fn weight(tid: u32, prio: i32) -> i32 {
+    if tid == 0 { IDLE_WEIGHT } else { prio }
+}
+
+impl KernelTranslator {
+    /// Every event says which task was running on the CPU it was written
+    /// on (its header's `tid` of `tgid`, at `ts`). Where that is not the
+    /// task the CPU's last context switch switched in, the kernel switched
+    /// without a record (a lost event, or a task the kernel keeps out of
+    /// tracing): the switch is written here, marked `inferred`, so that
+    /// every CPU's switches stay continuous.
+    pub fn current_task<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        h: &EventHeader,
+    ) -> Result<(), OutputError> {
+        let now = Current {
+            tid: h.tid,
+            tgid: h.tgid,
+        };
+        self.runs(out, h.ts, h.cpu as u16, now)
+    }
+
+    /// `cpu` runs `now` at `ts`; a switch no event recorded is inferred
+    /// when it ran another task.
+    fn runs<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u16,
+        now: Current,
+    ) -> Result<(), OutputError> {
+        self.last_ts = self.last_ts.max(ts);
+        match self.cpu_current.get(usize::from(cpu)).copied().flatten() {
+            Some(c) if c.tid == now.tid => Ok(()),
+            Some(c) => self.inferred_switch(out, ts, cpu, c, now),
+            None => {
+                self.set_current(cpu, now);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records that `cpu` runs `now`.
+    fn set_current(&mut self, cpu: u16, now: Current) {
+        let at = usize::from(cpu);
+        if self.cpu_current.len() <= at {
+            self.cpu_current.resize(at + 1, None);
+        }
+        if let Some(old) = self.cpu_current[at].replace(now)
+            && self.running_on.get(&old.tid) == Some(&cpu)
+        {
+            self.running_on.remove(&old.tid);
+        }
+        if now.tid != 0 {
+            self.running_on.insert(now.tid, cpu);
+        }
+    }
+
+    /// Writes a switch on `cpu` from `from` to `to` that no event recorded,
+    /// at `ts`: a context switch record (8/1) with the weights and an
+    /// `inferred` argument. The outgoing thread's state is unknown; it is
+    /// written as blocked.
+    fn inferred_switch<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        cpu: u16,
+        from: Current,
+        to: Current,
+    ) -> Result<(), OutputError> {
+        if to.tid != 0 {
+            // The thread may still look as if it ran on another CPU.
+            if let Some(other) = self.running_on.get(&to.tid).copied()
+                && other != cpu
+            {
+                let idle = Current { tid: 0, tgid: 0 };
+                self.inferred_switch(out, ts, other, to, idle)?;
+            }
+            self.know_thread(out, to.tid, to.tgid)?;
+        }
+        if from.tid != 0 {
+            self.know_thread(out, from.tid, from.tgid)?;
+        }
+        let prio = |t: &Self, tid: u32| {
+            if tid == 0 {
+                IDLE_WEIGHT
+            } else {
+                t.prio_of.get(&tid).copied().unwrap_or(120)
+            }
+        };
+        let (in_w, out_w) = (prio(self, to.tid), prio(self, from.tid));
+        let incoming = self.strings.intern(out, "incoming_weight")?;
+        let outgoing = self.strings.intern(out, "outgoing_weight")?;
+        let inferred = self.strings.intern(out, "inferred")?;
+        let args = [
+            Arg {
+                name: incoming,
+                value: ArgValue::Int32(in_w),
+            },
+            Arg {
+                name: outgoing,
+                value: ArgValue::Int32(out_w),
+            },
+            Arg {
+                name: inferred,
+                value: ArgValue::Bool(true),
+            },
+        ];
+        out.write(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: ThreadState::Blocked as u8,
+            outgoing_tid: u64::from(from.tid),
+            incoming_tid: u64::from(to.tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.context_switches += 1;
+        self.counts.inferred_switches += 1;
+        self.set_current(cpu, to);
+        Ok(())
+    }
+
+    /// A context switch on the event's CPU from `prev` (the current task,
+    /// of the header's thread group) to `next`.
+    pub fn switch<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SchedSwitchEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, cpu) = (e.header.ts, e.header.cpu as u16);
+        let (prev_tid, prev_tgid, prev_prio, prev_state) =
+            (e.prev_pid, e.header.tgid, e.prev_prio, e.prev_state);
+        let (next_tid, next_prio) = (e.next_pid, e.next_prio);
+        let (prev_comm, next_comm) = (comm_str(&e.prev_comm), comm_str(&e.next_comm));
+        let (prev_comm, next_comm): (&str, &str) = (&prev_comm, &next_comm);
+        self.runs(
+            out,
+            ts,
+            cpu,
+            Current {
+                tid: prev_tid,
+                tgid: prev_tgid,
+            },
+        )?;
+        self.first_seen.entry(next_tid).or_insert(ts);
+        if prev_tid != 0 {
+            self.prio_of.insert(prev_tid, prev_prio);
+        }
+        if next_tid != 0 {
+            self.prio_of.insert(next_tid, next_prio);
+            // Switched in here while it looks as if it ran elsewhere: that
+            // CPU switched away from it without a record.
+            if let Some(other) = self.running_on.get(&next_tid).copied()
+                && other != cpu
+                && let Some(c) = self.cpu_current.get(usize::from(other)).copied().flatten()
+            {
+                self.inferred_switch(out, ts, other, c, Current { tid: 0, tgid: 0 })?;
+            }
+        }
+        self.name_thread(out, prev_tid, prev_tgid, prev_comm)?;
+        self.see_thread(out, next_tid, next_comm)?;
+        let next_tgid = if next_tid == 0 {
+            Some(0)
+        } else {
+            self.threads.get(&next_tid).and_then(|e| e.tgid)
+        };
+        self.set_current(
+            cpu,
+            Current {
+                tid: next_tid,
+                tgid: next_tgid.unwrap_or(next_tid),
+            },
+        );
+        let priority = |tid: u32, prio: i32| {
+            if tid == 0 {
+                Some(0)
+            } else {
+                u8::try_from(prio).ok()
+            }
+        };
+        if let (Some(next_tgid), Ok(cpu8), Some(out_prio), Some(in_prio)) = (
+            next_tgid,
+            u8::try_from(cpu),
+            priority(prev_tid, prev_prio),
+            priority(next_tid, next_prio),
+        ) {
+            let prev_tgid = if prev_tid == 0 { 0 } else { prev_tgid };
+            let outgoing_thread = self.thread_ref(out, prev_tgid, prev_tid, None)?;
+            let keep = match outgoing_thread {
+                ThreadRef::Index(i) => Some(i),
+                ThreadRef::Inline { .. } => None,
+            };
+            let incoming_thread = self.thread_ref(out, next_tgid, next_tid, keep)?;
+            out.write(&Record::LegacyContextSwitch {
+                ts,
+                cpu: cpu8,
+                outgoing_state: thread_state(prev_state) as u8,
+                outgoing_thread,
+                incoming_thread,
+                outgoing_priority: out_prio,
+                incoming_priority: in_prio,
+            })?;
+            self.counts.context_switches += 1;
+            return Ok(());
+        }
+        let incoming = self.strings.intern(out, "incoming_weight")?;
+        let outgoing = self.strings.intern(out, "outgoing_weight")?;
+        let args = [
+            Arg {
+                name: incoming,
+                value: ArgValue::Int32(weight(next_tid, next_prio)),
+            },
+            Arg {
+                name: outgoing,
+                value: ArgValue::Int32(weight(prev_tid, prev_prio)),
+            },
+        ];
+        out.write(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: thread_state(prev_state) as u8,
+            outgoing_tid: u64::from(prev_tid),
+            incoming_tid: u64::from(next_tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.context_switches += 1;
+        Ok(())
+    }
+
+    /// The thread table reference of `tid` of `tgid`, writing its thread
+    /// record first when it gets an entry; entry `keep` is not replaced.
+    fn thread_ref<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tgid: u32,
+        tid: u32,
+        keep: Option<u8>,
+    ) -> Result<ThreadRef, OutputError> {
+        let (index, new) = self.thread_table.index(tgid, tid, keep);
+        if new {
+            out.write(&Record::Thread {
+                index,
+                process: u64::from(tgid),
+                thread: u64::from(tid),
+            })?;
+        }
+        Ok(ThreadRef::Index(index))
+    }
+
+    /// Thread `e.pid` was woken by the current task (the header's) to run
+    /// on `e.target_cpu`.
+    ///
+    /// A wake-up from a CPU's idle task (waker 0: an interrupt taken while
+    /// idle) names that CPU's interrupt track (`CPU n interrupts`) as the
+    /// waker. A wake-up of a thread that is running (it was woken before it
+    /// got to sleep) changes nothing and is not written.
+    pub fn wakeup<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SchedWakeupEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu as u16, e.pid, e.prio);
+        let (waker_tid, waker_cpu) = (e.header.tid, e.header.cpu as u16);
+        let comm = comm_str(&e.comm);
+        let comm: &str = &comm;
+        self.first_seen.entry(tid).or_insert(ts);
+        if tid != 0 {
+            self.prio_of.insert(tid, prio);
+        }
+        if self.running_on.contains_key(&tid) {
+            self.counts.running_wakeups += 1;
+            return Ok(());
+        }
+        self.see_thread(out, tid, comm)?;
+        let waker_koid = if waker_tid == 0 {
+            self.irq_track(out, u32::from(waker_cpu))?
+        } else {
+            waker_tid
+        };
+        let w = self.strings.intern(out, "weight")?;
+        let waker = self.strings.intern(out, "waker")?;
+        let args = [
+            Arg {
+                name: w,
+                value: ArgValue::Int32(weight(tid, prio)),
+            },
+            Arg {
+                name: waker,
+                value: ArgValue::Koid(u64::from(waker_koid)),
+            },
+        ];
+        out.write(&Record::ThreadWakeup {
+            ts,
+            cpu: target_cpu,
+            tid: u64::from(tid),
+            args: (&args[..]).into(),
+        })?;
+        self.counts.wakeups += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::syscalls::SyscallTable;
+    use crate::kernel::translate::irq::irq_thread_koid;
+    use crate::kernel::translate::testing::{ev, events_and_names, records};
+    use trace_common::fxt::obj_type;
+    use trace_common::fxt::read::TraceState;
+
+    #[test]
+    fn state_mapping() {
+        assert_eq!(thread_state(0), ThreadState::Running);
+        assert_eq!(thread_state(0x100), ThreadState::Running);
+        assert_eq!(thread_state(1), ThreadState::Blocked);
+        assert_eq!(thread_state(2), ThreadState::Blocked);
+        assert_eq!(thread_state(4), ThreadState::Suspended);
+        assert_eq!(thread_state(8), ThreadState::Suspended);
+        assert_eq!(thread_state(0x10), ThreadState::Dead);
+        assert_eq!(thread_state(0x20), ThreadState::Dying);
+        assert_eq!(thread_state(0x80), ThreadState::Blocked);
+    }
+
+    #[test]
+    fn idle_gets_idle_weight() {
+        assert_eq!(weight(0, 120), i32::MIN);
+        assert_eq!(weight(5, 120), 120);
+    }
+
+    #[test]
+    fn a_switch_the_kernel_did_not_record_is_inferred_from_the_next_event_on_that_cpu() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // CPU 0 switches from idle to thread 69, which the kernel keeps out
+        // of tracing (or whose switch-out was lost): the next event on CPU
+        // 0 comes from the idle task.
+        t.current_task(&mut out, &ev::header(100, 0, 0, 0)).unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(100, 0, (0, 0, 120, 0, "swapper/0"), (69, 110, "hidden")),
+        )
+        .unwrap();
+        t.current_task(&mut out, &ev::header(400, 0, 0, 0)).unwrap();
+        t.cpu_power(&mut out, &ev::cpu_power(400, 0, false, 1))
+            .unwrap();
+        t.current_task(&mut out, &ev::header(900, 0, 0, 0)).unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(900, 0, (0, 0, 120, 0, "swapper/0"), (11, 120, "worker")),
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 1);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let _ = st;
+        let mut switches = Vec::new();
+        let mut st = TraceState::new();
+        for r in &recs {
+            st.apply(r);
+            match r {
+                Record::LegacyContextSwitch {
+                    ts,
+                    outgoing_thread,
+                    incoming_thread,
+                    ..
+                } => switches.push((
+                    *ts,
+                    st.thread(*outgoing_thread).unwrap().1,
+                    st.thread(*incoming_thread).unwrap().1,
+                    false,
+                )),
+                Record::ContextSwitch {
+                    ts,
+                    outgoing_tid,
+                    incoming_tid,
+                    args,
+                    ..
+                } => switches.push((
+                    *ts,
+                    *outgoing_tid,
+                    *incoming_tid,
+                    st.arg(args, "inferred") == Some(&ArgValue::Bool(true)),
+                )),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            switches,
+            [(100, 0, 69, false), (400, 69, 0, true), (900, 0, 11, false)]
+        );
+        // Every switch out is of the thread switched in before it.
+        for w in switches.windows(2) {
+            assert_eq!(w[0].2, w[1].1, "{switches:?}");
+        }
+    }
+
+    #[test]
+    fn a_thread_switched_in_on_another_cpu_leaves_the_first_one() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.switch(
+            &mut out,
+            &ev::switch(100, 0, (0, 0, 120, 0, "swapper/0"), (69, 110, "hidden")),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(200, 1, (0, 0, 120, 0, "swapper/1"), (69, 110, "hidden")),
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 1);
+        assert_eq!(t.running_on.get(&69), Some(&1));
+        assert_eq!(t.cpu_current[0].map(|c| c.tid), Some(0));
+    }
+
+    #[test]
+    fn wakeups_of_running_threads_are_left_out_and_idle_wakers_are_interrupts() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.switch(
+            &mut out,
+            &ev::switch(100, 0, (0, 0, 120, 0, "swapper/0"), (42, 120, "runner")),
+        )
+        .unwrap();
+        // Woken while still running (before it got to sleep): nothing
+        // changes, nothing is written.
+        t.wakeup(&mut out, &ev::wakeup(150, 0, 42, 120, "runner", 7, 1))
+            .unwrap();
+        // Woken by an interrupt taken while CPU 1 was idle (waker 0).
+        t.wakeup(&mut out, &ev::wakeup(160, 0, 43, 120, "sleeper", 0, 1))
+            .unwrap();
+        assert_eq!(t.counts().wakeups, 1);
+        assert_eq!(t.counts().running_wakeups, 1);
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let wakers: Vec<u64> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::ThreadWakeup { tid, args, .. } => {
+                    assert_eq!(*tid, 43);
+                    match st.arg(args, "waker") {
+                        Some(ArgValue::Koid(k)) => Some(*k),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(wakers, [u64::from(irq_thread_koid(1))]);
+        let (_, names) = events_and_names(&bytes);
+        assert_eq!(names[&u64::from(irq_thread_koid(1))], "CPU 1 interrupts");
+    }
+
+    #[test]
+    fn switch_names_threads_and_writes_weights() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::new();
+        // prev 4242 of group 4240 ("worker"); next is the idle task.
+        t.switch(
+            &mut out,
+            &ev::switch(
+                1000,
+                1,
+                (4242, 4240, 120, 1, "worker"),
+                (0, 120, "swapper/1"),
+            ),
+        )
+        .unwrap();
+        // The same thread again: no second name record.
+        t.switch(
+            &mut out,
+            &ev::switch(
+                2000,
+                1,
+                (4242, 4240, 120, 0, "worker"),
+                (0, 120, "swapper/1"),
+            ),
+        )
+        .unwrap();
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let names: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::KernelObject {
+                    koid,
+                    obj_type,
+                    name,
+                    args,
+                } => Some((
+                    *koid,
+                    *obj_type,
+                    st.string(name).map(str::to_owned),
+                    args.len(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert!(names.contains(&(4242, obj_type::THREAD, Some("worker".into()), 1)));
+        assert!(
+            names
+                .iter()
+                .any(|n| n.0 == 4240 && n.1 == obj_type::PROCESS)
+        );
+        assert_eq!(names.iter().filter(|n| n.0 == 4242).count(), 1);
+        // Compact switches: threads by table reference, idle as priority 0.
+        let switches: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::LegacyContextSwitch {
+                    ts,
+                    cpu,
+                    outgoing_state,
+                    outgoing_thread,
+                    incoming_thread,
+                    outgoing_priority,
+                    incoming_priority,
+                } => Some((
+                    *ts,
+                    *cpu,
+                    *outgoing_state,
+                    *outgoing_thread,
+                    *incoming_thread,
+                    (*outgoing_priority, *incoming_priority),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(switches.len(), 2);
+        assert_eq!((switches[0].0, switches[0].1), (1000, 1));
+        assert_eq!(switches[0].2, ThreadState::Blocked as u8);
+        assert_eq!(switches[1].2, ThreadState::Running as u8);
+        assert_eq!(st.thread(switches[0].3), Some((4240, 4242)));
+        assert_eq!(st.thread(switches[0].4), Some((0, 0)));
+        assert_eq!(switches[0].5, (120, 0));
+        // The second switch reuses both entries: two thread records in all.
+        assert_eq!(
+            (switches[1].3, switches[1].4),
+            (switches[0].3, switches[0].4)
+        );
+        let thread_records = recs
+            .iter()
+            .filter(|r| matches!(r, Record::Thread { .. }))
+            .count();
+        assert_eq!(thread_records, 2);
+    }
+
+    #[test]
+    fn a_switch_that_does_not_fit_the_compact_form_carries_weights() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::new();
+        // The incoming thread's process is unknown (no such thread in
+        // /proc: above any pid), and a CPU above 255.
+        let ghost = 4_194_305;
+        t.switch(
+            &mut out,
+            &ev::switch(1000, 1, (4242, 4240, 120, 1, "w"), (ghost, 100, "x")),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(2000, 300, (4242, 4240, 120, 1, "w"), (0, 120, "i")),
+        )
+        .unwrap();
+        let bytes = out.finish().unwrap();
+        let (st, recs) = records(&bytes);
+        let switches: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::ContextSwitch {
+                    cpu,
+                    outgoing_tid,
+                    incoming_tid,
+                    args,
+                    ..
+                } => Some((*cpu, *outgoing_tid, *incoming_tid, args.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(switches.len(), 2);
+        assert_eq!((switches[0].1, switches[0].2), (4242, u64::from(ghost)));
+        assert_eq!(switches[1].0, 300);
+        let args = &switches[1].3;
+        assert_eq!(st.string(&args[0].name), Some("incoming_weight"));
+        assert_eq!(args[0].value, ArgValue::Int32(i32::MIN));
+        assert_eq!(st.string(&args[1].name), Some("outgoing_weight"));
+        assert_eq!(args[1].value, ArgValue::Int32(120));
+    }
+}

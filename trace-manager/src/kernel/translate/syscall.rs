@@ -1,0 +1,413 @@
+//! System calls: entries and returns paired per thread into complete
+//! durations in `kernel:syscall`.
+
+use std::io::Write;
+
+use trace_common::fxt::{ArgValue, EventKind};
+use trace_common::kernel::{SysEnterEvent, SysExitEvent};
+
+use super::{EventRecord, KernelTranslator};
+use crate::output::{FxtStream, OutputError};
+
+/// How a system call ended, as far as the events tell.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum CallEnd {
+    /// It returned `ret` at `ts`.
+    Returned { ts: u64, ret: i64 },
+    /// Its thread exited inside it at `ts` (`exit`, `exit_group`).
+    Exited { ts: u64 },
+    /// Its return was lost; the thread's next call began at `ts`.
+    Lost { ts: u64 },
+    /// The recording ended inside it, at `ts`.
+    Running { ts: u64 },
+}
+
+/// A thread's system calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ThreadCalls {
+    /// The call in progress.
+    pub(super) call: Option<PendingSyscall>,
+    /// When its last call written ended (0: none yet).
+    last_end: u64,
+}
+
+/// A system call entered and not yet returned.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PendingSyscall {
+    ts: u64,
+    tgid: u32,
+    nr: i64,
+    args: [u64; trace_common::kernel::SYSCALL_ARGS],
+}
+
+impl KernelTranslator {
+    /// The current task entered system call `id` with `args`.
+    pub fn sys_enter<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SysEnterEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, tid, tgid, nr, args) = (e.header.ts, e.header.tid, e.header.tgid, e.id, e.args);
+        let call = PendingSyscall { ts, tgid, nr, args };
+        if let Some(lost) = self.calls.entry(tid).or_default().call.replace(call) {
+            // Its return was lost (a full ring buffer).
+            self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
+        }
+        Ok(())
+    }
+
+    /// The current task returned `ret` from system call `id`.
+    pub fn sys_exit<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SysExitEvent,
+    ) -> Result<(), OutputError> {
+        let (ts, tid, tgid, nr, ret) = (e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret);
+        let calls = self.calls.entry(tid).or_default();
+        let last_end = std::mem::replace(&mut calls.last_end, ts);
+        match calls.call.take() {
+            // `rt_sigreturn` restores the registers of the interrupted
+            // code, so its return reports call number -1 (the kernel's "no
+            // system call" marker): it returns from the call in progress.
+            Some(call) if call.nr == nr || nr == -1 => {
+                self.write_syscall(out, tid, call, CallEnd::Returned { ts, ret })
+            }
+            other => {
+                if let Some(lost) = other {
+                    self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
+                }
+                if nr == -1 {
+                    // A return from no known call: nothing to draw.
+                    return Ok(());
+                }
+                // Entered before the recording, or before the thread was
+                // seen (the child's side of clone and fork, which returns
+                // without having entered): it spans from the recording's
+                // start for a thread that existed then, else from when the
+                // thread was first seen, never before the thread existed.
+                // A thread seen returning from a call before entered this
+                // one after that return: its entry was lost.
+                if last_end != 0 {
+                    let call = PendingSyscall {
+                        ts: last_end.min(ts),
+                        tgid,
+                        nr,
+                        args: [0; trace_common::kernel::SYSCALL_ARGS],
+                    };
+                    return self.write_syscall_without_entry(out, tid, call, ts, ret, "entry_lost");
+                }
+                let from = if let Some(&born) = self.created.get(&tid) {
+                    born.max(self.start_ts)
+                } else if self.at_start.contains(&tid) {
+                    self.start_ts
+                } else {
+                    self.first_seen.get(&tid).copied().unwrap_or(ts)
+                };
+                let call = PendingSyscall {
+                    ts: from.min(ts),
+                    tgid,
+                    nr,
+                    args: [0; trace_common::kernel::SYSCALL_ARGS],
+                };
+                self.write_syscall_without_entry(out, tid, call, ts, ret, "began_before_recording")
+            }
+        }
+    }
+
+    /// Writes the system calls still running as durations that end where
+    /// the recording ended, marked `unfinished`.
+    pub(super) fn finish_syscalls<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+    ) -> Result<(), OutputError> {
+        let mut left: Vec<(u32, PendingSyscall)> = self
+            .calls
+            .iter_mut()
+            .filter_map(|(tid, c)| c.call.take().map(|call| (*tid, call)))
+            .collect();
+        left.sort_by_key(|(_, c)| c.ts);
+        let end = self.end_ts();
+        for (tid, call) in left {
+            self.write_syscall(
+                out,
+                tid,
+                call,
+                CallEnd::Running {
+                    ts: end.max(call.ts),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Writes one system call: a complete duration, or a begun one when
+    /// the recording ended inside it.
+    pub(super) fn write_syscall<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: PendingSyscall,
+        end: CallEnd,
+    ) -> Result<(), OutputError> {
+        let info = self.syscall_table.get(call.nr);
+        let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
+        args.push(("nr", ArgValue::Int64(call.nr)));
+        for (spec, raw) in info.args.iter().zip(call.args) {
+            args.push((&spec.name, spec.kind.value(raw)));
+        }
+        let kind = match end {
+            CallEnd::Returned { ts, ret } => {
+                args.push(("ret", ArgValue::Int64(ret)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
+            CallEnd::Exited { ts } => EventKind::DurationComplete { end_ts: ts },
+            CallEnd::Lost { ts } => {
+                args.push(("return_lost", ArgValue::Bool(true)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
+            CallEnd::Running { ts } => {
+                args.push(("unfinished", ArgValue::Bool(true)));
+                EventKind::DurationComplete { end_ts: ts }
+            }
+        };
+        self.syscall_event(
+            out,
+            EventRecord {
+                ts: call.ts,
+                category: trace_common::category::KERNEL_SYSCALL,
+                thread: (call.tgid, tid),
+                name: &info.name,
+                args: &args,
+                kind,
+            },
+        )
+    }
+
+    /// A call that returned `ret` at `end` whose entry was not seen (its
+    /// arguments are unknown), marked with the Bool argument `why`.
+    fn write_syscall_without_entry<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: PendingSyscall,
+        end: u64,
+        ret: i64,
+        why: &'static str,
+    ) -> Result<(), OutputError> {
+        let info = self.syscall_table.get(call.nr);
+        let args = [
+            ("nr", ArgValue::Int64(call.nr)),
+            ("ret", ArgValue::Int64(ret)),
+            (why, ArgValue::Bool(true)),
+        ];
+        let kind = EventKind::DurationComplete { end_ts: end };
+        self.syscall_event(
+            out,
+            EventRecord {
+                ts: call.ts,
+                category: trace_common::category::KERNEL_SYSCALL,
+                thread: (call.tgid, tid),
+                name: &info.name,
+                args: &args,
+                kind,
+            },
+        )
+    }
+
+    /// Writes a system call event on its thread, naming the thread first.
+    fn syscall_event<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: EventRecord<'_>,
+    ) -> Result<(), OutputError> {
+        let (tgid, tid) = e.thread;
+        self.know_thread(out, tid, tgid)?;
+        self.event(out, e)?;
+        self.counts.syscalls += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::syscalls::SyscallTable;
+    use crate::kernel::translate::testing::{ev, events_and_names, records};
+    use crate::output::FxtStream;
+    use trace_common::fxt::Record;
+    use trace_common::fxt::read::TraceState;
+
+    /// A syscall event of a stream: tid, name, kind, (argument, value).
+    type SyscallEvent = (u64, String, EventKind, Vec<(String, String)>);
+
+    fn syscall_events(bytes: &[u8]) -> Vec<SyscallEvent> {
+        let (_, recs) = records(bytes);
+        let mut st = TraceState::new();
+        let mut out = Vec::new();
+        for r in recs {
+            st.apply(&r);
+            if let Record::Event {
+                thread,
+                category,
+                name,
+                args,
+                kind,
+                ..
+            } = &r
+                && st.string(category) == Some("kernel:syscall")
+            {
+                let (_, tid) = st.thread(*thread).unwrap();
+                let args = args
+                    .iter()
+                    .map(|a| {
+                        (
+                            st.string(&a.name).unwrap().to_owned(),
+                            format!("{:?}", a.value),
+                        )
+                    })
+                    .collect();
+                out.push((tid, st.string(name).unwrap().to_owned(), *kind, args));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn system_calls_pair_into_durations() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_start(500);
+        let getpid = libc::SYS_getpid;
+        let write = libc::SYS_write;
+        let read = libc::SYS_read;
+        let exit_group = libc::SYS_exit_group;
+        // Ids /proc does not know, so nothing is looked up there.
+        let (pid, a, b) = (4_000_000_u32, 4_000_001_u32, 4_000_002_u32);
+        t.sys_enter(&mut out, &ev::sys_enter(1000, a, pid, getpid, [0; 6]))
+            .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(1100, a, pid, getpid, 4_000_000))
+            .unwrap();
+        // A read that began before the recording returns.
+        t.sys_exit(&mut out, &ev::sys_exit(1200, b, pid, read, 3))
+            .unwrap();
+        // A write whose return was lost, then another call.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(1300, a, pid, write, [1, 0x1000, 5, 0, 0, 0]),
+        )
+        .unwrap();
+        t.sys_enter(&mut out, &ev::sys_enter(1400, a, pid, getpid, [0; 6]))
+            .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(1500, a, pid, getpid, 4_000_000))
+            .unwrap();
+        // exit_group never returns: the thread's exit ends it.
+        t.sys_enter(&mut out, &ev::sys_enter(1600, b, pid, exit_group, [0; 6]))
+            .unwrap();
+        t.exit(&mut out, &ev::exit(1700, b, pid, "worker", Some(true)))
+            .unwrap();
+        // Still inside a call when the recording ends.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(1800, a, pid, write, [2, 0x2000, 7, 0, 0, 0]),
+        )
+        .unwrap();
+        t.set_stop(1_900);
+        t.finish_syscalls(&mut out).unwrap();
+        assert_eq!(t.counts().syscalls, 6);
+        let bytes = out.finish().unwrap();
+        let ev = syscall_events(&bytes);
+        let summary: Vec<_> = ev
+            .iter()
+            .map(|(tid, name, kind, _)| (*tid, name.as_str(), *kind))
+            .collect();
+        let (a, b) = (u64::from(a), u64::from(b));
+        assert_eq!(
+            summary,
+            [
+                (a, "getpid", EventKind::DurationComplete { end_ts: 1100 }),
+                (b, "read", EventKind::DurationComplete { end_ts: 1200 }),
+                (a, "write", EventKind::DurationComplete { end_ts: 1400 }),
+                (a, "getpid", EventKind::DurationComplete { end_ts: 1500 }),
+                (
+                    b,
+                    "exit_group",
+                    EventKind::DurationComplete { end_ts: 1700 }
+                ),
+                (a, "write", EventKind::DurationComplete { end_ts: 1_900 }),
+            ]
+        );
+        let arg = |i: usize, k: &str| ev[i].3.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(arg(0, "ret").as_deref(), Some("Int64(4000000)"));
+        assert_eq!(arg(0, "nr"), Some(format!("Int64({getpid})")));
+        assert_eq!(
+            arg(1, "began_before_recording").as_deref(),
+            Some("Bool(true)")
+        );
+        assert_eq!(arg(2, "arg2").as_deref(), Some("Uint64(5)"));
+        assert_eq!(arg(2, "ret"), None);
+        assert_eq!(arg(2, "return_lost").as_deref(), Some("Bool(true)"));
+        assert_eq!(arg(4, "ret"), None);
+        assert_eq!(arg(5, "arg0").as_deref(), Some("Uint64(2)"));
+    }
+
+    #[test]
+    fn sigreturn_returns_from_its_own_call_and_clone_children_start_when_created() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_start(1_000);
+        let sigreturn = i64::from(syscalls::Sysno::rt_sigreturn.id());
+        let clone = i64::from(syscalls::Sysno::clone.id());
+        // `rt_sigreturn` returns with call number -1.
+        t.sys_enter(&mut out, &ev::sys_enter(2_000, 50, 50, sigreturn, [0; 6]))
+            .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(2_100, 50, 50, -1, 0))
+            .unwrap();
+        // A return of nothing known at all: nothing is drawn.
+        t.sys_exit(&mut out, &ev::sys_exit(2_200, 50, 50, -1, 0))
+            .unwrap();
+        // A thread created during the recording returns from clone without
+        // having entered it: the call spans from its creation.
+        t.new_task(
+            &mut out,
+            &ev::new_task(3_000, 50, 50, 51, 50, "child", 0x10000),
+        )
+        .unwrap();
+        t.current_task(&mut out, &ev::header(3_500, 1, 51, 50))
+            .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(3_500, 51, 50, clone, 0))
+            .unwrap();
+        // One that existed when the recording started spans from the start.
+        t.sys_exit(&mut out, &ev::sys_exit(4_000, 52, 50, clone, 0))
+            .unwrap();
+        let bytes = out.finish().unwrap();
+        let mut calls: Vec<(u64, u64, String, EventKind)> = Vec::new();
+        for (ts, _, tid, name, kind) in events_and_names(&bytes).0 {
+            if name != "thread_create" {
+                calls.push((ts, tid, name, kind));
+            }
+        }
+        assert_eq!(
+            calls,
+            [
+                (
+                    2_000,
+                    50,
+                    "rt_sigreturn".to_owned(),
+                    EventKind::DurationComplete { end_ts: 2_100 }
+                ),
+                (
+                    3_000,
+                    51,
+                    "clone".to_owned(),
+                    EventKind::DurationComplete { end_ts: 3_500 }
+                ),
+                (
+                    4_000,
+                    52,
+                    "clone".to_owned(),
+                    EventKind::DurationComplete { end_ts: 4_000 }
+                ),
+            ]
+        );
+    }
+}
