@@ -13,16 +13,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tests::{Event, Trace, no_ring_drops, parse, require_root, trace_cli};
+use tests::{Event, Trace, no_ring_drops, parse, require_root, temp_dir, trace_cli};
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 
 const ROUNDS: usize = 20;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trace-e2e-tp-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `trace-cli record ARGS -o OUT -- tp_workload ROUNDS IDS MARKER`, and
 /// the ids the workload wrote.
@@ -85,7 +79,7 @@ fn assert_checks(file: &Path) {
 #[test]
 fn five_tracepoints_of_different_shapes_are_recorded_field_by_field() {
     require_root();
-    let dir = temp_dir("shapes");
+    let dir = temp_dir("tp-shapes");
     let (output, ids, file) = record(
         &dir,
         &[
@@ -179,11 +173,11 @@ fn five_tracepoints_of_different_shapes_are_recorded_field_by_field() {
         );
     }
     assert!(
-        stderr.contains(&format!("kmem:kmalloc {ROUNDS}")),
+        stderr.contains(&format!("{ROUNDS} kmem:kmalloc")),
         "{stderr}"
     );
     assert!(
-        stderr.contains(&format!("sys_getpid {}", 2 * ROUNDS + 1)),
+        stderr.contains(&format!("{} sys_getpid", 2 * ROUNDS + 1)),
         "{stderr}"
     );
     assert_checks(&file);
@@ -192,7 +186,7 @@ fn five_tracepoints_of_different_shapes_are_recorded_field_by_field() {
 #[test]
 fn a_filter_on_a_located_string_keeps_exactly_the_events_of_one_thread() {
     require_root();
-    let dir = temp_dir("migrate");
+    let dir = temp_dir("tp-migrate");
     // Every process (the migration threads record the event), one thread's
     // events by a text filter on a `__data_loc` field; a prefix pattern.
     let (_, ids, file) = record(
@@ -230,7 +224,7 @@ fn a_filter_on_a_located_string_keeps_exactly_the_events_of_one_thread() {
 #[test]
 fn mistakes_are_refused_before_recording_with_what_was_meant() {
     require_root();
-    let dir = temp_dir("errors");
+    let dir = temp_dir("tp-errors");
     let out = dir.join("trace.fxt");
     let fail = |args: &[&str]| -> String {
         let o = Command::new(trace_cli())
