@@ -399,14 +399,20 @@ fn a_tiny_buffer_reports_exactly_what_is_missing() {
     eprintln!("{captured} getppid events captured, {missing} missing, {dropped} reported dropped");
     // Every missing getppid event is counted as dropped; the count may
     // exceed that by the program's other calls (start-up, exit) that were
-    // dropped too, a few hundred at most.
+    // dropped too, a few hundred at most, and by the runs the kernel skipped
+    // (`other`: while another BPF program ran on that CPU, such as another
+    // test's, whatever process the event was about).
+    let other = match counter.args.get("other") {
+        Some(ArgValue::Uint64(n)) => *n,
+        _ => 0,
+    };
     assert!(
         dropped >= missing,
         "{missing} getppid events missing, only {dropped} reported dropped"
     );
     assert!(
-        dropped <= missing + 500,
-        "{dropped} reported dropped, {missing} getppid events missing"
+        dropped - other <= missing + 500,
+        "{dropped} reported dropped ({other} skipped runs), {missing} getppid events missing"
     );
 }
 
