@@ -21,7 +21,12 @@
 //! `raw_syscalls:sys_enter` and `sys_exit`), so that the machine's noise
 //! spreads over all three. The report gives the medians, the extra
 //! nanoseconds per captured event, the slowdown, events captured and
-//! dropped, and bytes per event in the output file.
+//! dropped, and bytes per event in the output file. `cargo xtask bench
+//! tracepoint` runs the `getppid` loop with trace-cli recording perf's two
+//! tracepoints by name (`-c none -e raw_syscalls:sys_enter -e
+//! raw_syscalls:sys_exit`): the generic program against perf on the same
+//! events. `--baseline TRACE_CLI` adds another trace-cli binary (say, one
+//! built from an earlier commit) to the rounds of `kernel` and `syscall`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,6 +60,9 @@ pub enum What {
     /// Recording system calls (a `getppid` loop) with trace-cli, against
     /// perf (root).
     Syscall,
+    /// The same loop, with trace-cli recording the tracepoints perf
+    /// records, selected by name (`-e raw_syscalls:sys_enter` ...; root).
+    Tracepoint,
     /// All of them.
     All,
 }
@@ -68,8 +76,8 @@ pub struct KernelWorkload {
     loops: u64,
     /// What one loop is, for the report.
     unit: &'static str,
-    /// `trace-cli record -c` categories.
-    categories: &'static str,
+    /// What `trace-cli record` is told to record (`-c CATEGORY`, or `-e`).
+    trace_cli: &'static [&'static str],
     /// `perf record -e` events.
     perf_events: [&'static str; 2],
 }
@@ -81,7 +89,7 @@ impl KernelWorkload {
             bench: ["sched", "pipe"],
             loops,
             unit: "pipe round trips",
-            categories: "kernel:sched",
+            trace_cli: &["-c", "kernel:sched"],
             perf_events: ["sched:sched_switch", "sched:sched_wakeup"],
         }
     }
@@ -92,8 +100,24 @@ impl KernelWorkload {
             bench: ["syscall", "basic"],
             loops,
             unit: "getppid calls",
-            categories: "kernel:syscall",
+            trace_cli: &["-c", "kernel:syscall"],
             perf_events: ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
+        }
+    }
+
+    /// `perf bench syscall basic` with the same two tracepoints selected by
+    /// name (`-e`, every field decoded) as perf records them.
+    pub fn getppid_tracepoints(loops: u64) -> Self {
+        KernelWorkload {
+            trace_cli: &[
+                "-c",
+                "none",
+                "-e",
+                "raw_syscalls:sys_enter",
+                "-e",
+                "raw_syscalls:sys_exit",
+            ],
+            ..Self::getppid(loops)
         }
     }
 }
@@ -160,13 +184,13 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
     let base = median(untraced.iter().map(|s| s.seconds));
     println!(
         "workload: perf bench {} {} -l {} ({} {}) on CPU 0, tracer on CPU 1, {rounds} rounds, \
-         medians; trace-cli -c {}, perf record -e {} -e {}",
+         medians; trace-cli {}, perf record -e {} -e {}",
         w.bench[0],
         w.bench[1],
         w.loops,
         w.loops,
         w.unit,
-        w.categories,
+        w.trace_cli.join(" "),
         w.perf_events[0],
         w.perf_events[1]
     );
@@ -234,7 +258,9 @@ fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .arg(cli)
-        .args(["record", "-a", "-c", w.categories, "-o"])
+        .args(["record", "-a"])
+        .args(w.trace_cli)
+        .arg("-o")
         .arg(&file)
         .arg("--")
         .args(workload_args(w))

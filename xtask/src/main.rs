@@ -45,10 +45,12 @@ enum Command {
     },
     /// Measure what tracing costs: the userspace engine per event
     /// (`cargo xtask bench provider`, no root needed), and recording
-    /// scheduling (`kernel`) and system calls (`syscall`) against `perf
-    /// record` (root and perf); all by default.
+    /// scheduling (`kernel`), system calls (`syscall`) and the system call
+    /// tracepoints selected by name (`tracepoint`) against `perf record`
+    /// (root and perf); all by default.
     Bench {
-        /// Which benchmarks: `provider`, `kernel` or `all` (the default).
+        /// Which benchmarks: `provider`, `kernel`, `syscall`, `tracepoint` or
+        /// `all` (the default).
         #[arg(value_enum, conflicts_with = "what")]
         which: Option<bench::What>,
         /// Which benchmarks, as a flag: the same as the positional argument.
@@ -111,6 +113,11 @@ fn main() -> Result<()> {
             if matches!(what, What::Syscall | What::All) {
                 setup::setup()?;
                 bench::bench(rounds, KernelWorkload::getppid(syscalls), baseline)?;
+            }
+            if matches!(what, What::Tracepoint | What::All) {
+                setup::setup()?;
+                // A baseline from before `-e` could not record this one.
+                bench::bench(rounds, KernelWorkload::getppid_tracepoints(syscalls), None)?;
             }
             Ok(())
         }
