@@ -1,0 +1,344 @@
+//! The registry of providers: registration, and what their sockets say.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::sys::socket::{MsgFlags, recv, send};
+use tokio::sync::mpsc;
+use trace_common::provider::control::{ManagerMessage, ProviderMessage};
+use trace_common::provider::fifo::{FromManager, FromProvider, PACKET_BYTES, Packet};
+use trace_common::provider::{BufferDisposition, BufferingMode};
+
+use super::collect::{self, Rolling};
+use super::provider::{Phase, Provider, abort, start_one};
+use super::{
+    MAX_REGISTERED, Note, NoteKind, ProviderInfo, UserspaceConfig, UserspaceError, async_fd,
+};
+use crate::limits::Slot;
+use crate::output::FxtStream;
+
+/// The registered userspace providers, and their part in the session.
+pub struct Registry {
+    pub(super) config: Option<UserspaceConfig>,
+    pub(super) providers: Vec<Provider>,
+    pub(super) notes_tx: mpsc::UnboundedSender<Note>,
+    pub(super) notes_rx: mpsc::UnboundedReceiver<Note>,
+    pub(super) phase: Phase,
+    /// The last start's disposition and categories, for providers that
+    /// register while tracing runs.
+    pub(super) start: (BufferDisposition, Vec<String>),
+    pub(super) next_id: u32,
+    pub(super) next_trace: u64,
+    /// Alerts raised and not yet taken: (provider name, alert name).
+    pub(super) alerts: Vec<(String, String)>,
+    /// Bytes of provider buffers given out in this session.
+    pub(super) granted: u64,
+    /// The share of what they asked for that providers get this session
+    /// (1 when everything fits).
+    pub(super) share: f64,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// An empty registry; provider ids start at 2 (1 is the kernel's).
+    pub fn new() -> Registry {
+        let (notes_tx, notes_rx) = mpsc::unbounded_channel();
+        Registry {
+            config: None,
+            providers: Vec::new(),
+            notes_tx,
+            notes_rx,
+            phase: Phase::Idle,
+            start: (BufferDisposition::ClearEntire, Vec::new()),
+            next_id: 2,
+            next_trace: 1,
+            alerts: Vec::new(),
+            granted: 0,
+            share: 1.0,
+        }
+    }
+
+    /// The alerts providers raised since the last call, oldest first, as
+    /// (provider name, alert name).
+    pub fn take_alerts(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.alerts)
+    }
+
+    /// The registered providers.
+    pub fn providers(&self) -> Vec<ProviderInfo> {
+        self.providers.iter().map(|p| p.info.clone()).collect()
+    }
+
+    /// The categories providers declared, each once, sorted.
+    pub fn categories(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .providers
+            .iter()
+            .flat_map(|p| p.info.categories.iter().cloned())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Registers the provider that sent `register` on `fd` and answers it.
+    /// During a session it is initialized, and started if tracing runs.
+    pub fn add(&mut self, fd: OwnedFd, pid: i32, register: ProviderMessage, slot: Option<Slot>) {
+        let ProviderMessage::Register {
+            name,
+            clock,
+            categories,
+        } = register;
+        if self.providers.len() >= MAX_REGISTERED {
+            log::warn!("provider {name} (pid {pid}) refused: {MAX_REGISTERED} are registered");
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let reply = ManagerMessage::Registered {
+            provider_id: id,
+            tracing_started: self.phase == Phase::Started,
+        };
+        if let Ok(bytes) = reply.encode() {
+            let _ = send(
+                fd.as_raw_fd(),
+                &bytes,
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            );
+        }
+        log::info!("provider {name} (pid {pid}) registered as {id}");
+        let ctl_watcher = self.watch_ctl(id, &fd);
+        let mut p = Provider {
+            info: ProviderInfo {
+                id,
+                name: name.clone(),
+                pid,
+                state: "registered",
+                categories,
+            },
+            clock,
+            ctl: fd,
+            ctl_watcher,
+            trace: None,
+            aborted: false,
+            gone: false,
+            _slot: slot,
+        };
+        if matches!(
+            self.phase,
+            Phase::Initialized | Phase::Started | Phase::Stopped
+        ) {
+            match self.initialize(&mut p) {
+                Err(e) => log::warn!("provider {name}: could not initialize it: {e}"),
+                Ok(()) if self.phase == Phase::Started => {
+                    let (disposition, extra) = self.start.clone();
+                    start_one(&mut p, disposition, &extra);
+                }
+                Ok(()) => {}
+            }
+        }
+        self.providers.push(p);
+    }
+
+    /// Forwards hang-ups of the provider's control socket as notes.
+    pub(super) fn watch_ctl(&self, id: u32, ctl: &OwnedFd) -> tokio::task::AbortHandle {
+        let tx = self.notes_tx.clone();
+        let ctl = ctl.try_clone().ok();
+        tokio::spawn(async move {
+            if let Some(ctl) = ctl.and_then(|c| async_fd(c).ok()) {
+                // Providers send nothing after registering: what comes is
+                // read (truncated) and ignored, so a small buffer will do
+                // for a thousand idle providers.
+                let mut scratch = [0u8; 64];
+                loop {
+                    let Ok(mut g) = ctl.readable().await else {
+                        break;
+                    };
+                    match recv(
+                        ctl.get_ref().as_raw_fd(),
+                        &mut scratch,
+                        MsgFlags::MSG_DONTWAIT,
+                    ) {
+                        Ok(0) => break,
+                        Ok(_) => {} // providers send nothing after registering
+                        Err(nix::Error::EAGAIN) => g.clear_ready(),
+                        Err(_) => break,
+                    }
+                }
+            }
+            let _ = tx.send(Note {
+                id,
+                trace: 0,
+                what: NoteKind::Closed,
+            });
+        })
+        .abort_handle()
+    }
+
+    /// Forwards the provider's FIFO packets as notes.
+    pub(super) fn watch_fifo(
+        &self,
+        id: u32,
+        trace: u64,
+        fifo: &OwnedFd,
+    ) -> std::io::Result<tokio::task::AbortHandle> {
+        let tx = self.notes_tx.clone();
+        let fifo = async_fd(fifo.try_clone()?)?;
+        Ok(tokio::spawn(async move {
+            loop {
+                let Ok(mut g) = fifo.readable().await else {
+                    break;
+                };
+                let mut b = [0u8; PACKET_BYTES];
+                let packet = match recv(fifo.get_ref().as_raw_fd(), &mut b, MsgFlags::MSG_DONTWAIT)
+                {
+                    Ok(PACKET_BYTES) => Packet::from_bytes(&b),
+                    Ok(0) => break,
+                    // A short packet: parsed as garbage, which aborts it.
+                    Ok(_) => Packet::default(),
+                    Err(nix::Error::EAGAIN) => {
+                        g.clear_ready();
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                if tx
+                    .send(Note {
+                        id,
+                        trace,
+                        what: NoteKind::Packet(packet),
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+        .abort_handle())
+    }
+
+    /// The next thing a provider said. Never completes while there is
+    /// nothing (the registry keeps a sender).
+    pub async fn next_note(&mut self) -> Note {
+        match self.notes_rx.recv().await {
+            Some(n) => n,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Acts on a note: a provider that started, stopped, raised an alert,
+    /// asked for a streaming save (collected into `out`), broke the
+    /// protocol or went away. Never fails because of what a provider
+    /// sends.
+    pub fn handle<W: Write>(
+        &mut self,
+        note: Note,
+        out: Option<&mut FxtStream<W>>,
+    ) -> Result<(), UserspaceError> {
+        let mode = self.config.as_ref().map(|c| c.mode);
+        let phase = self.phase;
+        let Some(i) = self.providers.iter().position(|p| p.info.id == note.id) else {
+            return Ok(());
+        };
+        let p = &mut self.providers[i];
+        match note.what {
+            NoteKind::Closed => {
+                log::info!("provider {} (pid {}) went away", p.info.name, p.info.pid);
+                p.gone = true;
+                p.info.state = "disconnected";
+                // Outside a session nothing of it is left to collect.
+                if phase == Phase::Idle {
+                    self.providers.remove(i);
+                }
+            }
+            NoteKind::Packet(_) if p.aborted => {}
+            NoteKind::Packet(_) if p.trace.as_ref().is_none_or(|t| t.serial != note.trace) => {}
+            NoteKind::Packet(packet) => match FromProvider::parse(&packet) {
+                Ok(FromProvider::Started { .. }) => {
+                    if let Some(t) = p.trace.as_mut() {
+                        t.started = true;
+                        p.info.state = "started";
+                    }
+                }
+                Ok(FromProvider::Stopped) => {
+                    if let Some(t) = p.trace.as_mut() {
+                        t.stopped = true;
+                        p.info.state = "stopped";
+                    }
+                }
+                Ok(FromProvider::Alert(name)) => {
+                    log::info!("provider {} raised alert {}", p.info.name, name.as_str());
+                    self.alerts
+                        .push((p.info.name.clone(), name.as_str().to_owned()));
+                }
+                Ok(FromProvider::SaveBuffer {
+                    wrapped_count,
+                    durable_data_end,
+                }) => {
+                    let Some(t) = p.trace.as_mut() else {
+                        return Ok(());
+                    };
+                    if mode != Some(BufferingMode::Streaming) {
+                        log::warn!(
+                            "provider {} asked for a save outside streaming mode",
+                            p.info.name
+                        );
+                        return Ok(());
+                    }
+                    let expected = t.last_saved.map_or(0, |n| n.wrapping_add(1));
+                    let dlimit = trace_common::provider::buffer::Layout::new(
+                        BufferingMode::Streaming,
+                        t.buffer.len as u64,
+                    )
+                    .ok();
+                    let ok = wrapped_count == expected
+                        && durable_data_end.is_multiple_of(8)
+                        && durable_data_end >= 16
+                        && dlimit.is_some_and(|l| durable_data_end <= l.durable)
+                        && durable_data_end >= t.last_durable;
+                    if !ok {
+                        abort(p, "an out-of-order save request");
+                        return Ok(());
+                    }
+                    if let Some(out) = out {
+                        let snap = t.buffer.snapshot(BufferingMode::Streaming);
+                        collect::collect(
+                            out,
+                            &mut t.fwd,
+                            &snap,
+                            BufferingMode::Streaming,
+                            Rolling::Save {
+                                wrapped: wrapped_count,
+                                durable_end: durable_data_end,
+                            },
+                        )?;
+                    }
+                    t.last_saved = Some(wrapped_count);
+                    t.last_durable = durable_data_end;
+                    let reply = FromManager::BufferSaved {
+                        wrapped_count,
+                        durable_data_end,
+                    }
+                    .to_packet()
+                    .to_bytes();
+                    if send(
+                        t.fifo.as_raw_fd(),
+                        &reply,
+                        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+                    )
+                    .is_err()
+                    {
+                        abort(p, "a full FIFO");
+                    }
+                }
+                Err(e) => abort(p, &e.to_string()),
+            },
+        }
+        Ok(())
+    }
+}
