@@ -261,3 +261,43 @@ fn mistakes_are_refused_before_recording_with_what_was_meant() {
     assert!(list.contains("comm (__data_loc char[]: text)"), "{list}");
     assert!(list.contains("dest_cpu (int: i32)"), "{list}");
 }
+
+#[test]
+fn pairs_nest_inside_the_system_calls_recorded_beside_them() {
+    require_root();
+    let dir = temp_dir("tp-nest");
+    // The per-call tracepoints fire just after the raw ones the system call
+    // category records: each pair must still lie inside its call's slice,
+    // or Perfetto would drop it.
+    let (_, ids, file) = record(
+        &dir,
+        &[
+            "-c",
+            "kernel:syscall",
+            "-e",
+            "syscalls:sys_enter_getpid..syscalls:sys_exit_getpid",
+        ],
+    );
+    let t = parse(&file);
+    let main = ids["main"];
+    let calls: Vec<(u64, u64)> = events(&t, "kernel:syscall", "getpid")
+        .into_iter()
+        .filter(|e| e.tid == main)
+        .map(|e| match e.kind {
+            EventKind::DurationComplete { end_ts } => (e.ts, end_ts),
+            _ => panic!("{e:?}"),
+        })
+        .collect();
+    let pairs = events(&t, "syscalls", "sys_getpid");
+    assert_eq!(pairs.len(), 2 * ROUNDS + 1, "{pairs:?}");
+    for p in &pairs {
+        let EventKind::DurationComplete { end_ts } = p.kind else {
+            panic!("{p:?}");
+        };
+        assert!(
+            calls.iter().any(|&(s, e)| s <= p.ts && end_ts <= e),
+            "{p:?} is not inside a getpid call: {calls:?}"
+        );
+    }
+    assert_checks(&file);
+}

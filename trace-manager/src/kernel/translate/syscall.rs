@@ -34,7 +34,7 @@ pub(super) struct ThreadCalls {
 /// A system call entered and not yet returned.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PendingSyscall {
-    ts: u64,
+    pub(super) ts: u64,
     tgid: u32,
     nr: i64,
     args: [u64; trace_common::kernel::SYSCALL_ARGS],
@@ -149,6 +149,13 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
+        let end_ts = match end {
+            CallEnd::Returned { ts, .. }
+            | CallEnd::Exited { ts }
+            | CallEnd::Lost { ts }
+            | CallEnd::Running { ts } => ts,
+        };
+        self.call_ended(tid, call.ts, end_ts);
         let info = self.syscall_table.get(call.nr);
         let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
         args.push(("nr", ArgValue::Int64(call.nr)));

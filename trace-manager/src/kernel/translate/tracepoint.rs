@@ -21,6 +21,11 @@ struct Open {
     ts: u64,
     thread: (u32, u32),
     args: Vec<(String, Decoded)>,
+    /// The start of the system call the thread was in at the entry.
+    in_call: Option<u64>,
+    /// Where that call ended, once it has: the duration may not outlast it
+    /// (Perfetto drops a slice that partly overlaps another on its track).
+    call_end: Option<u64>,
 }
 
 /// The translator's state for selected tracepoints.
@@ -132,6 +137,7 @@ impl KernelTranslator {
                 *self.tracepoints.written.entry(tp.id).or_default() += 1;
             }
             Role::Entry(n) => {
+                let in_call = self.call_in_progress(h.tid);
                 self.tracepoints
                     .open
                     .entry((thread, n))
@@ -140,6 +146,8 @@ impl KernelTranslator {
                         ts: h.ts,
                         thread,
                         args,
+                        in_call,
+                        call_end: None,
                     });
             }
             Role::Exit(n) => {
@@ -149,12 +157,63 @@ impl KernelTranslator {
                     .get_mut(&(thread, n))
                     .and_then(Vec::pop);
                 match open {
-                    Some(open) => self.write_pair(out, n, open, h.ts, Some(args))?,
+                    Some(open) => {
+                        let end = self.pair_end(&open, h.tid, h.ts);
+                        if end < h.ts {
+                            args.push(("end_clamped_ns".to_owned(), Decoded::U64(h.ts - end)));
+                        }
+                        self.write_pair(out, n, open, end, Some(args))?
+                    }
                     None => self.tracepoints.unpaired += 1,
                 }
             }
         }
         Ok(())
+    }
+
+    /// The start of the system call thread `tid` is in, if any.
+    fn call_in_progress(&self, tid: u32) -> Option<u64> {
+        self.calls
+            .get(&tid)
+            .and_then(|c| c.call.as_ref())
+            .map(|c| c.ts)
+    }
+
+    /// Notes that thread `tid`'s system call from `start` ended at `end`,
+    /// for the pairs that began inside it.
+    pub(super) fn call_ended(&mut self, tid: u32, start: u64, end: u64) {
+        if self.tracepoints.open.is_empty() {
+            return;
+        }
+        for (((_, t), _), opens) in self.tracepoints.open.iter_mut() {
+            if *t != tid {
+                continue;
+            }
+            for o in opens.iter_mut() {
+                if o.in_call == Some(start) && o.call_end.is_none() {
+                    o.call_end = Some(end);
+                }
+            }
+        }
+    }
+
+    /// Where a pair begun at `open` and exited at `exit` on thread `tid`
+    /// ends on the timeline: at the exit, unless that would cross a system
+    /// call's slice on the same track, which Perfetto would then drop: a
+    /// call it began in and that ended first (the per-call tracepoints fire
+    /// just after the raw ones), or one begun after it and still running.
+    fn pair_end(&self, open: &Open, tid: u32, exit: u64) -> u64 {
+        let mut end = exit;
+        if let Some(call_end) = open.call_end {
+            end = end.min(call_end.max(open.ts));
+        }
+        if let Some(start) = self.call_in_progress(tid)
+            && start > open.ts
+            && open.in_call != Some(start)
+        {
+            end = end.min(start);
+        }
+        end
     }
 
     /// Pair `n`'s duration from `open` to `end`; `exit_args` are the exit's
@@ -188,6 +247,10 @@ impl KernelTranslator {
             }
             None => list.push(("unfinished".to_owned(), Decoded::Bool(true))),
         }
+        let end = match open.call_end {
+            Some(call_end) => end.min(call_end.max(open.ts)),
+            None => end,
+        };
         let args: Vec<(&str, ArgValue<'_>)> =
             list.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
         let kind = EventKind::DurationComplete {
