@@ -1,9 +1,11 @@
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 use trace_common::kernel::tracepoint::{
     FLAG_SIGNED, OP_LT, STRING_UNREADABLE, TracepointEvent, TracepointRecord,
 };
 
+use super::field::FieldKind;
 use super::*;
 
 /// A tracefs tree with the test format files.
