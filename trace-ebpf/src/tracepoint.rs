@@ -200,7 +200,11 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
         },
         id,
         data_len: len as u16,
-        cut: cut as u16,
+        cut: if cut > usize::from(u16::MAX) {
+            u16::MAX
+        } else {
+            cut as u16
+        },
         n_strings,
         reserved: 0,
     };

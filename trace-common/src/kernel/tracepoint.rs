@@ -157,7 +157,7 @@ pub struct TracepointEvent {
     pub id: u32,
     /// Bytes of the record that follow.
     pub data_len: u16,
-    /// Bytes the record had beyond `data_len` (cut off).
+    /// Bytes the record had beyond `data_len` (cut off; at most `u16::MAX`).
     pub cut: u16,
     /// Strings after the record.
     pub n_strings: u32,
