@@ -301,3 +301,51 @@ fn pairs_nest_inside_the_system_calls_recorded_beside_them() {
     }
     assert_checks(&file);
 }
+
+#[test]
+fn the_daemon_resolves_and_records_tracepoints_too() {
+    let daemon = tests::Daemon::start("tp-daemon");
+    let out = daemon.dir.join("trace.fxt");
+    let marker = daemon.dir.join("marker");
+    std::fs::write(&marker, b"").unwrap();
+    let ids = daemon.dir.join("ids");
+    let o = daemon
+        .record(
+            &out,
+            &[
+                "-c",
+                "none",
+                "-e",
+                "signal:signal_generate if sig == 10",
+                "--",
+                env!("CARGO_BIN_EXE_tp_workload"),
+                &ROUNDS.to_string(),
+                ids.to_str().unwrap(),
+                marker.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}\n{}", daemon.log());
+    assert!(
+        !stderr.contains("runs inside"),
+        "through the daemon: {stderr}"
+    );
+    let t = parse(&out);
+    assert_eq!(events(&t, "signal", "signal_generate").len(), ROUNDS);
+    // A mistake is the daemon's error, said before recording.
+    let o = daemon
+        .record(
+            &out,
+            &["-c", "none", "-e", "signal:signal_generat", "-d", "1"],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("did you mean signal:signal_generate?"),
+        "{stderr}"
+    );
+}
