@@ -94,7 +94,7 @@ macro_rules! duration {
     ($($t:tt)*) => {};
 }
 
-/// Begins a duration on this thread; pair with [`duration_end!`].
+/// Begins a duration on this thread; pair with [`duration_end!`](crate::duration_end).
 #[macro_export]
 macro_rules! duration_begin {
     ($cat:expr, $name:expr $(, $k:literal => $v:expr)* $(,)?) => {

@@ -9,7 +9,7 @@
 //! copying the same bytes, measured in the same rounds. It needs neither
 //! root nor a trace manager: the engine writes into a memfd in that process.
 //!
-//! `cargo xtask bench kernel` and `cargo xtask bench syscall` ([`bench`])
+//! `cargo xtask bench kernel` and `cargo xtask bench syscall` ([`bench()`])
 //! measure what recording costs a traced workload: `perf bench sched pipe`
 //! (two processes bouncing a message over pipes: context switches and
 //! wake-ups) or `perf bench syscall basic` (a tight `getppid` loop: system
@@ -233,7 +233,7 @@ fn workload_args(w: &KernelWorkload) -> Vec<String> {
         .collect()
 }
 
-/// The "Total time: X [sec]" line of `perf bench`.
+/// The "Total time: X \[sec\]" line of `perf bench`.
 fn total_time(output: &str) -> Result<f64> {
     output
         .lines()

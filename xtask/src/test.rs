@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 
 use crate::run::{cargo, is_root, run};
 
-/// Checks formatting and lints, builds every binary, then runs every test,
+/// Checks formatting, lints and doc links, builds every binary, then runs every test,
 /// the end-to-end tests with real eBPF included (they need root), and the
 /// provider library's compile-time off switch.
 pub fn test(extra: &[String]) -> Result<()> {
@@ -25,6 +25,11 @@ pub fn test(extra: &[String]) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    // Broken links in the API documentation are errors too.
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(&mut doc)?;
     // The end-to-end tests run the built binaries (trace-cli, workloads).
     run(cargo().args(["build", "--workspace", "--bins"]))?;
     let mut cmd: Command = cargo();

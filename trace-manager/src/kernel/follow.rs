@@ -8,7 +8,7 @@ use crate::procfs::thread_ids;
 impl KernelProvider {
     /// Follows process `pid`: records its threads' events and those of
     /// every task it creates from now on. Needs a pid filter
-    /// ([`KernelConfig::pids`]); without one everything is recorded anyway
+    /// ([`KernelConfig::pids`](crate::kernel::KernelConfig::pids)); without one everything is recorded anyway
     /// and this does nothing.
     pub fn follow(&mut self, pid: u32) -> Result<(), KernelError> {
         let Some(map) = self.followed.as_mut() else {

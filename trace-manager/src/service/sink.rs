@@ -49,7 +49,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// The output of a session: a `Write` whose bytes a thread writes to the
 /// client's descriptor, at once or (deferred) when the session ends.
 /// Writing never waits for the reader: a reader more than
-/// [`MAX_QUEUED_BYTES`] behind fails the writes instead.
+/// `MAX_QUEUED_BYTES` behind fails the writes instead.
 ///
 /// Every `write` must hold whole records, and [`Sink::flush`] hands what
 /// is buffered to the thread (see the module's documentation).
@@ -207,7 +207,7 @@ impl Sink {
     }
 
     /// A handle that abandons what is not yet written (see
-    /// [`Cancel::cancel`]).
+    /// `Cancel::cancel`).
     pub fn canceller(&self) -> Cancel {
         Cancel(self.shared.clone())
     }

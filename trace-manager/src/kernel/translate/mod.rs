@@ -9,7 +9,7 @@
 //!   idle apart. Where a thread's process is not known yet (or a CPU number
 //!   or priority does not fit 8 bits) the switch is written as a context
 //!   switch record (scheduling type 1) with `incoming_weight` /
-//!   `outgoing_weight` Int32 arguments instead, [`IDLE_WEIGHT`] for idle.
+//!   `outgoing_weight` Int32 arguments instead, [`IDLE_WEIGHT`](trace_common::fxt::wire::IDLE_WEIGHT) for idle.
 //! - Every event says which task its CPU runs ([`KernelTranslator::current_task`]);
 //!   a switch the kernel did not record (a lost event, a task kept out of
 //!   tracing) is written where an event first shows it, as a context switch
