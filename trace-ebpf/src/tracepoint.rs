@@ -147,7 +147,9 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
         }
     }
 
-    if config.n_insns != 0 && !keep(config, data) {
+    // SAFETY: the field is in this CPU's scratch, which this run owns.
+    let stack = unsafe { ptr::addr_of_mut!((*scratch).stack) };
+    if config.n_insns != 0 && !keep(config, data, stack) {
         return 0;
     }
 
@@ -255,15 +257,11 @@ struct FilterRun {
 
 /// Runs the filter program on the record copy at `data`, one instruction
 /// per `bpf_loop` step (the verifier checks a step once, not each
-/// instruction's every path).
+/// instruction's every path), with its result stack at `stack` (in this
+/// CPU's scratch).
 #[inline(always)]
-fn keep(config: &TracepointConfig, data: *const u8) -> bool {
-    let Some(scratch) = TP_SCRATCH.get_ptr_mut(0) else {
-        return true;
-    };
-    // SAFETY: the field is in this CPU's scratch, which this run owns.
-    let stack = unsafe { ptr::addr_of_mut!((*scratch).stack) };
-    // SAFETY: as above.
+fn keep(config: &TracepointConfig, data: *const u8, stack: *mut u64) -> bool {
+    // SAFETY: `stack` is in this CPU's scratch, which this run owns.
     unsafe { ptr::write_volatile(stack, 0) };
     let mut run = FilterRun {
         config: ptr::from_ref(config),

@@ -149,11 +149,11 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
-        let end_ts = match end {
-            CallEnd::Returned { ts, .. }
-            | CallEnd::Exited { ts }
-            | CallEnd::Lost { ts }
-            | CallEnd::Running { ts } => ts,
+        let (end_ts, last) = match end {
+            CallEnd::Returned { ts, ret } => (ts, Some(("ret", ArgValue::Int64(ret)))),
+            CallEnd::Exited { ts } => (ts, None),
+            CallEnd::Lost { ts } => (ts, Some(("return_lost", ArgValue::Bool(true)))),
+            CallEnd::Running { ts } => (ts, Some(("unfinished", ArgValue::Bool(true)))),
         };
         self.call_ended(tid, call.ts, end_ts);
         let info = self.syscall_table.get(call.nr);
@@ -162,21 +162,8 @@ impl KernelTranslator {
         for (spec, raw) in info.args.iter().zip(call.args) {
             args.push((&spec.name, spec.kind.value(raw)));
         }
-        let kind = match end {
-            CallEnd::Returned { ts, ret } => {
-                args.push(("ret", ArgValue::Int64(ret)));
-                EventKind::DurationComplete { end_ts: ts }
-            }
-            CallEnd::Exited { ts } => EventKind::DurationComplete { end_ts: ts },
-            CallEnd::Lost { ts } => {
-                args.push(("return_lost", ArgValue::Bool(true)));
-                EventKind::DurationComplete { end_ts: ts }
-            }
-            CallEnd::Running { ts } => {
-                args.push(("unfinished", ArgValue::Bool(true)));
-                EventKind::DurationComplete { end_ts: ts }
-            }
-        };
+        args.extend(last);
+        let kind = EventKind::DurationComplete { end_ts };
         self.syscall_event(
             out,
             EventRecord {

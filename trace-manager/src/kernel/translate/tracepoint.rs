@@ -247,10 +247,6 @@ impl KernelTranslator {
             }
             None => list.push(("unfinished".to_owned(), Decoded::Bool(true))),
         }
-        let end = match open.call_end {
-            Some(call_end) => end.min(call_end.max(open.ts)),
-            None => end,
-        };
         let args: Vec<(&str, ArgValue<'_>)> =
             list.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
         let kind = EventKind::DurationComplete {
@@ -283,8 +279,10 @@ impl KernelTranslator {
             .flat_map(|((_, n), opens)| opens.into_iter().map(move |o| (n, o)))
             .collect();
         left.sort_by_key(|(_, o)| o.ts);
-        let end = self.end_ts();
+        let stop = self.end_ts();
         for (n, open) in left {
+            // The calls still running were ended (at the stop) first.
+            let end = self.pair_end(&open, open.thread.1, stop);
             self.write_pair(out, n, open, end, None)?;
         }
         Ok(())
