@@ -1,0 +1,259 @@
+//! [`StackResolver`]: the processes of one recording, their files, and the caches.
+
+use std::fmt;
+use std::sync::Arc;
+
+use foldhash::HashMap;
+use framehop::x86_64::CacheX86_64;
+
+use crate::files::{FileId, FileTable};
+use crate::process::Process;
+use crate::symbolize::{Symbols, UNKNOWN};
+use crate::unwind::{self, Stop};
+use crate::{MappingInfo, ResolvedFrame, UserRegs};
+
+/// Unwinds and symbolizes stacks of the processes of one recording, keeping what it needs of a
+/// process (its mappings, and the mapped files opened) from the first time it sees it, so that
+/// stacks of processes that exit during the recording still resolve.
+///
+/// A process is known by the pid given: pass the process (thread group) id. Call
+/// [`forget`](Self::forget) when a pid starts another program (exec), and when a pid number is
+/// reused by a new process.
+///
+/// Mapped files are opened once per device and inode and stay open as long as the resolver
+/// (one recording): a process that executed another program, or exited, may still have samples
+/// waiting to be resolved, and its files are what resolves them. A recording that runs very many
+/// distinct programs holds as many descriptors.
+///
+/// It is `Send`: names are looked up by a symbolizer thread of its own (started at the first name
+/// not yet cached, ended when the resolver is dropped).
+pub struct StackResolver {
+    pub(crate) processes: HashMap<u32, Process>,
+    files: FileTable,
+    /// framehop's rule cache, shared by every process (each unwinder has its own generation).
+    unwind_cache: Box<CacheX86_64>,
+    symbols: Symbols,
+    /// The mapping reported for an address in no known mapping.
+    unmapped: Arc<MappingInfo>,
+    /// The mapping reported for kernel addresses.
+    kernel: Arc<MappingInfo>,
+}
+
+impl fmt::Debug for StackResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StackResolver")
+            .field("processes", &self.processes.len())
+            .field("files", &self.files.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for StackResolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StackResolver {
+    /// Path of the mapping frames report for kernel addresses (start 0, end `u64::MAX`, file
+    /// offset 0: `rel_pc` is the address itself).
+    pub const KERNEL_PATH: &str = "[kernel.kallsyms]";
+    /// Path of the mapping frames report for a user address in no mapping known of its process
+    /// (start and end 0: `rel_pc` is the address itself).
+    pub const UNMAPPED_PATH: &str = "[unknown]";
+
+    /// A resolver that knows no process yet.
+    pub fn new() -> Self {
+        let pseudo = |path: &str, end| {
+            Arc::new(MappingInfo {
+                path: path.to_owned(),
+                build_id: None,
+                start: 0,
+                end,
+                file_offset: 0,
+            })
+        };
+        StackResolver {
+            processes: HashMap::default(),
+            files: FileTable::default(),
+            unwind_cache: Box::new(CacheX86_64::new()),
+            symbols: Symbols::default(),
+            unmapped: pseudo(Self::UNMAPPED_PATH, 0),
+            kernel: pseudo(Self::KERNEL_PATH, u64::MAX),
+        }
+    }
+
+    /// Reads process `pid`'s mappings (and opens its mapped files) unless already known. Cheap
+    /// when known. Called as soon as a sample of `pid` arrives.
+    ///
+    /// A pid that cannot be read (it exited already) is remembered with no mappings: its stacks
+    /// resolve to `[unknown]`.
+    pub fn observe(&mut self, pid: u32) {
+        self.process(pid);
+    }
+
+    /// Forgets what is known of `pid` (it executed a new program: the next `observe` reads it
+    /// again). The files it mapped stay open, and their names cached, for the resolver's life.
+    pub fn forget(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
+
+    /// The executable mappings known of `pid` (reading it first if it was never observed),
+    /// sorted by address: files, `[vdso]`, `[anon]` and other pseudo mappings.
+    pub fn mappings(&mut self, pid: u32) -> Vec<Arc<MappingInfo>> {
+        self.process(pid)
+            .mappings()
+            .iter()
+            .map(|m| Arc::clone(&m.info))
+            .collect()
+    }
+
+    /// Unwinds one user stack: `stack` holds the bytes of the user stack from `regs.sp` upward.
+    /// Appends the frames' lookup addresses to `out`, leaf first: the ip itself, then each
+    /// return address minus 1 (so it falls inside the call instruction). Stops at the first
+    /// frame it cannot unwind; limited to `max_frames`. Falls back to frame pointers where there
+    /// is no unwind info. A pid never observed: reads it first (observe).
+    ///
+    /// A return address in none of the process's mappings ends the walk (it is not appended);
+    /// the mappings are read again first, in case a library was loaded since: at most every
+    /// 10 ms per process while that finds new mappings, backing off to once a second while it
+    /// finds none.
+    pub fn unwind_user(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        max_frames: usize,
+        out: &mut Vec<u64>,
+    ) {
+        let first = out.len();
+        self.process(pid);
+        for attempt in 0..2 {
+            let Some(process) = self.processes.get_mut(&pid) else {
+                return;
+            };
+            let stop = unwind::unwind(
+                process,
+                &mut self.unwind_cache,
+                regs,
+                stack,
+                max_frames,
+                out,
+            );
+            if stop == Stop::End || attempt == 1 || !process.reread_for_miss(pid, &mut self.files) {
+                return;
+            }
+            out.truncate(first);
+        }
+    }
+
+    /// Symbolizes user addresses of `pid` (as [`unwind_user`](Self::unwind_user) returns
+    /// them), one frame per address in order. Names are cached per (file, offset).
+    ///
+    /// An address in an anonymous mapping (JIT code), in a file that could not be read, or
+    /// where the file has no symbol is named `[unknown]`; one in no mapping, even after reading
+    /// the mappings again (as [`unwind_user`](Self::unwind_user) does), reports the mapping
+    /// [`UNMAPPED_PATH`](Self::UNMAPPED_PATH).
+    pub fn symbolize_user(&mut self, pid: u32, addrs: &[u64]) -> Vec<ResolvedFrame> {
+        self.process(pid);
+        let mut frames = Vec::with_capacity(addrs.len());
+        let mut missing = self.locate(pid, addrs, &mut frames);
+        if frames
+            .iter()
+            .any(|(f, _)| Arc::ptr_eq(&f.mapping, &self.unmapped))
+            && let Some(process) = self.processes.get_mut(&pid)
+            && process.reread_for_miss(pid, &mut self.files)
+        {
+            frames.clear();
+            missing = self.locate(pid, addrs, &mut frames);
+        }
+        if missing.is_empty() {
+            return frames.into_iter().map(|(frame, _)| frame).collect();
+        }
+        // The names not cached, looked up per file.
+        missing.sort_unstable();
+        for batch in missing.chunk_by(|a, b| a.0 == b.0) {
+            let Some(&(file, _)) = batch.first() else {
+                continue;
+            };
+            if let Some(mapped) = self.files.get(file) {
+                let offsets = batch.iter().map(|&(_, offset)| offset).collect();
+                self.symbols
+                    .look_up_user(file, mapped.symbol_path(), offsets);
+            }
+        }
+        frames
+            .into_iter()
+            .map(|(mut frame, file)| {
+                if let Some(file) = file
+                    && let Some(Some(name)) = self.symbols.cached_user(file, frame.rel_pc)
+                {
+                    frame.function = name.to_owned();
+                }
+                frame
+            })
+            .collect()
+    }
+
+    /// Symbolizes kernel addresses with `/proc/kallsyms`, one frame per address in order.
+    /// Cached. The frames report the mapping [`KERNEL_PATH`](Self::KERNEL_PATH), and `rel_pc`
+    /// is the address itself.
+    pub fn symbolize_kernel(&mut self, addrs: &[u64]) -> Vec<ResolvedFrame> {
+        self.symbols
+            .kernel(addrs)
+            .into_iter()
+            .zip(addrs)
+            .map(|(function, &addr)| ResolvedFrame {
+                function,
+                mapping: Arc::clone(&self.kernel),
+                rel_pc: addr,
+                addr,
+            })
+            .collect()
+    }
+
+    /// Process `pid`, read the first time.
+    fn process(&mut self, pid: u32) -> &mut Process {
+        self.processes
+            .entry(pid)
+            .or_insert_with(|| Process::read(pid, &mut self.files))
+    }
+
+    /// The frame of each address of `pid`, named if its name is cached, into `frames` (with the
+    /// file to look the name up in when it is not); returns the (file, offset) of the names
+    /// not cached.
+    fn locate(
+        &self,
+        pid: u32,
+        addrs: &[u64],
+        frames: &mut Vec<(ResolvedFrame, Option<FileId>)>,
+    ) -> Vec<(FileId, u64)> {
+        let process = self.processes.get(&pid);
+        let mut missing = Vec::new();
+        for &addr in addrs {
+            let (mapping, file) = match process.and_then(|p| p.find(addr)) {
+                Some(m) => (Arc::clone(&m.info), m.file),
+                None => (Arc::clone(&self.unmapped), None),
+            };
+            let rel_pc = addr
+                .wrapping_sub(mapping.start)
+                .wrapping_add(mapping.file_offset);
+            let (function, pending) = match file.map(|f| (f, self.symbols.cached_user(f, rel_pc))) {
+                Some((_, Some(Some(name)))) => (name.to_owned(), None),
+                Some((f, None)) => {
+                    missing.push((f, rel_pc));
+                    (UNKNOWN.to_owned(), Some(f))
+                }
+                Some((_, Some(None))) | None => (UNKNOWN.to_owned(), None),
+            };
+            let frame = ResolvedFrame {
+                function,
+                mapping,
+                rel_pc,
+                addr,
+            };
+            frames.push((frame, pending));
+        }
+        missing
+    }
+}
