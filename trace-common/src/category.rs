@@ -21,6 +21,18 @@ pub const KERNEL_BLOCK: &str = "kernel:block";
 /// counters.
 pub const KERNEL_VM: &str = "kernel:vm";
 
+/// The kernel provider's CPU profile: every CPU sampled on a `cpu-clock`
+/// timer, with the running thread's kernel and user stacks.
+pub const KERNEL_PROFILE: &str = "kernel:profile";
+/// The kernel provider's off-CPU category: where threads block (their
+/// stacks, for blocks above a threshold) and the stacks of their wakers.
+pub const KERNEL_OFFCPU: &str = "kernel:offcpu";
+
+/// Kernel categories an empty category list leaves out: recording stacks
+/// costs more than the other categories, so it is asked for by name (or
+/// by a glob such as `kernel:*`).
+pub const KERNEL_OPT_IN: &[&str] = &[KERNEL_PROFILE, KERNEL_OFFCPU];
+
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
@@ -46,6 +58,14 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_VM,
         "user page faults as instants (address, access), resident-set sizes as counters",
+    ),
+    (
+        KERNEL_PROFILE,
+        "CPU profile: each CPU sampled at --sample-hz with kernel and user stacks (flamegraphs)",
+    ),
+    (
+        KERNEL_OFFCPU,
+        "where threads block longer than --offcpu-min-us (stacks, time off CPU) and who woke them",
     ),
 ];
 
@@ -75,6 +95,17 @@ pub fn glob_matches(pattern: &str, category: &str) -> bool {
         pi += 1;
     }
     pi == p.len()
+}
+
+/// Whether kernel category `category` is enabled by the list `enabled`:
+/// as [`is_enabled`] says, except that an empty list leaves out the
+/// [`KERNEL_OPT_IN`] ones.
+pub fn kernel_enabled<S: AsRef<str>>(enabled: &[S], category: &str) -> bool {
+    if enabled.is_empty() {
+        !KERNEL_OPT_IN.contains(&category)
+    } else {
+        is_enabled(enabled, category)
+    }
 }
 
 /// Whether `category` is enabled by the list `enabled` (empty: all are).
@@ -107,5 +138,14 @@ mod tests {
         assert!(is_enabled(&none, "kernel:sched"));
         assert!(is_enabled(&["kernel:proc", "kernel:s*"], "kernel:sched"));
         assert!(!is_enabled(&["kernel:proc"], "kernel:sched"));
+    }
+
+    #[test]
+    fn stacks_are_asked_for() {
+        let none: [&str; 0] = [];
+        assert!(kernel_enabled(&none, KERNEL_SCHED));
+        assert!(!kernel_enabled(&none, KERNEL_PROFILE));
+        assert!(kernel_enabled(&["kernel:*"], KERNEL_PROFILE));
+        assert!(kernel_enabled(&[KERNEL_OFFCPU], KERNEL_OFFCPU));
     }
 }

@@ -35,8 +35,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use trace_common::controller::{
     Envelope, FxtVersion, KernelCount, KernelStats, ProviderInfo, ProviderProgress, ProviderSpec,
-    ProviderStats, Reply, Request, SessionState, StartError, StartOptions, Status, StopError,
-    StopResult, TraceConfig,
+    ProviderStats, Reply, Request, SessionState, StackOptions, StartError, StartOptions, Status,
+    StopError, StopResult, TraceConfig,
 };
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Record, ThreadRef};
@@ -333,6 +333,13 @@ fn trace_config(rng: &mut Rng) -> TraceConfig {
         uprobes: rng.texts(3, 60),
         usdt: rng.texts(3, 60),
         tracepoints: rng.texts(3, 60),
+        stacks: StackOptions {
+            sample_hz: rng.u32(),
+            offcpu_min_us: rng.next(),
+            frame_pointers: rng.chance(2),
+            stack_bytes: rng.u32(),
+            probe_stacks: rng.texts(4, 12),
+        },
     }
 }
 

@@ -5,10 +5,12 @@
 use core::mem::MaybeUninit;
 
 use aya_ebpf::{
+    EbpfContext as _,
     helpers::bpf_get_current_pid_tgid,
     macros::{btf_tracepoint, tracepoint},
     programs::{BtfTracePointContext, TracePointContext},
 };
+use trace_common::kernel::stack::SOURCE_SYSCALL;
 use trace_common::kernel::{
     EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, SYSCALL_ARGS, SysEnterEvent,
     SysExitEvent,
@@ -17,6 +19,7 @@ use trace_common::kernel::{
 use crate::follow::wanted;
 use crate::record::Record;
 use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
+use crate::stack::probe_stack;
 use crate::task::field;
 
 /// Whether a system call event of the current task is recorded: never for
@@ -49,6 +52,7 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
     let Some(mut entry) = reserve::<SysEnterEvent>() else {
         return 0;
     };
+    let id;
     let e = MaybeUninit::as_mut_ptr(&mut entry);
     // SAFETY: `e` points at a reserved, writable ring-buffer entry of
     // size_of::<SysEnterEvent>() bytes; every field is written before the
@@ -57,7 +61,8 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
     // (userspace accepts the field only at a multiple of 8).
     unsafe {
         (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
-        (*e).id = r.int(&l.id);
+        id = r.int(&l.id);
+        (*e).id = id;
         let present = l.args.is_present();
         let words = (l.args.size / 8) as usize;
         for i in 0..SYSCALL_ARGS {
@@ -69,6 +74,15 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
         }
     }
     r.submit(layout, entry);
+    probe_stack(
+        ctx.as_ptr(),
+        layout,
+        SOURCE_SYSCALL,
+        id as u64,
+        ts,
+        pid_tgid,
+        false,
+    );
     0
 }
 
@@ -125,6 +139,15 @@ pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
         (*e).args[5] = field(regs, MARK_REGS_ARGS[5]);
     }
     entry.submit(wakeup_flags(layout));
+    probe_stack(
+        ctx.as_ptr(),
+        layout,
+        SOURCE_SYSCALL,
+        id as u64,
+        ts,
+        pid_tgid,
+        false,
+    );
     0
 }
 

@@ -13,6 +13,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
+use trace_common::kernel::stack::SOURCE_TRACEPOINT;
 use trace_common::kernel::tracepoint::{
     DATA_MAX, FILTER_MAX_INSNS, FILTER_TEXT_MAX, FLAG_DATA_LOC, FLAG_PREFIX, FLAG_REL_LOC,
     FLAG_SIGNED, FilterInsn, LOC_RELATIVE, LOCS_MAX, OP_AND, OP_BITS, OP_EQ, OP_GE, OP_GT, OP_LE,
@@ -23,6 +24,7 @@ use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader};
 
 use crate::follow::wanted;
 use crate::ring::{count_lost, cpu_ring, layout, now, wakeup_flags};
+use crate::stack::probe_stack;
 
 /// What each selected tracepoint's events go through, by tracepoint id.
 #[map(name = "TRACEPOINTS")]
@@ -230,6 +232,15 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
     if !written {
         count_lost(COUNTER_RINGBUF_FULL);
     }
+    probe_stack(
+        ctx.as_ptr(),
+        layout,
+        SOURCE_TRACEPOINT,
+        u64::from(id),
+        ts,
+        pid_tgid,
+        true,
+    );
     0
 }
 

@@ -10,10 +10,12 @@ use aya_ebpf::{
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
+use trace_common::kernel::stack::SOURCE_UPROBE;
 use trace_common::kernel::{EventKind, UPROBE_RETURN, UprobeEvent};
 
 use crate::follow::wanted;
 use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
+use crate::stack::probe_stack;
 
 /// Writes a probe event of the function with attach cookie of `ctx`.
 #[inline(always)]
@@ -40,6 +42,9 @@ pub(crate) fn probe_event(ctx: *mut c_void, ret: u32) {
         (*e).reserved = 0;
     }
     entry.submit(wakeup_flags(layout));
+    if ret == 0 {
+        probe_stack(ctx, layout, SOURCE_UPROBE, probe, ts, pid_tgid, false);
+    }
 }
 
 /// Entry of a probed function.

@@ -13,6 +13,7 @@ use aya_ebpf::{
     macros::uprobe,
     programs::ProbeContext,
 };
+use trace_common::kernel::stack::SOURCE_USDT;
 use trace_common::kernel::{
     EventKind, USDT_ARG_CONST, USDT_ARG_DEREF, USDT_ARG_REG, USDT_MAX_ARGS, USDT_MAX_REGS_BYTES,
     USDT_MAX_STRS, USDT_STR_LEN, UsdtEvent,
@@ -21,6 +22,7 @@ use trace_common::kernel::{
 use crate::follow::wanted;
 use crate::maps::USDT_SPECS;
 use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
+use crate::stack::probe_stack;
 
 /// Words of the register file a USDT program copies (registers are read by
 /// an index masked with `USDT_REG_WORDS - 1`).
@@ -131,6 +133,15 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
         }
     }
     entry.submit(wakeup_flags(layout));
+    probe_stack(
+        regs,
+        layout,
+        SOURCE_USDT,
+        u64::from(site),
+        ts,
+        pid_tgid,
+        false,
+    );
     0
 }
 

@@ -55,6 +55,8 @@ pub struct RecordConfig {
     /// the first `buffer_bytes` of them kept (oneshot), or the newest
     /// `buffer_bytes` of them kept and written at stop (circular).
     pub kernel_mode: BufferingMode,
+    /// How stacks are recorded.
+    pub stacks: trace_common::controller::StackOptions,
 }
 
 impl RecordConfig {
@@ -170,11 +172,23 @@ pub struct Progress {
     pub kernel_fill: f64,
 }
 
+/// The process of a stack entry (undecoded), if `bytes` is one.
+fn stack_process(bytes: &[u8]) -> Option<u32> {
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_ne_bytes)
+    };
+    // `EventHeader`: kind at 0, tgid at 20.
+    (word(0)? == trace_common::kernel::stack::STACK_KIND).then(|| word(20))?
+}
+
 /// The kernel categories `patterns` select.
 pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
     KERNEL_CATEGORIES
         .iter()
-        .filter(|(name, _)| category::is_enabled(patterns, name))
+        .filter(|(name, _)| category::kernel_enabled(patterns, name))
         .map(|(name, _)| (*name).to_owned())
         .collect()
 }
@@ -222,6 +236,7 @@ impl<W: Write> Session<W> {
         let mut translator = KernelTranslator::new();
         translator.set_start(boottime_ns());
         translator.set_tracepoints(Arc::clone(&config.tracepoints));
+        translator.set_sample_hz(config.stacks.sample_hz);
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
         translator.set_usdt_sites(
             config
@@ -304,6 +319,7 @@ impl<W: Write> Session<W> {
             usdt: self.config.usdt.clone(),
             tracepoints: Arc::clone(&self.config.tracepoints),
             classic_tracepoints: false,
+            stacks: self.config.stacks.clone(),
         })?;
         self.kernel = Some(kernel);
         self.translator.restart(boottime_ns());
@@ -403,6 +419,11 @@ impl<W: Write> Session<W> {
         out.enter_provider(KERNEL_PROVIDER_ID)?;
         kernel.drain_raw(&mut |bytes| {
             n += 1;
+            // A stack needs its process's mappings while the process lives,
+            // however much later it is translated.
+            if let Some(tgid) = stack_process(bytes) {
+                translator.observe_stack_process(tgid);
+            }
             match mode {
                 BufferingMode::Circular => {
                     let len = bytes.len().min(usize::from(u16::MAX));
@@ -425,6 +446,9 @@ impl<W: Write> Session<W> {
                         }
                         Ok(Entry::Tracepoint(record)) if result.is_ok() => {
                             result = translator.tracepoint(out, &record);
+                        }
+                        Ok(Entry::Stack(record)) if result.is_ok() => {
+                            result = translator.stack(out, &record);
                         }
                         Ok(_) => {}
                         Err(_) => malformed += 1,
@@ -495,6 +519,7 @@ impl<W: Write> Session<W> {
                 Ok(Entry::Tracepoint(record)) => {
                     self.translator.tracepoint(&mut self.out, &record)?
                 }
+                Ok(Entry::Stack(record)) => self.translator.stack(&mut self.out, &record)?,
                 Err(_) => self.stats.malformed += 1,
             }
         }
@@ -576,6 +601,7 @@ mod tests {
                 usdt: vec![],
                 tracepoints: Default::default(),
                 kernel_mode: BufferingMode::Streaming,
+                stacks: Default::default(),
             },
             Vec::new(),
         )

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use trace_common::category::KERNEL_CATEGORIES;
-use trace_common::controller::{ProviderSpec, TraceConfig};
+use trace_common::controller::{ProviderSpec, StackOptions, TraceConfig};
 use trace_common::provider::BufferingMode;
 use trace_manager::session::kernel_categories;
 
@@ -114,6 +114,43 @@ pub(super) fn trace_config(args: &RecordArgs, categories: &[String]) -> Result<T
         uprobes: args.uprobes.iter().map(|s| absolute_spec(s)).collect(),
         usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
         tracepoints: args.events.clone(),
+        stacks: stack_options(args)?,
+    })
+}
+
+/// How the arguments ask stacks to be recorded.
+fn stack_options(args: &RecordArgs) -> Result<StackOptions> {
+    let mut probe_stacks = Vec::new();
+    for name in &args.probe_stacks {
+        let name = name.trim();
+        if name == "all" {
+            probe_stacks.extend(StackOptions::PROBE_SOURCES.iter().map(|s| (*s).to_owned()));
+        } else if StackOptions::PROBE_SOURCES.contains(&name) {
+            probe_stacks.push(name.to_owned());
+        } else {
+            bail!(
+                "--stacks takes {} or all, not {name:?}",
+                StackOptions::PROBE_SOURCES.join(", ")
+            );
+        }
+    }
+    probe_stacks.sort();
+    probe_stacks.dedup();
+    if args.sample_hz == 0 || args.sample_hz > trace_manager::kernel::profile::MAX_SAMPLE_HZ {
+        bail!(
+            "--sample-hz must be 1 to {}",
+            trace_manager::kernel::profile::MAX_SAMPLE_HZ
+        );
+    }
+    if !(512..=16384).contains(&args.stack_size) {
+        bail!("--stack-size must be 512 to 16384 bytes");
+    }
+    Ok(StackOptions {
+        sample_hz: args.sample_hz,
+        offcpu_min_us: args.offcpu_min_us,
+        frame_pointers: args.call_graph == "fp",
+        stack_bytes: args.stack_size,
+        probe_stacks,
     })
 }
 

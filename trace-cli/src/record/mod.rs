@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
-use trace_common::controller::{Reply, Request, StartOptions, TraceConfig, fail};
+use trace_common::controller::{Reply, Request, StackOptions, StartOptions, TraceConfig, fail};
 use trace_manager::service::Manager;
 
 use command::start_command;
@@ -106,6 +106,30 @@ pub struct RecordArgs {
     /// May repeat.
     #[arg(short = 'e', long = "event", value_name = "SPEC")]
     events: Vec<String>,
+    /// Samples per second and CPU of `kernel:profile` (a `cpu-clock` timer;
+    /// 99 stays out of step with the kernel's 100 Hz and 1000 Hz work).
+    #[arg(long, value_name = "HZ", default_value_t = StackOptions::DEFAULT_SAMPLE_HZ)]
+    sample_hz: u32,
+    /// `kernel:offcpu` records blocks of at least this many microseconds
+    /// (their stacks, and their wakers' stacks).
+    #[arg(long, value_name = "US", default_value_t = StackOptions::DEFAULT_OFFCPU_MIN_US)]
+    offcpu_min_us: u64,
+    /// How user stacks are taken: `dwarf` copies --stack-size bytes of the
+    /// stack and unwinds them with the binaries' .eh_frame (complete
+    /// without frame pointers, as `perf record --call-graph dwarf`); `fp`
+    /// walks frame pointers in the kernel (cheaper; stops at the first
+    /// function built without them).
+    #[arg(long, value_name = "MODE", default_value = "dwarf", value_parser = ["dwarf", "fp"])]
+    call_graph: String,
+    /// User stack bytes copied per stack with `--call-graph dwarf` (512 to
+    /// 16384; deep stacks, such as Python's, want 16384).
+    #[arg(long, value_name = "BYTES", default_value_t = StackOptions::DEFAULT_STACK_BYTES)]
+    stack_size: u32,
+    /// Record the calling stack of every event of these probes: any of
+    /// `uprobe`, `usdt`, `syscall` (at each call's entry), `tracepoint`
+    /// (`-e`), comma-separated, or `all`.
+    #[arg(long = "stacks", value_name = "PROBES", value_delimiter = ',')]
+    probe_stacks: Vec<String>,
     /// Stop when a userspace provider raises this alert
     /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
     #[arg(long = "trigger", value_name = "ALERT")]

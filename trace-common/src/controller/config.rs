@@ -59,6 +59,52 @@ pub struct TraceConfig {
     /// Tracepoints to record by name (`-e` specs: `GROUP:EVENT` globs,
     /// `ENTRY..EXIT` pairs, ` if FILTER`).
     pub tracepoints: Vec<String>,
+    /// How stacks are recorded.
+    pub stacks: StackOptions,
+}
+
+/// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes'
+/// stacks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackOptions {
+    /// Samples per second and CPU of `kernel:profile`.
+    pub sample_hz: u32,
+    /// `kernel:offcpu` leaves out blocks shorter than this (microseconds).
+    pub offcpu_min_us: u64,
+    /// Walk user stacks by frame pointers in the kernel instead of copying
+    /// their bytes to unwind them from `.eh_frame`.
+    pub frame_pointers: bool,
+    /// User stack bytes copied per stack (when not walking frame pointers).
+    pub stack_bytes: u32,
+    /// The probes whose events carry their calling stack: any of
+    /// `uprobe`, `usdt`, `syscall`, `tracepoint`.
+    pub probe_stacks: Vec<String>,
+}
+
+impl StackOptions {
+    /// `kernel:profile`'s default rate: 99 Hz, off the 100 Hz and 1000 Hz
+    /// of the kernel's own timers so that samples do not fall in step with
+    /// periodic work, as `perf record -F 99` does.
+    pub const DEFAULT_SAMPLE_HZ: u32 = 99;
+    /// The default off-CPU threshold: 1 ms.
+    pub const DEFAULT_OFFCPU_MIN_US: u64 = 1000;
+    /// The default user stack copy: 8 KiB, as `perf record --call-graph
+    /// dwarf`.
+    pub const DEFAULT_STACK_BYTES: u32 = 8192;
+    /// The probe sources [`StackOptions::probe_stacks`] may name.
+    pub const PROBE_SOURCES: &[&str] = &["uprobe", "usdt", "syscall", "tracepoint"];
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            sample_hz: Self::DEFAULT_SAMPLE_HZ,
+            offcpu_min_us: Self::DEFAULT_OFFCPU_MIN_US,
+            frame_pointers: false,
+            stack_bytes: Self::DEFAULT_STACK_BYTES,
+            probe_stacks: Vec::new(),
+        }
+    }
 }
 
 impl Default for TraceConfig {
@@ -77,6 +123,7 @@ impl Default for TraceConfig {
             uprobes: Vec::new(),
             usdt: Vec::new(),
             tracepoints: Vec::new(),
+            stacks: StackOptions::default(),
         }
     }
 }

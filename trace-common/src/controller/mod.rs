@@ -21,7 +21,7 @@ mod messages;
 mod stats;
 
 pub use codec::{is_controller_message, kind, provider_stats_page};
-pub use config::{FxtVersion, ProviderSpec, StartOptions, TraceConfig};
+pub use config::{FxtVersion, ProviderSpec, StackOptions, StartOptions, TraceConfig};
 pub use errors::{SessionState, StartError, StopError, fail};
 pub use messages::{Envelope, ProviderInfo, Reply, Request};
 pub use stats::{KernelCount, KernelStats, ProviderProgress, ProviderStats, Status, StopResult};
@@ -32,8 +32,9 @@ pub const MAGIC: u32 = 0x4343_4D54;
 /// The controller protocol version. 2: the stop result says how many
 /// providers took part (`providers_total`) and [`Request::GetProviderStats`]
 /// pages through those one message did not hold. 3: the kernel's record
-/// counts are typed ([`KernelCount`]), not named by strings.
-pub const VERSION: u16 = 3;
+/// counts are typed ([`KernelCount`]), not named by strings. 4: the trace
+/// configuration says how stacks are recorded ([`StackOptions`]).
+pub const VERSION: u16 = 4;
 
 /// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
 /// manager tells a client of such a version that it does not speak it in a

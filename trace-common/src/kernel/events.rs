@@ -609,7 +609,7 @@ pub(super) trait PlainData: Copy {}
 impl PlainData for EventHeader {}
 
 /// Copies a `T` out of the start of `bytes`, if long enough.
-fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
+pub(super) fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
     let needed = size_of::<T>();
     if bytes.len() < needed {
         return Err(ParseError::TooShort {
@@ -634,7 +634,8 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
     match EventKind::from_u32(header.kind) {
         Some(kind) => KernelEvent::read_fixed(kind, bytes),
         // A kind with a variable-length body has its own decoder:
-        // `tracepoint::TracepointRecord::parse` for `TRACEPOINT_KIND`.
+        // `tracepoint::TracepointRecord::parse` for `TRACEPOINT_KIND`,
+        // `stack::StackRecord::parse` for `STACK_KIND`.
         None => Err(ParseError::UnknownKind(header.kind)),
     }
 }
@@ -647,13 +648,21 @@ pub enum Entry<'a> {
     Fixed(KernelEvent),
     /// An event of a tracepoint selected by name.
     Tracepoint(super::tracepoint::TracepointRecord<'a>),
+    /// A stack.
+    Stack(super::stack::StackRecord<'a>),
 }
 
 /// Decodes one ring-buffer entry of any kind ([`parse`] for the fixed
 /// kinds), without trusting it.
 pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
-    if bytes.get(..4) == Some(&super::tracepoint::TRACEPOINT_KIND.to_ne_bytes()[..]) {
+    let kind = bytes
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_ne_bytes);
+    if kind == Some(super::tracepoint::TRACEPOINT_KIND) {
         super::tracepoint::TracepointRecord::parse(bytes).map(Entry::Tracepoint)
+    } else if kind == Some(super::stack::STACK_KIND) {
+        super::stack::StackRecord::parse(bytes).map(Entry::Stack)
     } else {
         parse(bytes).map(Entry::Fixed)
     }

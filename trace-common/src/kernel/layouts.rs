@@ -354,21 +354,23 @@ pub struct KernelLayout {
     /// stopping sets it, so every category ends at the same instant however
     /// long detaching the programs takes. `u64::MAX` while recording.
     pub stop_ts: u64,
+    /// What the stack programs do.
+    pub stacks: super::stack::StackConfig,
 }
 
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 9;
+    pub const VERSION: u16 = 10;
 }
 
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
     // version, reserved, wakeup_bytes, 19 record sizes, 59 fields, filter,
-    // self_tgid, stop_ts: no implicit padding anywhere (add a `u16` before
+    // self_tgid, stop_ts, stacks: no implicit padding anywhere (add a `u16` before
     // `filter` when the fields stop ending on a multiple of 4, and a `u32`
     // before `stop_ts` to keep it at a multiple of 8).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 19 * 2 + 59 * 6 + 4 + 4 + 8);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 19 * 2 + 59 * 6 + 4 + 4 + 8 + 24);
     assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };

@@ -30,6 +30,10 @@
 //!   [`KernelEvent`] and [`parse`] (eBPF → userspace), all generated from
 //!   one table of kinds.
 //! - [`usdt`]: where a USDT probe site's arguments are ([`UsdtSpec`]).
+//! - [`tracepoint`]: tracepoints selected by name, their configuration
+//!   and variable-length event.
+//! - [`stack`]: stacks (profile, off-CPU, wakers, probes), their
+//!   configuration and variable-length event.
 //!
 //! Everything is re-exported here: users name `trace_common::kernel::X`.
 
@@ -37,6 +41,7 @@ pub mod events;
 pub mod layouts;
 pub mod maps;
 pub mod programs;
+pub mod stack;
 pub mod tracepoint;
 pub mod usdt;
 

@@ -3,7 +3,7 @@
 //! userspace patches into them, and the probe programs' names.
 
 use crate::category::{
-    KERNEL_BLOCK, KERNEL_IRQ, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL, KERNEL_VM,
+    KERNEL_BLOCK, KERNEL_IRQ, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL, KERNEL_VM,
 };
 
 #[cfg(doc)]
@@ -225,6 +225,27 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         group: "kmem",
         event: "rss_stat",
         optional: true,
+    },
+    TracepointSpec {
+        category: KERNEL_OFFCPU,
+        program: super::stack::OFFCPU_SWITCH_PROGRAM,
+        group: "sched",
+        event: "sched_switch",
+        optional: false,
+    },
+    TracepointSpec {
+        category: KERNEL_OFFCPU,
+        program: super::stack::OFFCPU_WAKING_PROGRAM,
+        group: "sched",
+        event: "sched_waking",
+        optional: false,
+    },
+    TracepointSpec {
+        category: KERNEL_OFFCPU,
+        program: super::stack::OFFCPU_SYS_EXIT_PROGRAM,
+        group: "raw_syscalls",
+        event: "sys_exit",
+        optional: false,
     },
 ];
 

@@ -14,6 +14,9 @@ use super::format::FormatError;
 /// Every message is one sentence a user can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
+    /// The stack options are out of range.
+    #[error("{0}")]
+    Stacks(String),
     /// The process may not load eBPF programs or mount tracefs.
     #[error(
         "permission denied: loading kernel tracing programs needs root \

@@ -310,7 +310,9 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             );
             layout.sched_switch = l;
         }
-        ("sched", "sched_wakeup") => layout.sched_wakeup = wakeup(f),
+        // `sched_waking` (kernel:offcpu) is of `sched_wakeup`'s event class:
+        // one layout serves both.
+        ("sched", "sched_wakeup") | ("sched", "sched_waking") => layout.sched_wakeup = wakeup(f),
         ("sched", "sched_wakeup_new") => layout.sched_wakeup_new = wakeup(f),
         ("task", "task_newtask") => {
             let mut l = TaskNewtaskLayout {

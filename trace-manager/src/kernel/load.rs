@@ -6,7 +6,12 @@ use std::io;
 
 use aya::EbpfLoader;
 use aya::maps::{ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, RingBuf};
-use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC};
+use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC, KERNEL_PROFILE};
+use trace_common::controller::StackOptions;
+use trace_common::kernel::stack::{
+    CALL_GRAPH_DWARF, CALL_GRAPH_FP, SOURCE_SYSCALL, SOURCE_TRACEPOINT, SOURCE_UPROBE, SOURCE_USDT,
+    StackConfig, USER_STACK_CHUNK, USER_STACK_MAX,
+};
 use trace_common::kernel::{
     BTF_VARIANTS, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelLayout, MAP_EVENTS, MAP_FOLLOWED,
     MAP_LAYOUT, MAP_USDT_SPECS, TRACEPOINTS, TracepointSpec,
@@ -96,6 +101,7 @@ impl KernelProvider {
                 },
             self_tgid: std::process::id(),
             stop_ts: u64::MAX,
+            stacks: stack_config(&config.stacks)?,
             ..KernelLayout::default()
         };
         // A tracepoint some kernels lack (architecture, configuration) is
@@ -307,6 +313,9 @@ impl KernelProvider {
         if !config.tracepoints.is_empty() {
             provider.attach_tracepoints(&config.tracepoints)?;
         }
+        if provider.categories.iter().any(|c| c == KERNEL_PROFILE) {
+            provider.attach_profile(&cpus, config.stacks.sample_hz)?;
+        }
         // Threads created between the first look and the attachment.
         for &pid in pids {
             provider.follow(pid)?;
@@ -320,6 +329,51 @@ impl KernelProvider {
         );
         Ok(provider)
     }
+}
+
+/// What the stack programs are to do, from `options`.
+fn stack_config(options: &StackOptions) -> Result<StackConfig, KernelError> {
+    let mut probe_sources = 0u32;
+    for name in &options.probe_stacks {
+        let source = match name.as_str() {
+            "uprobe" => SOURCE_UPROBE,
+            "usdt" => SOURCE_USDT,
+            "syscall" => SOURCE_SYSCALL,
+            "tracepoint" => SOURCE_TRACEPOINT,
+            other => {
+                return Err(KernelError::Stacks(format!(
+                    "no probe kind {other:?} has stacks (known: {})",
+                    StackOptions::PROBE_SOURCES.join(", ")
+                )));
+            }
+        };
+        probe_sources |= 1 << source;
+    }
+    let bytes = options.stack_bytes as usize;
+    if !(USER_STACK_CHUNK..=USER_STACK_MAX).contains(&bytes) {
+        return Err(KernelError::Stacks(format!(
+            "the user stack copy must be {USER_STACK_CHUNK} to {USER_STACK_MAX} bytes, not {bytes}"
+        )));
+    }
+    if options.sample_hz == 0 || options.sample_hz > super::profile::MAX_SAMPLE_HZ {
+        return Err(KernelError::Stacks(format!(
+            "the sampling frequency must be 1 to {} Hz, not {}",
+            super::profile::MAX_SAMPLE_HZ,
+            options.sample_hz
+        )));
+    }
+    Ok(StackConfig {
+        call_graph: if options.frame_pointers {
+            CALL_GRAPH_FP
+        } else {
+            CALL_GRAPH_DWARF
+        },
+        // Whole pieces: the program copies the stack a piece at a time.
+        user_stack_bytes: (bytes - bytes % USER_STACK_CHUNK) as u32,
+        probe_sources,
+        reserved: 0,
+        offcpu_min_ns: options.offcpu_min_us.saturating_mul(1000),
+    })
 }
 
 /// The eBPF object: as embedded, or a copy with field offsets patched in.

@@ -62,6 +62,7 @@ pub mod format;
 mod load;
 mod patch;
 pub mod perf_probe;
+pub mod profile;
 mod reorder;
 mod stats;
 mod stop;
@@ -124,6 +125,8 @@ pub struct KernelConfig {
     /// Use the classic tracepoint programs even where the kernel's BTF
     /// allows the cheaper BTF tracepoint ones (they write the same events).
     pub classic_tracepoints: bool,
+    /// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes).
+    pub stacks: trace_common::controller::StackOptions,
 }
 
 impl Default for KernelConfig {
@@ -132,6 +135,7 @@ impl Default for KernelConfig {
         KernelConfig {
             categories: KERNEL_CATEGORIES
                 .iter()
+                .filter(|(name, _)| !trace_common::category::KERNEL_OPT_IN.contains(name))
                 .map(|(name, _)| (*name).to_owned())
                 .collect(),
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
@@ -140,6 +144,7 @@ impl Default for KernelConfig {
             usdt: Vec::new(),
             tracepoints: Default::default(),
             classic_tracepoints: false,
+            stacks: Default::default(),
         }
     }
 }

@@ -42,6 +42,7 @@ impl KernelProvider {
             let result = match program {
                 aya::programs::Program::UProbe(up) => up.unload(),
                 aya::programs::Program::BtfTracePoint(tp) => tp.unload(),
+                aya::programs::Program::PerfEvent(pe) => pe.unload(),
                 other => {
                     let tp: Result<&mut TracePoint, _> = other.try_into();
                     tp.and_then(|tp| tp.unload())

@@ -29,6 +29,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         usdt: Vec::new(),
         tracepoints: Default::default(),
         classic_tracepoints: false,
+        stacks: Default::default(),
     }
 }
 
@@ -343,6 +344,7 @@ fn root_full_ring_buffer_counts_drops() {
         usdt: Vec::new(),
         tracepoints: Default::default(),
         classic_tracepoints: false,
+        stacks: Default::default(),
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

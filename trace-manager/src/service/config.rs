@@ -32,6 +32,7 @@ pub(super) fn new_session(
             usdt,
             tracepoints,
             kernel_mode: config.kernel_buffering_mode,
+            stacks: config.stacks.clone(),
         },
         // The sink batches records itself, in whole records.
         sink,

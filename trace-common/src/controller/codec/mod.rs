@@ -7,8 +7,8 @@ use alloc::vec::Vec;
 
 use super::{
     FxtVersion, KernelCount, KernelStats, MAGIC, MAX_LIST_LEN, MAX_MESSAGE_BYTES,
-    MAX_PROVIDER_STATS, MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StopResult,
-    TraceConfig, VERSION,
+    MAX_PROVIDER_STATS, MAX_STRING_LEN, ProviderSpec, ProviderStats, Reply, StackOptions,
+    StopResult, TraceConfig, VERSION,
 };
 use crate::provider::BufferingMode;
 use crate::provider::control::ControlError;
@@ -230,7 +230,12 @@ impl TraceConfig {
         }
         e.strs(&self.uprobes)?;
         e.strs(&self.usdt)?;
-        e.strs(&self.tracepoints)
+        e.strs(&self.tracepoints)?;
+        e.u32(self.stacks.sample_hz);
+        e.u64(self.stacks.offcpu_min_us);
+        e.bool(self.stacks.frame_pointers);
+        e.u32(self.stacks.stack_bytes);
+        e.strs(&self.stacks.probe_stacks)
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
@@ -275,6 +280,13 @@ impl TraceConfig {
             uprobes: d.strs()?,
             usdt: d.strs()?,
             tracepoints: d.strs()?,
+            stacks: StackOptions {
+                sample_hz: d.u32()?,
+                offcpu_min_us: d.u64()?,
+                frame_pointers: d.bool("frame_pointers")?,
+                stack_bytes: d.u32()?,
+                probe_stacks: d.strs()?,
+            },
         })
     }
 }

@@ -43,6 +43,13 @@ fn every_request_round_trips() {
         tracepoints: vec!["sched:* if prev_prio < 100".to_string()],
         buffering_mode: BufferingMode::Streaming,
         kernel_buffering_mode: BufferingMode::Circular,
+        stacks: crate::controller::StackOptions {
+            sample_hz: 999,
+            offcpu_min_us: 5,
+            frame_pointers: true,
+            stack_bytes: 4096,
+            probe_stacks: vec!["uprobe".to_string(), "syscall".to_string()],
+        },
         ..TraceConfig::default()
     }));
     roundtrip_request(Request::StartTracing(StartOptions {

@@ -76,6 +76,10 @@
 //!   Uint64). Arguments that could not be read are left out and flagged in
 //!   an `unreadable_args` bit mask.
 //!
+//! - Stacks (`kernel:profile`, `kernel:offcpu`, probes' stacks) become
+//!   Perfetto perf samples in blob records (blob type 3), symbolized, a
+//!   sampling stream per source (see `stack`).
+//!
 //! Every thread that appears in a record is named by a kernel object record
 //! (with its `"process"` koid argument) as soon as its thread group is known:
 //! from the /proc snapshot taken at start, from the event itself, or from
@@ -84,7 +88,7 @@
 //! [`KernelTranslator::translate`] dispatches each event to the translator
 //! of its category, one file each: `sched`, `process`, `syscall`, `irq`,
 //! `block`, `memory`, `power` (and the drop counter), `probe` (`--uprobe`
-//! and `--usdt`). This file holds what they share: the task each CPU runs,
+//! and `--usdt`), `tracepoint` (`-e`), `stack` (stacks). This file holds what they share: the task each CPU runs,
 //! the threads and processes named so far, the string and thread tables,
 //! the counts, and the recording's start and stop.
 
@@ -95,6 +99,7 @@ mod power;
 mod probe;
 mod process;
 mod sched;
+mod stack;
 mod syscall;
 #[cfg(test)]
 mod testing;
@@ -166,6 +171,8 @@ pub struct KernelRecordCounts {
     pub inferred_switches: u64,
     /// Wake-ups of threads that were running (not written: nothing changed).
     pub running_wakeups: u64,
+    /// Stack samples (profile, off-CPU, wakers, probes' stacks).
+    pub samples: u64,
 }
 
 /// Translates kernel events into records of one provider in the output.
@@ -217,6 +224,10 @@ pub struct KernelTranslator {
     created: Map<u32, u64>,
     /// Tracepoints selected by name.
     tracepoints: tracepoint::Tracepoints,
+    /// Stacks: their resolver and sampling streams.
+    stacks: stack::Stacks,
+    /// `kernel:profile`'s sampling frequency, for its stream's description.
+    sample_hz: u32,
 }
 
 /// The task a CPU runs.
@@ -282,7 +293,15 @@ impl KernelTranslator {
             first_seen: Map::default(),
             created: Map::default(),
             tracepoints: tracepoint::Tracepoints::default(),
+            stacks: stack::Stacks::default(),
+            sample_hz: 0,
         }
+    }
+
+    /// Sets `kernel:profile`'s sampling frequency (described with its
+    /// samples).
+    pub fn set_sample_hz(&mut self, hz: u32) {
+        self.sample_hz = hz;
     }
 
     /// Sets when the recording started (CLOCK_BOOTTIME ns), the start of
@@ -375,13 +394,15 @@ impl KernelTranslator {
 
     /// Writes what is still open — system calls, interrupts, probed
     /// functions, block requests, tracepoint pairs — as ending where the
-    /// recording ended, marked `unfinished`.
+    /// recording ended, marked `unfinished`; and the stack samples not
+    /// written yet.
     pub fn finish_open<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
         self.finish_syscalls(out)?;
         self.finish_irqs(out)?;
         self.finish_probes(out)?;
         self.finish_block(out)?;
-        self.finish_tracepoints(out)
+        self.finish_tracepoints(out)?;
+        self.finish_stacks(out)
     }
 
     /// Names every process and thread of a /proc snapshot.

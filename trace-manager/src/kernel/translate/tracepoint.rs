@@ -56,6 +56,15 @@ fn arg(value: &Decoded) -> ArgValue<'_> {
     }
 }
 
+impl Tracepoints {
+    /// `group:event` of the tracepoint with id `id`.
+    pub(super) fn name_of(&self, id: u32) -> Option<String> {
+        self.selection
+            .get(id)
+            .map(|t| format!("{}:{}", t.group, t.event))
+    }
+}
+
 impl KernelTranslator {
     /// Sets the tracepoints selected by name, whose events
     /// [`KernelTranslator::tracepoint`] translates.

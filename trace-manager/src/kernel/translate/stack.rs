@@ -1,0 +1,339 @@
+//! Stacks (`kernel:profile`, `kernel:offcpu`, probes' `--stacks`) become
+//! Perfetto perf samples in FXT blob records of blob type 3: the user
+//! stack unwound (from the copied stack bytes and the binaries'
+//! `.eh_frame`, or as the frame-pointer walk found it), kernel and user
+//! frames symbolized, and written one sampling stream per source — a
+//! Perfetto packet sequence with its own timebase name:
+//!
+//! - `cpu-clock`: the CPU profile, a sample per tick at the sample's time;
+//! - `off-cpu`: where a thread blocked, at the time it blocked, weighted by
+//!   the nanoseconds it stayed off CPU (`timebase_count`);
+//! - `wakeup`: the waker's stack at the wake-up, weighted by how long the
+//!   woken thread had been blocked;
+//! - `uprobe:FUNCTION`, `usdt:PROVIDER:NAME`, `syscall:NAME`,
+//!   `tracepoint:GROUP:EVENT`: a probe's calling stack at its event.
+//!
+//! A waker that was an interrupt (its kernel stack enters through an
+//! interrupt) keeps its kernel stack only: the user stack is whatever the
+//! interrupt happened to land on.
+//!
+//! User stacks are unwound as their events come (unwinding needs the
+//! process's mappings, kept by the resolver from the first stack of a
+//! process on), but symbolized in batches: a file's first names cost tens
+//! of milliseconds to load, which must not hold up the draining of the
+//! rings. Samples wait (their addresses only) until [`FLUSH_SAMPLES`] have
+//! gathered or the recording ends, then are symbolized and written.
+
+use std::sync::Arc;
+
+use trace_common::fxt::{Record, StringRef};
+use trace_common::kernel::stack::{
+    SOURCE_OFFCPU, SOURCE_PROFILE, SOURCE_SYSCALL, SOURCE_TRACEPOINT, SOURCE_UPROBE, SOURCE_USDT,
+    SOURCE_WAKER, STACK_KERNEL_MODE, STACK_USER_REGS, StackRecord, USER_FRAMES_MAX,
+};
+use trace_perfetto::{BLOB_TYPE_PERFETTO, CpuMode, Frame, Mapping, Sample, SampleWriter};
+use trace_stacks::{MappingInfo, ResolvedFrame, StackResolver, UserRegs};
+
+use super::{KernelTranslator, Map};
+use crate::output::{FxtStream, OutputError};
+use std::io::Write;
+
+/// The name of the blob records that carry Perfetto packets.
+const BLOB_NAME: &str = "perfetto";
+
+/// Kernel functions through which an interrupt enters: a waker stack
+/// through one of them was taken in interrupt context.
+const INTERRUPT_ENTRIES: &[&str] = &["asm_sysvec_", "asm_common_interrupt"];
+
+/// Samples unwound and waiting to be symbolized and written; at most this
+/// many (about 0.5 KiB each) wait.
+pub(super) const FLUSH_SAMPLES: usize = 16_384;
+
+/// A sample unwound, waiting to be symbolized.
+struct Pending {
+    /// Its stream: (source, id).
+    stream: (u32, u64),
+    ts: u64,
+    pid: u32,
+    tid: u32,
+    cpu: u32,
+    cpu_mode: CpuMode,
+    count: Option<u64>,
+    /// Whether its user frames are dropped if the kernel stack shows an
+    /// interrupt (a waker's).
+    waker: bool,
+    /// Kernel addresses, innermost first.
+    kernel: Vec<u64>,
+    /// User lookup addresses, innermost first.
+    user: Vec<u64>,
+}
+
+/// The translator's stack state: the resolver, the samples waiting, and
+/// one writer per stream.
+#[derive(Default)]
+pub(super) struct Stacks {
+    resolver: Option<StackResolver>,
+    pending: Vec<Pending>,
+    /// Writers by (source, id).
+    streams: Map<(u32, u64), SampleWriter>,
+    /// Streams in the order they were made (blob order stays stable).
+    order: Vec<(u32, u64)>,
+    /// Perfetto mappings made from the resolver's, by identity.
+    mappings: Map<MappingInfo, Arc<Mapping>>,
+}
+
+impl Stacks {
+    fn resolver(&mut self) -> &mut StackResolver {
+        self.resolver.get_or_insert_with(StackResolver::new)
+    }
+
+    /// Remembers what the stacks of process `pid` need (its mappings and
+    /// files) while it lives.
+    pub(super) fn observe(&mut self, pid: u32) {
+        if pid != 0 {
+            self.resolver().observe(pid);
+        }
+    }
+
+    /// Process `pid` executed a new program.
+    pub(super) fn forget(&mut self, pid: u32) {
+        if let Some(r) = self.resolver.as_mut() {
+            r.forget(pid);
+        }
+    }
+
+    /// The Perfetto mapping of resolver mapping `info`: the kernel's with
+    /// an empty range (one for every process, as Perfetto's own profiler
+    /// writes it).
+    fn mapping(&mut self, info: &Arc<MappingInfo>) -> Arc<Mapping> {
+        if let Some(m) = self.mappings.get(info.as_ref()) {
+            return Arc::clone(m);
+        }
+        let kernel = info.path == StackResolver::KERNEL_PATH;
+        let m = Arc::new(Mapping {
+            path: info.path.clone(),
+            build_id: info.build_id.clone(),
+            start: if kernel { 0 } else { info.start },
+            end: if kernel { 0 } else { info.end },
+            file_offset: info.file_offset,
+            load_bias: 0,
+        });
+        self.mappings.insert(info.as_ref().clone(), Arc::clone(&m));
+        m
+    }
+
+    fn frames(&mut self, resolved: Vec<ResolvedFrame>, out: &mut Vec<Frame>) {
+        for f in resolved {
+            let mapping = self.mapping(&f.mapping);
+            out.push(Frame {
+                function: f.function,
+                mapping,
+                rel_pc: f.rel_pc,
+            });
+        }
+    }
+}
+
+impl KernelTranslator {
+    /// Remembers what stacks of process `pid` need while it lives (called
+    /// as a stack event arrives, before it is kept for later).
+    pub fn observe_stack_process(&mut self, pid: u32) {
+        self.stacks.observe(pid);
+    }
+
+    /// Writes one stack event as a Perfetto sample.
+    pub fn stack<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        r: &StackRecord<'_>,
+    ) -> Result<(), OutputError> {
+        let e = &r.event;
+        let h = &e.header;
+        if !self.wants(h.ts) {
+            return Ok(());
+        }
+        self.last_ts = self.last_ts.max(h.ts);
+        let (pid, tid) = (h.tgid, h.tid);
+        self.know_thread(out, tid, pid)?;
+        if e.other_tid != 0 {
+            let other_tgid = if e.other_tgid != 0 {
+                e.other_tgid
+            } else {
+                self.threads
+                    .get(&e.other_tid)
+                    .and_then(|t| t.tgid)
+                    .unwrap_or(e.other_tid)
+            };
+            self.know_thread(out, e.other_tid, other_tgid)?;
+        }
+
+        let kernel: Vec<u64> = r.kernel_frames().collect();
+        let mut user = Vec::new();
+        if e.flags & STACK_USER_REGS != 0 {
+            self.stacks.observe(pid);
+            let fp: Vec<u64> = r.user_frames().collect();
+            if !fp.is_empty() {
+                // A walk gives the instruction pointer, then return
+                // addresses: look those up inside their call instruction.
+                user.extend(
+                    fp.iter()
+                        .enumerate()
+                        .map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) }),
+                );
+            } else if !r.stack.is_empty() {
+                let regs = UserRegs {
+                    ip: e.ip,
+                    sp: e.sp,
+                    bp: e.bp,
+                };
+                self.stacks
+                    .resolver()
+                    .unwind_user(pid, regs, r.stack, USER_FRAMES_MAX, &mut user);
+            } else if e.ip != 0 {
+                user.push(e.ip);
+            }
+        }
+        if kernel.is_empty() && user.is_empty() {
+            return Ok(());
+        }
+        let (ts, count) = match e.source {
+            SOURCE_OFFCPU => (e.start_ts, Some(e.end_ts.saturating_sub(e.start_ts))),
+            SOURCE_WAKER => (h.ts, Some(e.end_ts.saturating_sub(e.start_ts))),
+            _ => (h.ts, None),
+        };
+        let cpu_mode = if e.source != SOURCE_PROFILE {
+            CpuMode::Unknown
+        } else if e.flags & STACK_KERNEL_MODE != 0 {
+            CpuMode::Kernel
+        } else {
+            CpuMode::User
+        };
+        let stream = (e.source, e.id);
+        if !self.stacks.streams.contains_key(&stream) {
+            let timebase = self.timebase(e.source, e.id);
+            // Sequence ids from 1, a stream each.
+            let sequence = self.stacks.order.len() as u32 + 1;
+            let mut writer = SampleWriter::new(sequence, &timebase);
+            if e.source == SOURCE_PROFILE && self.sample_hz > 0 {
+                writer = writer.with_frequency(u64::from(self.sample_hz));
+            }
+            self.stacks.streams.insert(stream, writer);
+            self.stacks.order.push(stream);
+        }
+        self.stacks.pending.push(Pending {
+            stream,
+            ts,
+            pid,
+            tid,
+            cpu: h.cpu,
+            cpu_mode,
+            count,
+            waker: e.source == SOURCE_WAKER,
+            kernel,
+            user,
+        });
+        self.counts.samples += 1;
+        if self.stacks.pending.len() >= FLUSH_SAMPLES {
+            self.flush_stacks(out)?;
+        }
+        Ok(())
+    }
+
+    /// Symbolizes the samples waiting and writes them, with the blobs that
+    /// are full.
+    fn flush_stacks<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
+        let pending = std::mem::take(&mut self.stacks.pending);
+        let mut payloads = Vec::new();
+        let mut frames: Vec<Frame> = Vec::new();
+        for p in pending {
+            frames.clear();
+            if !p.kernel.is_empty() {
+                let resolved = self.stacks.resolver().symbolize_kernel(&p.kernel);
+                self.stacks.frames(resolved, &mut frames);
+            }
+            let in_interrupt = p.waker
+                && frames.iter().any(|f| {
+                    INTERRUPT_ENTRIES
+                        .iter()
+                        .any(|entry| f.function.starts_with(entry))
+                });
+            if !p.user.is_empty() && !in_interrupt {
+                let resolved = self.stacks.resolver().symbolize_user(p.pid, &p.user);
+                self.stacks.frames(resolved, &mut frames);
+            }
+            let Some(writer) = self.stacks.streams.get_mut(&p.stream) else {
+                continue;
+            };
+            writer.push(&Sample {
+                ts: p.ts,
+                pid: p.pid,
+                tid: p.tid,
+                cpu: p.cpu,
+                cpu_mode: p.cpu_mode,
+                timebase_count: p.count,
+                frames: &frames,
+            });
+            if writer.ready() {
+                payloads.extend(writer.take());
+            }
+        }
+        self.write_blobs(out, payloads)
+    }
+
+    /// Writes every sample not written yet (at the end of a recording).
+    pub(super) fn finish_stacks<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+    ) -> Result<(), OutputError> {
+        self.flush_stacks(out)?;
+        let mut payloads = Vec::new();
+        for key in &self.stacks.order {
+            if let Some(w) = self.stacks.streams.get_mut(key) {
+                payloads.extend(w.take());
+            }
+        }
+        self.write_blobs(out, payloads)
+    }
+
+    fn write_blobs<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        payloads: Vec<Vec<u8>>,
+    ) -> Result<(), OutputError> {
+        if payloads.is_empty() {
+            return Ok(());
+        }
+        let name: StringRef<'_> = self.strings.intern(out, BLOB_NAME)?;
+        for payload in payloads {
+            out.write(&Record::Blob {
+                name: name.clone(),
+                blob_type: BLOB_TYPE_PERFETTO,
+                payload: payload.into(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The timebase name of stream (`source`, `id`).
+    fn timebase(&mut self, source: u32, id: u64) -> String {
+        match source {
+            SOURCE_PROFILE => "cpu-clock".to_owned(),
+            SOURCE_OFFCPU => "off-cpu".to_owned(),
+            SOURCE_WAKER => "wakeup".to_owned(),
+            SOURCE_UPROBE => match self.probe_names.get(id as usize) {
+                Some(name) => format!("uprobe:{name}"),
+                None => format!("uprobe:{id}"),
+            },
+            SOURCE_USDT => match self.usdt_sites.get(id as usize) {
+                Some(site) => format!("usdt:{}", site.name),
+                None => format!("usdt:{id}"),
+            },
+            SOURCE_SYSCALL => format!("syscall:{}", self.syscall_table.get(id as i64).name),
+            SOURCE_TRACEPOINT => match self.tracepoints.name_of(id as u32) {
+                Some(name) => format!("tracepoint:{name}"),
+                None => format!("tracepoint:{id}"),
+            },
+            other => format!("stacks:{other}"),
+        }
+    }
+}
