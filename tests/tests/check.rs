@@ -503,6 +503,20 @@ fn counters() {
 }
 
 #[test]
+fn perfetto_packets() {
+    // A blob of Perfetto packets (type 3) whose one packet claims 127 bytes
+    // and has 2; tests/tests/samples.rs has the case of an interned id that
+    // does not resolve.
+    let mut f = File::new();
+    f.push(&Record::Blob {
+        name: StringRef::inline("perfetto"),
+        blob_type: 3,
+        payload: vec![0x0a, 0x7f, 0x08, 0x01].into(),
+    });
+    only(&f.bytes, "bad_perfetto_packet", true);
+}
+
+#[test]
 fn the_text_report_names_each_finding_and_its_rule() {
     let mut f = File::new();
     f.complete(100, 200, P, "a").complete(150, 250, P, "b");

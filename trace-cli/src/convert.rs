@@ -5,6 +5,13 @@
 //! become complete events on one track per CPU, under a pseudo-process
 //! "CPUs", each slice named after the thread that ran; wake-ups become
 //! instants on the woken thread.
+//!
+//! Stack samples (the Perfetto packets of blobs of type 3) go where Chrome's
+//! format keeps samples: the top-level `"stackFrames"` (id → `name`,
+//! `category` (the file the function is in), `parent`), each frame interned
+//! by its parent and name, and `"samples"` (`cpu`, `pid`, `tid`, `ts`,
+//! `name` (the timebase), `sf` (the leaf frame), `weight` (ns for off-CPU
+//! and wakeup samples, else 1)).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -17,6 +24,9 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 use trace_common::fxt::read::{InstantScope, Reader, TraceState, instant_scope};
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
+use trace_perfetto::{DecodedSample, SampleReader};
+
+use crate::samples;
 
 /// The pid of the pseudo-process holding one track per CPU.
 const CPU_PSEUDO_PID: u64 = 0x7fff_fff0;
@@ -50,10 +60,27 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
     let stats = convert(&data, &mut out).context("writing the JSON output")?;
     out.flush().context("writing the JSON output")?;
     if args.output.as_os_str() != "-" {
+        let samples = if stats.samples > 0 {
+            format!(", {} samples", stats.samples)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "trace-cli: {} JSON events -> {}",
+            "trace-cli: {} JSON events{samples} -> {}",
             stats.events,
             args.output.display()
+        );
+    }
+    if stats.packet_errors > 0 {
+        eprintln!(
+            "trace-cli: {} problem(s) in the Perfetto packets of {} (`trace-cli check` lists them){}",
+            stats.packet_errors,
+            args.file.display(),
+            if args.skip_damage {
+                ""
+            } else {
+                " (--skip-damage accepts a damaged file)"
+            }
         );
     }
     if stats.errors > 0 {
@@ -67,9 +94,9 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
                 " (--skip-damage accepts a damaged file)"
             }
         );
-        if !args.skip_damage {
-            return Ok(ExitCode::FAILURE);
-        }
+    }
+    if (stats.errors > 0 || stats.packet_errors > 0) && !args.skip_damage {
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -80,6 +107,11 @@ pub struct ConvertStats {
     pub events: u64,
     /// Malformed records skipped.
     pub errors: u64,
+    /// Stack samples written.
+    pub samples: u64,
+    /// Problems in the Perfetto packets of blob records (samples that did
+    /// not decode are left out).
+    pub packet_errors: u64,
 }
 
 #[derive(Default)]
@@ -92,6 +124,72 @@ struct Converter {
     thread_names: HashMap<u64, String>,
     /// Context switches per CPU: (ns, outgoing tid, incoming tid).
     switches: BTreeMap<u16, Vec<(u64, u64, u64)>>,
+    /// The stack samples.
+    samples: Samples,
+}
+
+/// Stack samples in Chrome's form.
+#[derive(Default)]
+struct Samples {
+    reader: SampleReader,
+    /// Frame id by (parent id, name).
+    ids: HashMap<(Option<u64>, String), u64>,
+    /// `"stackFrames"`.
+    frames: Map<String, Value>,
+    /// `"samples"`.
+    samples: Vec<Value>,
+    /// Problems in the packets.
+    errors: u64,
+}
+
+impl Samples {
+    /// Adds `s`, interning its frames root first.
+    fn add(&mut self, s: &DecodedSample) {
+        let mut parent: Option<u64> = None;
+        for frame in s.frames.iter().rev() {
+            let name = samples::frame_name(frame);
+            let next = self.ids.len() as u64 + 1;
+            let id = *self.ids.entry((parent, name.clone())).or_insert(next);
+            if id == next {
+                let mut f = Map::new();
+                f.insert("name".into(), name.into());
+                f.insert("category".into(), frame.mapping_path.clone().into());
+                if let Some(p) = parent {
+                    f.insert("parent".into(), p.into());
+                }
+                self.frames.insert(id.to_string(), Value::Object(f));
+            }
+            parent = Some(id);
+        }
+        let mut sample = Map::new();
+        sample.insert("cpu".into(), s.cpu.into());
+        sample.insert("pid".into(), s.pid.into());
+        sample.insert("tid".into(), s.tid.into());
+        sample.insert("ts".into(), micros(s.ts));
+        sample.insert("name".into(), s.timebase.clone().into());
+        if let Some(leaf) = parent {
+            sample.insert("sf".into(), leaf.into());
+        }
+        sample.insert("weight".into(), samples::weight(s).into());
+        self.samples.push(Value::Object(sample));
+    }
+
+    /// Writes `,"stackFrames":{...},"samples":[...]` if there are samples.
+    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        if self.samples.is_empty() {
+            return Ok(());
+        }
+        out.write_all(b",\n\"stackFrames\":")?;
+        serde_json::to_writer(&mut *out, &self.frames)?;
+        out.write_all(b",\n\"samples\":[")?;
+        for (i, s) in self.samples.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",\n")?;
+            }
+            serde_json::to_writer(&mut *out, s)?;
+        }
+        out.write_all(b"]")
+    }
 }
 
 impl Converter {
@@ -124,6 +222,14 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
             }
         };
         state.apply(&record);
+        if let Some(payload) = samples::perfetto_payload(&record) {
+            let (decoded, problems) = c.samples.reader.feed(payload);
+            c.samples.errors += problems.len() as u64;
+            for s in &decoded {
+                c.samples.add(s);
+            }
+            continue;
+        }
         match &record {
             Record::KernelObject {
                 koid,
@@ -252,10 +358,14 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
         }
     }
     emit_cpu_tracks(&mut c, out)?;
-    out.write_all(b"\n]}\n")?;
+    out.write_all(b"\n]")?;
+    c.samples.write(out)?;
+    out.write_all(b"}\n")?;
     Ok(ConvertStats {
         events: c.events,
         errors,
+        samples: c.samples.samples.len() as u64,
+        packet_errors: c.samples.errors,
     })
 }
 
@@ -432,5 +542,79 @@ mod tests {
                 ("global".to_owned(), "g".to_owned())
             ]
         );
+    }
+
+    /// Samples become Chrome's `stackFrames` (each frame once per parent)
+    /// and `samples` (leaf frame, time in µs, timebase, weight).
+    #[test]
+    fn samples_become_stack_frames_and_samples() {
+        let data = crate::samples::testing::fxt(
+            crate::samples::OFF_CPU,
+            &[(&["main", "a", "b"], 2), (&["main", "d"], 1)],
+            Some(2_000),
+        );
+        let mut out = Vec::new();
+        let stats = convert(&data, &mut out).unwrap();
+        assert_eq!((stats.samples, stats.packet_errors), (3, 0));
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        let frames = json["stackFrames"].as_object().unwrap();
+        // main, a, b, d: each once.
+        assert_eq!(frames.len(), 4, "{frames:?}");
+        let frame = |id: &Value| &frames[&id.as_u64().unwrap().to_string()];
+        let stack = |leaf: &Value| {
+            let mut names = Vec::new();
+            let mut f = frame(leaf);
+            loop {
+                assert_eq!(f["category"], "/bin/prog");
+                names.push(f["name"].as_str().unwrap().to_owned());
+                match f.get("parent") {
+                    Some(p) => f = frame(p),
+                    None => break,
+                }
+            }
+            names.join(";")
+        };
+        let samples = json["samples"].as_array().unwrap();
+        let got: Vec<(String, u64, f64, String, u64)> = samples
+            .iter()
+            .map(|s| {
+                assert_eq!((s["pid"].as_u64(), s["cpu"].as_u64()), (Some(100), Some(1)));
+                (
+                    stack(&s["sf"]),
+                    s["tid"].as_u64().unwrap(),
+                    s["ts"].as_f64().unwrap(),
+                    s["name"].as_str().unwrap().to_owned(),
+                    s["weight"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let off = || "off-cpu".to_owned();
+        assert_eq!(
+            got,
+            [
+                ("b;a;main".to_owned(), 101, 1_000_000.0, off(), 2_000),
+                ("b;a;main".to_owned(), 101, 1_001_000.0, off(), 2_000),
+                ("d;main".to_owned(), 101, 1_002_000.0, off(), 2_000),
+            ]
+        );
+        // The events are still there (the thread's name).
+        assert!(
+            json["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "thread_name")
+        );
+    }
+
+    /// Without samples the JSON has no `stackFrames` or `samples`.
+    #[test]
+    fn no_samples_no_sample_keys() {
+        let mut data = Vec::new();
+        encode(&Record::Magic, &mut data).unwrap();
+        let mut out = Vec::new();
+        convert(&data, &mut out).unwrap();
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        assert!(json.get("stackFrames").is_none() && json.get("samples").is_none());
     }
 }

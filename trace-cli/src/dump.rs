@@ -1,4 +1,5 @@
-//! `trace-cli dump`: one human-readable line per record.
+//! `trace-cli dump`: one human-readable line per record; the stack samples
+//! of a blob of Perfetto packets as `perf script` prints them.
 
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
@@ -9,6 +10,9 @@ use anyhow::Result;
 use clap::Args;
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
+use trace_perfetto::{CpuMode, DecodedSample, PerfettoError, SampleReader};
+
+use crate::samples::{self, Names};
 
 /// Arguments of `trace-cli dump`.
 #[derive(Args)]
@@ -22,13 +26,28 @@ pub fn run(args: DumpArgs) -> Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut state = TraceState::new();
+    let mut names = Names::default();
+    let mut samples = SampleReader::new();
     let mut errors = 0u64;
+    let mut packet_errors = 0u64;
     for item in Reader::new(&data) {
         match item {
             Ok((offset, record)) => {
                 state.apply(&record);
-                let line = describe(&state, &record);
-                if writeln!(out, "{offset:#010x} {line}").is_err() {
+                names.apply(&state, &record);
+                let text = match samples::perfetto_payload(&record) {
+                    Some(payload) => {
+                        let (decoded, problems) = samples.feed(payload);
+                        packet_errors += problems.len() as u64;
+                        if decoded.is_empty() && problems.is_empty() {
+                            format!("{offset:#010x} {}", describe(&state, &record))
+                        } else {
+                            describe_samples(offset, &names, &decoded, &problems)
+                        }
+                    }
+                    None => format!("{offset:#010x} {}", describe(&state, &record)),
+                };
+                if writeln!(out, "{text}").is_err() {
                     // A closed pipe (e.g. `| head`) ends the dump quietly.
                     return Ok(ExitCode::SUCCESS);
                 }
@@ -45,9 +64,79 @@ pub fn run(args: DumpArgs) -> Result<ExitCode> {
             "trace-cli: {errors} malformed record(s) in {}",
             args.file.display()
         );
+    }
+    if packet_errors > 0 {
+        eprintln!(
+            "trace-cli: {packet_errors} problem(s) in the Perfetto packets of {}",
+            args.file.display()
+        );
+    }
+    if errors > 0 || packet_errors > 0 {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines of the stack samples of a Perfetto blob at `offset`, as
+/// `perf script` prints samples: one line for the sample (time, timebase,
+/// process and thread, CPU, mode, count), then its frames, leaf first, one
+/// per indented line (`    function (file)`); then the packets' problems.
+pub fn describe_samples(
+    offset: usize,
+    names: &Names,
+    decoded: &[DecodedSample],
+    problems: &[PerfettoError],
+) -> String {
+    let mut out = String::new();
+    for s in decoded {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = write!(
+            out,
+            "{offset:#010x} {}.{:09} sample {} pid={}",
+            s.ts / 1_000_000_000,
+            s.ts % 1_000_000_000,
+            s.timebase,
+            s.pid
+        );
+        if let Some(n) = names.process(s.pid) {
+            let _ = write!(out, " {n:?}");
+        }
+        let _ = write!(out, " tid={}", s.tid);
+        if let Some(n) = names.thread(s.tid) {
+            let _ = write!(out, " {n:?}");
+        }
+        let mode = match s.cpu_mode {
+            CpuMode::User => "user",
+            CpuMode::Kernel => "kernel",
+            CpuMode::Unknown => "unknown",
+        };
+        let _ = write!(out, " cpu={} mode={mode}", s.cpu);
+        if let Some(n) = s.timebase_count {
+            let unit = if samples::counts_ns(&s.timebase) {
+                "ns"
+            } else {
+                ""
+            };
+            let _ = write!(out, " count={n}{unit}");
+        }
+        for f in &s.frames {
+            let mapping = if f.mapping_path.is_empty() {
+                "[unknown]"
+            } else {
+                &f.mapping_path
+            };
+            let _ = write!(out, "\n    {} ({mapping})", f.function);
+        }
+    }
+    for e in problems {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = write!(out, "{offset:#010x} ERROR Perfetto packets: {e}");
+    }
+    out
 }
 
 /// One line describing `record`, with references resolved through `state`.
@@ -230,5 +319,49 @@ pub fn describe(state: &TraceState, record: &Record<'_>) -> String {
         Record::Unknown { record_type, bytes } => {
             format!("unknown record type={record_type} {} bytes", bytes.len())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample prints as a line, then its frames leaf first, indented.
+    #[test]
+    fn samples_print_with_their_frames() {
+        let data = crate::samples::testing::fxt(
+            crate::samples::OFF_CPU,
+            &[(&["main", "a"], 1)],
+            Some(1_500),
+        );
+        let mut state = TraceState::new();
+        let mut names = Names::default();
+        let mut reader = SampleReader::new();
+        let mut lines = Vec::new();
+        for item in Reader::new(&data) {
+            let (offset, record) = item.unwrap();
+            state.apply(&record);
+            names.apply(&state, &record);
+            if let Some(payload) = samples::perfetto_payload(&record) {
+                let (decoded, problems) = reader.feed(payload);
+                lines.push(describe_samples(offset, &names, &decoded, &problems));
+            }
+        }
+        let text = lines.join("\n");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].ends_with(
+                " 1.000000000 sample off-cpu pid=100 \"spin\" tid=101 \"worker\" cpu=1 mode=user count=1500ns"
+            ),
+            "{text}"
+        );
+        assert_eq!(&lines[1..], ["    a (/bin/prog)", "    main (/bin/prog)"]);
+        // A payload that does not decode says so.
+        let bad = describe_samples(0x40, &names, &[], &reader.feed(&[0x0a, 0x7f, 0x01]).1);
+        assert!(
+            bad.starts_with("0x00000040 ERROR Perfetto packets: "),
+            "{bad}"
+        );
     }
 }

@@ -6,8 +6,10 @@ mod check;
 mod convert;
 mod dump;
 mod events;
+mod flamegraph;
 mod providers;
 mod record;
+mod samples;
 
 use std::process::ExitCode;
 
@@ -32,10 +34,18 @@ enum Command {
     Categories(categories::CategoriesArgs),
     /// List the kernel tracepoints `record -e` can select, with their fields.
     Events(events::EventsArgs),
-    /// Print every record of a trace file, one per line.
+    /// Print every record of a trace file, one per line; stack samples as
+    /// `perf script` prints them, a line for the sample and then one per
+    /// frame, leaf first.
     Dump(dump::DumpArgs),
-    /// Convert a trace file to Chrome trace-event JSON.
+    /// Convert a trace file to Chrome trace-event JSON (stack samples as its
+    /// `stackFrames` and `samples`).
     Convert(convert::ConvertArgs),
+    /// Draw the stack samples of a trace file as a flame graph (an SVG to
+    /// open in a browser), or write them as folded stacks: the CPU profile
+    /// by default, or where threads blocked (`--offcpu`), what woke them
+    /// (`--wakeup`), or a probe's calling stacks (`--timebase`).
+    Flamegraph(flamegraph::FlamegraphArgs),
     /// Check a trace file as Perfetto's importer reads it: what it imports,
     /// what it ignores, and every record it would lose or draw wrongly
     /// (exit status 1 when there are such violations).
@@ -101,6 +111,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(args),
         Command::Providers(args) => providers::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Flamegraph(args) => flamegraph::run(args),
         Command::Check(args) => check::run(args),
         Command::Categories(args) => categories::run(args),
         Command::Events(args) => events::run(args),

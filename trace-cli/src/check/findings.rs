@@ -51,6 +51,7 @@ pub enum Kind {
     FlowIdCollision,
     CounterCollision,
     NonNumericCounter,
+    BadPerfettoPacket,
     ProviderEventIgnored,
     LogIgnored,
     InstantScopeIgnored,
@@ -105,6 +106,7 @@ impl Kind {
             Kind::FlowIdCollision => "flow_id_collision",
             Kind::CounterCollision => "counter_name_collision",
             Kind::NonNumericCounter => "non_numeric_counter",
+            Kind::BadPerfettoPacket => "bad_perfetto_packet",
             Kind::ProviderEventIgnored => "provider_event_ignored",
             Kind::LogIgnored => "log_ignored",
             Kind::InstantScopeIgnored => "instant_scope_ignored",
@@ -190,6 +192,9 @@ impl Kind {
                 "different counter series with one Perfetto track name \"<name>:<arg>:<id>\": merged"
             }
             Kind::NonNumericCounter => "counter argument that is not a number: not drawn",
+            Kind::BadPerfettoPacket => {
+                "Perfetto packet (blob type 3) that does not decode, or whose interned ids do not resolve: its samples are lost or have no call stack"
+            }
             Kind::ProviderEventIgnored => {
                 "provider event (buffer overflow) record, which Perfetto ignores, and no drop counter: the drop is invisible there"
             }
@@ -276,6 +281,9 @@ impl Kind {
             }
             Kind::NonNumericCounter => {
                 "fuchsia_trace_parser.cc kCounter: fuchsia_non_numeric_counters"
+            }
+            Kind::BadPerfettoPacket => {
+                "fuchsia_trace_tokenizer.cc kBlob (kPerfettoBlob) hands the payload to ProtoTraceReader; profile_module.cc ParsePerfSample: FindOrInsertCallstack finds no interned callstack"
             }
             Kind::ProviderEventIgnored => {
                 "fuchsia_trace_tokenizer.cc kProviderEvent: \"Ignoring provider event\""

@@ -10,7 +10,10 @@
 //! `common/track_compressor.cc`, `common/flow_tracker.cc`, and the
 //! scheduling state of the FXT parser ([`sched`]). Each finding names the
 //! rule it stands for ([`findings::Kind::rule`]); docs/ARCHITECTURE.md
-//! lists them.
+//! lists them. Blobs of Perfetto packets (blob type 3) are read in file
+//! order with `trace_perfetto::SampleReader`, as the importer's protobuf
+//! reader reads them: what does not decode or resolve is a finding, and the
+//! stack samples are counted by timebase.
 
 mod findings;
 mod parser;
@@ -122,6 +125,12 @@ impl Report {
                 self.tok.perfetto_bytes
             );
         }
+        if !self.tok.samples.is_empty() {
+            let _ = writeln!(out, "\nStack samples in the Perfetto packets, by timebase:");
+            for (timebase, n) in &self.tok.samples {
+                let _ = writeln!(out, "  {n:>10}  {timebase}");
+            }
+        }
         if !c.ignored.is_empty() {
             let _ = writeln!(out, "\nIgnored by Perfetto:");
             for (what, n) in Self::sorted(&c.ignored) {
@@ -216,6 +225,7 @@ impl Report {
             "ignored": c.ignored,
             "dropped": c.dropped,
             "perfetto_packet_bytes": self.tok.perfetto_bytes,
+            "samples": self.tok.samples,
             "violations": findings(Severity::Violation),
             "warnings": findings(Severity::Warning),
             "violation_count": self.findings.violations(),

@@ -7,11 +7,12 @@
 //! file order) and handed on as [`Item`]s, which the parser then sees in
 //! timestamp order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use trace_common::fxt::read::{decode, instant_scope};
 use trace_common::fxt::wire;
 use trace_common::fxt::{Arg, ArgValue, EventKind, LargeBlob, Record, StringRef, ThreadRef};
+use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
 use super::findings::{Findings, Kind};
 
@@ -171,6 +172,8 @@ pub struct Tokenized {
     pub providers: Vec<(u32, String)>,
     /// Bytes of embedded Perfetto packets (blob type 3).
     pub perfetto_bytes: u64,
+    /// Stack samples in those packets, by timebase.
+    pub samples: BTreeMap<String, u64>,
     /// Whether framing broke, so the rest of the file is not imported.
     pub fatal: bool,
 }
@@ -200,6 +203,7 @@ pub fn tokenize(data: &[u8], findings: &mut Findings) -> Tokenized {
         findings,
         provider_events: Vec::new(),
         drop_counters: std::collections::HashSet::new(),
+        perfetto: SampleReader::new(),
     };
     t.providers.insert(0, Provider::new(String::new()));
     t.run(data);
@@ -228,6 +232,9 @@ struct Tokenizer<'f> {
     /// Providers that write a counter whose name starts with `dropped`
     /// (how trace-cli shows drops where Perfetto can see them).
     drop_counters: std::collections::HashSet<u32>,
+    /// The Perfetto packets of every blob of type 3, read in file order as
+    /// the importer's protobuf reader reads them.
+    perfetto: SampleReader,
 }
 
 /// A record dropped for a reason the caller reports.
@@ -378,9 +385,17 @@ impl Tokenizer<'_> {
             Record::Blob {
                 blob_type, payload, ..
             } => {
-                if blob_type == 3 {
+                if blob_type == BLOB_TYPE_PERFETTO {
                     self.out.perfetto_bytes += payload.len() as u64;
                     self.out.counts.import("Perfetto packet blobs");
+                    let (samples, problems) = self.perfetto.feed(&payload);
+                    for s in samples {
+                        *self.out.samples.entry(s.timebase).or_default() += 1;
+                    }
+                    for e in problems {
+                        self.findings
+                            .add(Kind::BadPerfettoPacket, offset, None, || e.to_string());
+                    }
                 } else {
                     self.out.counts.ignore("blobs (not type 3)");
                 }
