@@ -144,6 +144,7 @@ impl RecordStats {
                 (KernelCount::CpuCounters, c.cpu_counters),
                 (KernelCount::ProbeHits, c.probes),
                 (KernelCount::UsdtEvents, c.usdt),
+                (KernelCount::StackSamples, c.samples),
             ]
             .into_iter()
             .chain(

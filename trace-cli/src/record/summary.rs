@@ -65,6 +65,7 @@ fn print_summary(stats: &trace_common::controller::StopResult, destination: &str
         KernelCount::MemoryEvents,
         KernelCount::ProbeHits,
         KernelCount::UsdtEvents,
+        KernelCount::StackSamples,
     ];
     let counts: Vec<String> = shown
         .into_iter()

@@ -85,13 +85,15 @@ pub enum KernelCount {
     ProbeHits,
     /// USDT probe instants (`--usdt`).
     UsdtEvents,
+    /// Stack samples (`kernel:profile`, `kernel:offcpu`, `--stacks`).
+    StackSamples,
     /// Events of a tracepoint selected by name (`group:event`).
     Tracepoint(String),
 }
 
 impl KernelCount {
     /// The kinds of fixed meaning, in the order they are reported.
-    pub const FIXED: [KernelCount; 11] = [
+    pub const FIXED: [KernelCount; 12] = [
         KernelCount::Switches,
         KernelCount::Wakeups,
         KernelCount::ProcessEvents,
@@ -103,6 +105,7 @@ impl KernelCount {
         KernelCount::CpuCounters,
         KernelCount::ProbeHits,
         KernelCount::UsdtEvents,
+        KernelCount::StackSamples,
     ];
 
     /// Its value on the wire; a [`KernelCount::Tracepoint`] is followed by
@@ -120,6 +123,7 @@ impl KernelCount {
             KernelCount::CpuCounters => 9,
             KernelCount::ProbeHits => 10,
             KernelCount::UsdtEvents => 11,
+            KernelCount::StackSamples => 12,
             KernelCount::Tracepoint(_) => 0x100,
         }
     }
@@ -139,6 +143,7 @@ impl KernelCount {
             KernelCount::CpuCounters => "cpu counters",
             KernelCount::ProbeHits => "probe hits",
             KernelCount::UsdtEvents => "USDT events",
+            KernelCount::StackSamples => "stack samples",
             KernelCount::Tracepoint(name) => name,
         }
     }

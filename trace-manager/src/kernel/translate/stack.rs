@@ -80,6 +80,8 @@ pub(super) struct Stacks {
     order: Vec<(u32, u64)>,
     /// Perfetto mappings made from the resolver's, by identity.
     mappings: Map<MappingInfo, Arc<Mapping>>,
+    /// Threads whose stacks were seen (named from /proc at the first).
+    named: std::collections::HashSet<u32>,
 }
 
 impl Stacks {
@@ -154,7 +156,20 @@ impl KernelTranslator {
         }
         self.last_ts = self.last_ts.max(h.ts);
         let (pid, tid) = (h.tgid, h.tid);
-        self.know_thread(out, tid, pid)?;
+        if self.stacks.named.insert(tid) {
+            // Its name as it is now: without `kernel:proc` nothing tells of
+            // an exec since the snapshot (a recorded command starts as a
+            // copy of the recorder).
+            match crate::procfs::thread(tid) {
+                Some((tgid, name)) if tgid == pid => {
+                    if tid == pid {
+                        self.name_process(out, pid, &name)?;
+                    }
+                    self.name_thread(out, tid, pid, &name)?;
+                }
+                _ => self.know_thread(out, tid, pid)?,
+            }
+        }
         if e.other_tid != 0 {
             let other_tgid = if e.other_tgid != 0 {
                 e.other_tgid
