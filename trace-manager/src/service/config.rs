@@ -58,7 +58,8 @@ pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<
 
 /// The memory the kernel provider's ring buffers will take for `config`:
 /// none without a kernel category or probe, else each online CPU's ring
-/// (rounded up to a power of two pages, as the kernel wants).
+/// (rounded up to a power of two pages, as the kernel wants), and with
+/// `kernel:offcpu` its table of blocked threads.
 fn kernel_memory(config: &TraceConfig) -> u64 {
     let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
         || !config.uprobes.is_empty()
@@ -69,7 +70,18 @@ fn kernel_memory(config: &TraceConfig) -> u64 {
     }
     let cpus = aya::util::online_cpus().map_or(1, |c| c.len().max(1));
     let bytes = usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX);
-    (crate::kernel::ring_size(bytes / cpus) as u64).saturating_mul(cpus as u64)
+    let rings = (crate::kernel::ring_size(bytes / cpus) as u64).saturating_mul(cpus as u64);
+    // The off-CPU programs' table of blocked threads is allocated whole.
+    let offcpu = if crate::session::kernel_categories(&config.categories)
+        .iter()
+        .any(|c| c == trace_common::category::KERNEL_OFFCPU)
+    {
+        u64::from(trace_common::kernel::stack::OFFCPU_MAX)
+            * (size_of::<trace_common::kernel::stack::OffCpuEntry>() as u64 + 64)
+    } else {
+        0
+    };
+    rings.saturating_add(offcpu)
 }
 
 /// The kernel ring buffers' bytes `config` asks for, within what the
