@@ -4,7 +4,9 @@
 //! `provider_app_c`, the probed C functions (`c/uprobe_target.c`) for
 //! `uprobe_target`, and the C USDT probes (`c/usdt_target.c`, with the
 //! system's `sys/sdt.h`, unoptimised so that their arguments are memory
-//! operands) for `usdt_target`.
+//! operands) for `usdt_target`, and the spinning functions
+//! (`c/stack_spin.c`, without frame pointers, inlining or tail calls, with
+//! debug information) for `stack_spin_c`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,45 +20,52 @@ fn main() {
         &include,
         &out,
         "provider_app_c",
-        "-O2",
+        &["-O2"],
     );
     compile(
         &manifest.join("c/uprobe_target.c"),
         &include,
         &out,
         "uprobe_target_c",
-        "-O2",
+        &["-O2"],
     );
     compile(
         &manifest.join("c/usdt_target.c"),
         &include,
         &out,
         "usdt_target_c",
-        "-O0",
+        &["-O0"],
+    );
+    compile(
+        &manifest.join("c/stack_spin.c"),
+        &include,
+        &out,
+        "stack_spin_c",
+        &[
+            "-O2",
+            "-g",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-fno-inline",
+        ],
     );
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rerun-if-changed=c/provider_app.c");
     println!("cargo:rerun-if-changed=c/uprobe_target.c");
     println!("cargo:rerun-if-changed=c/usdt_target.c");
+    println!("cargo:rerun-if-changed=c/stack_spin.c");
     println!("cargo:rerun-if-changed=../trace-provider/include/trace/event.h");
 }
 
-/// Compiles `source` at optimisation level `opt` into `lib<name>.a` in
-/// `out`.
-fn compile(source: &Path, include: &Path, out: &Path, name: &str, opt: &str) {
+/// Compiles `source` with the code generation flags `flags` (e.g. `-O2`)
+/// into `lib<name>.a` in `out`.
+fn compile(source: &Path, include: &Path, out: &Path, name: &str, flags: &[&str]) {
     let object = out.join(format!("{name}.o"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
-        .args([
-            "-c",
-            opt,
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-fPIC",
-            "-I",
-        ])
+        .arg("-c")
+        .args(flags)
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-I"])
         .arg(include)
         .arg(source)
         .arg("-o")

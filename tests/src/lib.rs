@@ -1,5 +1,6 @@
 //! Helpers for the end-to-end tests: finding the built binaries, reading the
-//! kernel's clock (CLOCK_BOOTTIME), and parsing a trace file into plain facts.
+//! kernel's clock (CLOCK_BOOTTIME), and parsing a trace file into plain facts;
+//! and, in [`workload`], what the stack-sampling test programs share.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -8,6 +9,8 @@ use std::process::Command;
 
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
+
+pub mod workload;
 
 /// The directory holding the workspace's built binaries (`target/debug`).
 pub fn bin_dir() -> PathBuf {

@@ -26,7 +26,17 @@
 //! tracepoints by name (`-c none -e raw_syscalls:sys_enter -e
 //! raw_syscalls:sys_exit`): the generic program against perf on the same
 //! events. `--baseline TRACE_CLI` adds another trace-cli binary (say, one
-//! built from an earlier commit) to the rounds of `kernel` and `syscall`.
+//! built from an earlier commit) to the rounds of `kernel`, `syscall` and
+//! `profile`.
+//!
+//! `cargo xtask bench profile` ([`profile_bench`]) measures what sampling
+//! stacks costs: nanoseconds of CPU per sample at 99 and 999 Hz, trace-cli
+//! (`-c kernel:profile --sample-hz HZ`) against `perf record -g` and `perf
+//! record --call-graph dwarf,8192`, on a fixed amount of spinning.
+
+mod profile;
+
+pub use profile::profile_bench;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,6 +73,10 @@ pub enum What {
     /// The same loop, with trace-cli recording the tracepoints perf
     /// records, selected by name (`-e raw_syscalls:sys_enter` ...; root).
     Tracepoint,
+    /// Sampling stacks (`-c kernel:profile`) of a CPU-bound program at 99
+    /// and 999 Hz with trace-cli, against `perf record -g` and `perf record
+    /// --call-graph dwarf` (root): ns of CPU per sample.
+    Profile,
     /// All of them.
     All,
 }

@@ -45,12 +45,13 @@ enum Command {
     },
     /// Measure what tracing costs: the userspace engine per event
     /// (`cargo xtask bench provider`, no root needed), and recording
-    /// scheduling (`kernel`), system calls (`syscall`) and the system call
-    /// tracepoints selected by name (`tracepoint`) against `perf record`
-    /// (root and perf); all by default.
+    /// scheduling (`kernel`), system calls (`syscall`), the system call
+    /// tracepoints selected by name (`tracepoint`) and sampled stacks
+    /// (`profile`, ns of CPU per sample at 99 and 999 Hz) against `perf
+    /// record` (root and perf); all by default.
     Bench {
-        /// Which benchmarks: `provider`, `kernel`, `syscall`, `tracepoint` or
-        /// `all` (the default).
+        /// Which benchmarks: `provider`, `kernel`, `syscall`, `tracepoint`,
+        /// `profile` or `all` (the default).
         #[arg(value_enum, conflicts_with = "what")]
         which: Option<bench::What>,
         /// Which benchmarks, as a flag: the same as the positional argument.
@@ -68,9 +69,14 @@ enum Command {
         /// Events per thread per run of the provider benchmark.
         #[arg(long, default_value_t = 3_000_000)]
         iterations: u64,
+        /// Batches of spinning (2^18 iterations each) in the `chain` thread
+        /// of `stack_spin` per run of `profile`; its `direct` thread spins
+        /// half as many.
+        #[arg(long, default_value_t = 4_000)]
+        spin_batches: u64,
         /// Another `trace-cli` binary (say, built from an earlier commit)
-        /// to run in the same interleaved rounds of `kernel` and `syscall`,
-        /// reported as `baseline`.
+        /// to run in the same interleaved rounds of `kernel`, `syscall` and
+        /// `profile`, reported as `baseline`.
         #[arg(long, value_name = "TRACE_CLI")]
         baseline: Option<std::path::PathBuf>,
     },
@@ -97,6 +103,7 @@ fn main() -> Result<()> {
             loops,
             syscalls,
             iterations,
+            spin_batches,
             baseline,
         } => {
             use bench::{KernelWorkload, What};
@@ -118,6 +125,10 @@ fn main() -> Result<()> {
                 setup::setup()?;
                 // A baseline from before `-e` could not record this one.
                 bench::bench(rounds, KernelWorkload::getppid_tracepoints(syscalls), None)?;
+            }
+            if matches!(what, What::Profile | What::All) {
+                setup::setup()?;
+                bench::profile_bench(rounds, spin_batches, baseline)?;
             }
             Ok(())
         }
