@@ -9,14 +9,15 @@ use core::mem::size_of;
 use core::ptr;
 
 use aya_ebpf::{
-    bindings::{BPF_F_USER_STACK, pt_regs},
+    bindings::{BPF_F_USER_STACK, BPF_RB_FORCE_WAKEUP, pt_regs},
     helpers::generated,
     macros::map,
-    maps::PerCpuArray,
+    maps::{LruHashMap, PerCpuArray},
 };
 use trace_common::kernel::stack::{
-    CALL_GRAPH_DWARF, CALL_GRAPH_FP, KERNEL_FRAMES_MAX, STACK_EVENT_MAX, STACK_KIND, STACK_SLOTS,
-    STACK_USER_REGS, StackEvent, USER_FRAMES_MAX, USER_STACK_CHUNK, USER_STACK_MAX,
+    CALL_GRAPH_DWARF, CALL_GRAPH_FP, KERNEL_FRAMES_MAX, STACK_EVENT_MAX, STACK_KIND,
+    STACK_SEEN_MAX, STACK_SLOTS, STACK_USER_REGS, StackEvent, USER_FRAMES_MAX, USER_STACK_CHUNK,
+    USER_STACK_MAX,
 };
 use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader, KernelLayout};
 
@@ -32,6 +33,10 @@ pub(crate) struct StackScratch {
 /// sample interrupting a program that writes a stack takes the next one.
 #[map(name = "STACK_SCRATCH")]
 static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(STACK_SLOTS, 0);
+
+/// Processes whose first stack was written (see `MAP_STACK_SEEN`).
+#[map(name = "STACK_SEEN")]
+static STACK_SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(STACK_SEEN_MAX, 0);
 
 /// The nesting level of stack-writing programs on each CPU.
 #[map(name = "STACK_DEPTH")]
@@ -260,18 +265,30 @@ fn write_in_slot(
         (*e).end_ts = info.end_ts;
         (*e).other_tid = info.other_tid;
         (*e).other_tgid = info.other_tgid;
+        (*e).comm = [0; 16];
+        generated::bpf_get_current_comm(ptr::addr_of_mut!((*e).comm).cast(), 16);
     }
-    output(base, HEAD + k + u + s, layout);
+    // A process's first stack: the reader reads its mappings at once.
+    let tgid = info.header.tgid;
+    let first = STACK_SEEN.get_ptr(tgid).is_none();
+    if first {
+        let _ = STACK_SEEN.insert(tgid, 1u8, 0);
+    }
+    output(base, HEAD + k + u + s, layout, first);
 }
 
 /// Hands the `size` bytes of the event assembled at `base` to this CPU's
-/// ring buffer.
+/// ring buffer, waking the reader at once with `wake`.
 #[inline(always)]
-fn output(base: *mut u8, size: usize, layout: &KernelLayout) {
+fn output(base: *mut u8, size: usize, layout: &KernelLayout, wake: bool) {
     if size > STACK_EVENT_MAX {
         return;
     }
-    let flags = wakeup_flags(layout);
+    let flags = if wake {
+        u64::from(BPF_RB_FORCE_WAKEUP)
+    } else {
+        wakeup_flags(layout)
+    };
     let written = match cpu_ring() {
         // SAFETY: `ring` is this CPU's ring buffer map; `size` bytes from
         // `base` are inside the slot (checked above).

@@ -407,7 +407,8 @@ impl<W: Write> Session<W> {
     /// Drains every event available now into the output.
     pub fn drain(&mut self) -> Result<(), RecordError> {
         let mut result = Ok(());
-        let translator = &mut self.translator;
+        // Shared by the two callbacks below, which never run at once.
+        let translator = std::cell::RefCell::new(&mut self.translator);
         let out = &mut self.out;
         let keep = &mut self.keep;
         let (mode, budget) = (self.config.kernel_mode, self.budget);
@@ -418,13 +419,19 @@ impl<W: Write> Session<W> {
         };
         // Userspace providers' sections may have come in between.
         out.enter_provider(KERNEL_PROVIDER_ID)?;
-        kernel.drain_raw(&mut |bytes| {
-            n += 1;
-            // A stack needs its process's mappings while the process lives,
-            // however much later it is translated.
-            if let Some(tgid) = stack_process(bytes) {
-                translator.observe_stack_process(tgid);
+        // A stack needs its process's mappings while the process lives,
+        // however much later it is translated: they are read as the stack
+        // arrives (the program wakes the reader at a process's first one).
+        let mut arrived = |bytes: &[u8]| {
+            if stack_process(bytes).is_some()
+                && let Ok(record) = trace_common::kernel::stack::StackRecord::parse(bytes)
+            {
+                translator.borrow_mut().observe_stack_process(&record);
             }
+        };
+        let mut release = |bytes: &[u8]| {
+            n += 1;
+            let mut translator = translator.borrow_mut();
             match mode {
                 BufferingMode::Circular => {
                     let len = bytes.len().min(usize::from(u16::MAX));
@@ -456,7 +463,8 @@ impl<W: Write> Session<W> {
                     }
                 }
             }
-        });
+        };
+        kernel.drain_raw_seeing(&mut arrived, &mut release);
         kernel.add_malformed(malformed);
         self.stats.kernel_events += n;
         self.stats.malformed += malformed;

@@ -92,6 +92,25 @@ impl StackResolver {
         self.process(pid);
     }
 
+    /// [`observe`](Self::observe), and reads the mappings again when `ip`, a user address of a
+    /// stack just taken, lies in none of them (the process executed a new program, or mapped a
+    /// library, since they were read), as often as the unwinder's misses may.
+    pub fn observe_address(&mut self, pid: u32, ip: u64) {
+        self.process(pid);
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        if ip == 0
+            || process
+                .mappings()
+                .iter()
+                .any(|m| m.info.start <= ip && ip < m.info.end)
+        {
+            return;
+        }
+        process.reread_for_miss(pid, &mut self.files);
+    }
+
     /// Forgets what is known of `pid` (it executed a new program: the next `observe` reads it
     /// again). The files it mapped stay open, and their names cached, for the resolver's life.
     pub fn forget(&mut self, pid: u32) {

@@ -37,7 +37,7 @@
 
 use core::mem::size_of;
 
-use super::{EventHeader, ParseError};
+use super::{COMM_LEN, EventHeader, ParseError};
 
 /// The `EventHeader::kind` of a [`StackEvent`].
 pub const STACK_KIND: u32 = 21;
@@ -57,6 +57,12 @@ pub const OFFCPU_SYS_EXIT_PROGRAM: &str = "offcpu_sys_exit";
 pub const MAP_OFFCPU: &str = "OFFCPU";
 /// Most tasks [`MAP_OFFCPU`] tracks at once.
 pub const OFFCPU_MAX: u32 = 4096;
+/// Processes whose first stack was written (an LRU hash of process ids):
+/// the first one of a process wakes the reader at once, so that it reads
+/// the process's mappings while the process still lives.
+pub const MAP_STACK_SEEN: &str = "STACK_SEEN";
+/// Most processes [`MAP_STACK_SEEN`] remembers.
+pub const STACK_SEEN_MAX: u32 = 8192;
 
 /// Most kernel frames kept (the kernel's `perf_event_max_stack` default).
 pub const KERNEL_FRAMES_MAX: usize = 127;
@@ -159,6 +165,8 @@ pub struct StackEvent {
     pub other_tid: u32,
     /// The process of `other_tid` (0: not known).
     pub other_tgid: u32,
+    /// The task's name (`bpf_get_current_comm`), NUL-padded.
+    pub comm: [u8; COMM_LEN],
 }
 
 /// A task off CPU, as the off-CPU programs keep it until they write it.
@@ -190,7 +198,7 @@ pub const STACK_EVENT_MAX: usize =
     size_of::<StackEvent>() + 8 * KERNEL_FRAMES_MAX + 8 * USER_FRAMES_MAX + USER_STACK_MAX;
 
 const _: () = {
-    assert!(size_of::<StackEvent>() == 104);
+    assert!(size_of::<StackEvent>() == 120);
     assert!(size_of::<StackConfig>() == 24);
     assert!(size_of::<OffCpuEntry>() == 48 + 8 * KERNEL_FRAMES_MAX);
     assert!(USER_STACK_MAX.is_multiple_of(USER_STACK_CHUNK));

@@ -212,6 +212,17 @@ impl KernelProvider {
     /// older than what other rings gave). After [`KernelProvider::detach`]
     /// everything read is handed on.
     pub fn drain_raw(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
+        self.drain_raw_seeing(&mut |_| {}, f)
+    }
+
+    /// [`KernelProvider::drain_raw`], showing `arrived` every entry as it is
+    /// read from its ring, before it waits for its turn (what must be done
+    /// while the process it is about still lives).
+    pub fn drain_raw_seeing(
+        &mut self,
+        arrived: &mut dyn FnMut(&[u8]),
+        f: &mut dyn FnMut(&[u8]),
+    ) -> usize {
         let limit = self.drain_limit;
         let began = boottime_ns();
         let mut watermark = if self.detached {
@@ -224,6 +235,7 @@ impl KernelProvider {
             let mut taken = 0usize;
             let mut newest = 0u64;
             while let Some(item) = cpu.ring.next() {
+                arrived(&item);
                 self.reorder.push(&item);
                 if let Some(ts) = item.get(8..16).and_then(|b| b.try_into().ok()) {
                     newest = newest.max(u64::from_ne_bytes(ts));

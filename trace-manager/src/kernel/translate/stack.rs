@@ -80,8 +80,6 @@ pub(super) struct Stacks {
     order: Vec<(u32, u64)>,
     /// Perfetto mappings made from the resolver's, by identity.
     mappings: Map<MappingInfo, Arc<Mapping>>,
-    /// Threads whose stacks were seen (named from /proc at the first).
-    named: std::collections::HashSet<u32>,
 }
 
 impl Stacks {
@@ -90,10 +88,11 @@ impl Stacks {
     }
 
     /// Remembers what the stacks of process `pid` need (its mappings and
-    /// files) while it lives.
-    pub(super) fn observe(&mut self, pid: u32) {
+    /// files) while it lives; with the user instruction pointer `ip` of a
+    /// stack just taken, reads them again if they do not hold it (an exec).
+    pub(super) fn observe(&mut self, pid: u32, ip: u64) {
         if pid != 0 {
-            self.resolver().observe(pid);
+            self.resolver().observe_address(pid, ip);
         }
     }
 
@@ -137,10 +136,16 @@ impl Stacks {
 }
 
 impl KernelTranslator {
-    /// Remembers what stacks of process `pid` need while it lives (called
-    /// as a stack event arrives, before it is kept for later).
-    pub fn observe_stack_process(&mut self, pid: u32) {
-        self.stacks.observe(pid);
+    /// Remembers what the stack `r` needs of its process while the process
+    /// lives (called as the stack arrives, before it waits for its turn or
+    /// is kept for later).
+    pub fn observe_stack_process(&mut self, r: &StackRecord<'_>) {
+        let ip = if r.event.flags & STACK_USER_REGS != 0 {
+            r.event.ip
+        } else {
+            0
+        };
+        self.stacks.observe(r.event.header.tgid, ip);
     }
 
     /// Writes one stack event as a Perfetto sample.
@@ -156,19 +161,16 @@ impl KernelTranslator {
         }
         self.last_ts = self.last_ts.max(h.ts);
         let (pid, tid) = (h.tgid, h.tid);
-        if self.stacks.named.insert(tid) {
-            // Its name as it is now: without `kernel:proc` nothing tells of
-            // an exec since the snapshot (a recorded command starts as a
-            // copy of the recorder).
-            match crate::procfs::thread(tid) {
-                Some((tgid, name)) if tgid == pid => {
-                    if tid == pid {
-                        self.name_process(out, pid, &name)?;
-                    }
-                    self.name_thread(out, tid, pid, &name)?;
-                }
-                _ => self.know_thread(out, tid, pid)?,
+        // Named as the stack says (without `kernel:proc` nothing else tells
+        // of an exec: a recorded command starts as a copy of the recorder).
+        let comm = super::comm_str(&e.comm);
+        if !comm.is_empty() {
+            if tid == pid {
+                self.name_process(out, pid, &comm)?;
             }
+            self.name_thread(out, tid, pid, &comm)?;
+        } else {
+            self.know_thread(out, tid, pid)?;
         }
         if e.other_tid != 0 {
             let other_tgid = if e.other_tgid != 0 {
@@ -185,7 +187,7 @@ impl KernelTranslator {
         let kernel: Vec<u64> = r.kernel_frames().collect();
         let mut user = Vec::new();
         if e.flags & STACK_USER_REGS != 0 {
-            self.stacks.observe(pid);
+            self.stacks.observe(pid, 0);
             let fp: Vec<u64> = r.user_frames().collect();
             if !fp.is_empty() {
                 // A walk gives the instruction pointer, then return
