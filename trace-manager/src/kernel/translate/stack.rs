@@ -80,6 +80,8 @@ pub(super) struct Stacks {
     order: Vec<(u32, u64)>,
     /// Perfetto mappings made from the resolver's, by identity.
     mappings: Map<MappingInfo, Arc<Mapping>>,
+    /// Names of the processes stacks came from, as they arrived.
+    process_names: Map<u32, String>,
 }
 
 impl Stacks {
@@ -145,7 +147,22 @@ impl KernelTranslator {
         } else {
             0
         };
-        self.stacks.observe(r.event.header.tgid, ip);
+        let (pid, tid) = (r.event.header.tgid, r.event.header.tid);
+        self.stacks.observe(pid, ip);
+        // The process's name while it lives (a thread's stack tells only
+        // the thread's).
+        if tid == pid {
+            let comm = super::comm_str(&r.event.comm);
+            if !comm.is_empty()
+                && self.stacks.process_names.get(&pid).map(String::as_str) != Some(&*comm)
+            {
+                self.stacks.process_names.insert(pid, comm.into_owned());
+            }
+        } else if !self.stacks.process_names.contains_key(&pid)
+            && let Some(name) = crate::procfs::process_name(pid)
+        {
+            self.stacks.process_names.insert(pid, name);
+        }
     }
 
     /// Writes one stack event as a Perfetto sample.
@@ -165,8 +182,8 @@ impl KernelTranslator {
         // of an exec: a recorded command starts as a copy of the recorder).
         let comm = super::comm_str(&e.comm);
         if !comm.is_empty() {
-            if tid == pid {
-                self.name_process(out, pid, &comm)?;
+            if let Some(name) = self.stacks.process_names.get(&pid).cloned() {
+                self.name_process(out, pid, &name)?;
             }
             self.name_thread(out, tid, pid, &comm)?;
         } else {
