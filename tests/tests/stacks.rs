@@ -122,7 +122,7 @@ fn cpu_profile(name: &str, program: &str, extra: &[&str]) {
 /// The samples of `file` carry the chains of the `stack_spin` run that
 /// printed `stdout`, split as its CPU time was.
 fn check_profile(file: &Path, stdout: &str) {
-    let v = values(&stdout);
+    let v = values(stdout);
     let (pid, chain_tid, direct_tid) = (
         number(&v, "pid") as u32,
         number(&v, "chain_tid") as u32,
