@@ -116,6 +116,34 @@ pub(crate) fn reserve<T: 'static>() -> Option<RingBufEntry<T>> {
     entry
 }
 
+/// Copies `size` bytes at `data` into this CPU's ring buffer as one entry
+/// (for events whose size is known only at run time), or counts the event
+/// as lost.
+///
+/// # Safety
+///
+/// `data` must be valid for reads of `size` bytes (map memory the verifier
+/// can bound).
+#[inline(always)]
+pub(crate) unsafe fn output(data: *const u8, size: usize, flags: u64) {
+    let written = match cpu_ring() {
+        // SAFETY: `ring` is this CPU's ring buffer map; the caller vouches
+        // for `data` and `size`.
+        Some(ring) => unsafe {
+            generated::bpf_ringbuf_output(
+                ptr::from_ref(ring).cast_mut().cast(),
+                data.cast_mut().cast(),
+                size as u64,
+                flags,
+            ) == 0
+        },
+        None => false,
+    };
+    if !written {
+        count_lost(COUNTER_RINGBUF_FULL);
+    }
+}
+
 /// The submit flags [`Record::submit_flags`] computes, for programs that
 /// copy no tracepoint record.
 #[inline(always)]

@@ -21,7 +21,7 @@ use trace_common::kernel::stack::{
 };
 use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader, KernelLayout};
 
-use crate::ring::{count_lost, cpu_ring, wakeup_flags};
+use crate::ring::{count_lost, output as output_bytes, wakeup_flags};
 
 /// One stack event being assembled.
 #[repr(C, align(8))]
@@ -289,22 +289,8 @@ fn output(base: *mut u8, size: usize, layout: &KernelLayout, wake: bool) {
     } else {
         wakeup_flags(layout)
     };
-    let written = match cpu_ring() {
-        // SAFETY: `ring` is this CPU's ring buffer map; `size` bytes from
-        // `base` are inside the slot (checked above).
-        Some(ring) => unsafe {
-            generated::bpf_ringbuf_output(
-                ptr::from_ref(ring).cast_mut().cast(),
-                base.cast::<c_void>(),
-                size as u64,
-                flags,
-            ) == 0
-        },
-        None => false,
-    };
-    if !written {
-        count_lost(COUNTER_RINGBUF_FULL);
-    }
+    // SAFETY: `size` bytes from `base` are inside the slot (checked above).
+    unsafe { output_bytes(base, size, flags) };
 }
 
 /// The header of a stack event of the current task (`pid_tgid`) at `ts`.

@@ -13,6 +13,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
+use trace_common::kernel::EventHeader;
 use trace_common::kernel::stack::SOURCE_TRACEPOINT;
 use trace_common::kernel::tracepoint::{
     DATA_MAX, FILTER_MAX_INSNS, FILTER_TEXT_MAX, FLAG_DATA_LOC, FLAG_PREFIX, FLAG_REL_LOC,
@@ -20,10 +21,9 @@ use trace_common::kernel::tracepoint::{
     OP_LT, OP_NE, OP_NOT, OP_OR, OP_TEXT, SCRATCH_BYTES, STRING_MAX, STRING_UNREADABLE,
     STRINGS_MAX, TRACEPOINT_KIND, TRACEPOINTS_MAX, TracepointConfig, TracepointEvent,
 };
-use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader};
 
 use crate::follow::wanted;
-use crate::ring::{count_lost, cpu_ring, layout, now, wakeup_flags};
+use crate::ring::{layout, now, output, wakeup_flags};
 use crate::stack::probe_stack;
 
 /// What each selected tracepoint's events go through, by tracepoint id.
@@ -216,22 +216,8 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
     unsafe { ptr::write(base.cast::<TracepointEvent>(), event) };
     let size = pos & (SCRATCH_BYTES - 1);
     let flags = wakeup_flags(layout);
-    let written = match cpu_ring() {
-        // SAFETY: `ring` is this CPU's ring buffer map; `size` bytes from
-        // `base` are inside the scratch area.
-        Some(ring) => unsafe {
-            generated::bpf_ringbuf_output(
-                ptr::from_ref(ring).cast_mut().cast(),
-                base.cast::<c_void>(),
-                size as u64,
-                flags,
-            ) == 0
-        },
-        None => false,
-    };
-    if !written {
-        count_lost(COUNTER_RINGBUF_FULL);
-    }
+    // SAFETY: `size` bytes from `base` are inside the scratch area.
+    unsafe { output(base, size, flags) };
     probe_stack(
         ctx.as_ptr(),
         layout,
