@@ -12,8 +12,9 @@
 //! - Probe stacks: `stack_callers` calls one probed function from two
 //!   callers a known number of times each; its uprobe stacks tell them
 //!   apart.
-//! - The circular buffering mode and `-p` (a running process) keep their
-//!   samples' stacks whole.
+//! - The circular buffering mode, `-p` (a running process) and a
+//!   recording through the daemon keep their samples' stacks whole;
+//!   `--call-graph fp` starts its walk at the sampled function.
 //!
 //! Every file passes `trace-cli check`, and its Perfetto packets decode
 //! with every interned id resolved.
@@ -335,4 +336,68 @@ fn stacks_on_a_uprobe_tell_its_two_callers_apart() {
     };
     let (one, two) = (by("caller_one"), by("caller_two"));
     assert_eq!((one, two), (300, 100), "{} stacks in all", ours.len());
+}
+
+#[test]
+fn a_profile_through_the_daemon_is_resolved_there() {
+    let daemon = tests::Daemon::start("stacks-daemon");
+    let file = daemon.dir.join("trace.fxt");
+    let output = daemon
+        .record(
+            &file,
+            &[
+                "-c",
+                "kernel:profile",
+                "--sample-hz",
+                "499",
+                "--",
+                env!("CARGO_BIN_EXE_stack_spin_c"),
+                "--chain-ms",
+                "600",
+                "--direct-ms",
+                "300",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        daemon.log()
+    );
+    check_profile(&file, &String::from_utf8_lossy(&output.stdout));
+}
+
+#[test]
+fn frame_pointer_stacks_start_at_the_sampled_function() {
+    require_root();
+    let dir = temp_dir("stacks-fp");
+    let (file, stdout) = record(
+        &dir,
+        &[
+            "-c",
+            "kernel:profile",
+            "--sample-hz",
+            "499",
+            "--call-graph",
+            "fp",
+        ],
+        env!("CARGO_BIN_EXE_stack_spin_c"),
+        &["--chain-ms", "300", "--direct-ms", "100"],
+    );
+    let v = values(&stdout);
+    let chain_tid = number(&v, "chain_tid") as u32;
+    let chain: Vec<DecodedSample> = samples(&file)
+        .into_iter()
+        .filter(|s| s.timebase == "cpu-clock" && s.tid == chain_tid)
+        .collect();
+    // The walk starts where the thread was (the C code keeps no frame
+    // pointers, so it may stop right after).
+    let at_leaf = chain.iter().filter(|s| has_chain(s, &["spin_c"])).count();
+    assert!(
+        chain.len() >= 50 && at_leaf * 10 >= chain.len() * 9,
+        "{at_leaf} of {} samples in spin_c",
+        chain.len()
+    );
 }
