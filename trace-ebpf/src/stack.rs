@@ -200,7 +200,25 @@ fn write_in_slot(
         } else if layout.stacks.call_graph == CALL_GRAPH_DWARF {
             let want = (layout.stacks.user_stack_bytes as usize).min(USER_STACK_MAX);
             let chunks = want / USER_STACK_CHUNK;
+            // Most stacks have the whole copy above the stack pointer: one
+            // read. Near the top of the stack it fails, and the copy goes a
+            // piece at a time.
             let mut i = 0usize;
+            if want > 0 && at + want <= STACK_EVENT_MAX {
+                // SAFETY: `want` bytes at `at` are inside the slot (checked);
+                // the helper checks the user address itself.
+                let ret = unsafe {
+                    generated::bpf_probe_read_user(
+                        base.add(at).cast(),
+                        want as u32,
+                        sp as *const c_void,
+                    )
+                };
+                if ret == 0 {
+                    s = want;
+                    i = chunks;
+                }
+            }
             while i < USER_STACK_MAX / USER_STACK_CHUNK {
                 if i >= chunks {
                     break;

@@ -56,8 +56,13 @@ const RATES: [u32; 2] = [99, 999];
 #[derive(Clone, Debug)]
 enum Tracer {
     /// `trace-cli record -c kernel:profile`, this binary (named for the
-    /// report: `trace-cli`, or `baseline` for another build).
-    TraceCli { name: &'static str, cli: PathBuf },
+    /// report: `trace-cli`, `trace-cli fp` for `--call-graph fp`, or
+    /// `baseline` for another build), with `extra` arguments.
+    TraceCli {
+        name: &'static str,
+        cli: PathBuf,
+        extra: &'static [&'static str],
+    },
     /// `perf record` without call graphs: the floor.
     PerfNoStacks,
     /// `perf record -g`: frame-pointer call graphs.
@@ -83,11 +88,12 @@ impl Tracer {
         let mut c = Command::new("taskset");
         c.args(["-c", "1"]);
         match self {
-            Tracer::TraceCli { cli, .. } => {
+            Tracer::TraceCli { cli, extra, .. } => {
                 c.env("TRACE_MANAGER_SOCKET", file.with_file_name("manager.sock"))
                     .arg(cli)
                     .args(["record", "-c", "kernel:profile", "--sample-hz"])
-                    .arg(hz.to_string());
+                    .arg(hz.to_string())
+                    .args(*extra);
             }
             Tracer::PerfNoStacks | Tracer::PerfFramePointers | Tracer::PerfDwarf => {
                 c.args(["perf", "record", "-q", "-e", "cpu-clock", "-F"])
@@ -186,14 +192,23 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
     ]))?;
     let release = target_dir().join("release");
     let spin = release.join("stack_spin");
-    let mut tracers = vec![Tracer::TraceCli {
-        name: "trace-cli",
-        cli: release.join("trace-cli"),
-    }];
+    let mut tracers = vec![
+        Tracer::TraceCli {
+            name: "trace-cli",
+            cli: release.join("trace-cli"),
+            extra: &[],
+        },
+        Tracer::TraceCli {
+            name: "trace-cli fp",
+            cli: release.join("trace-cli"),
+            extra: &["--call-graph", "fp"],
+        },
+    ];
     if let Some(old) = baseline {
         tracers.push(Tracer::TraceCli {
             name: "baseline",
             cli: old.to_path_buf(),
+            extra: &[],
         });
     }
     tracers.extend([
@@ -532,6 +547,7 @@ mod tests {
         let cli = Tracer::TraceCli {
             name: "trace-cli",
             cli: PathBuf::from("/b/trace-cli"),
+            extra: &[],
         };
         let command = cli.command(99, file);
         assert!(
