@@ -114,12 +114,13 @@ pub(super) fn trace_config(args: &RecordArgs, categories: &[String]) -> Result<T
         uprobes: args.uprobes.iter().map(|s| absolute_spec(s)).collect(),
         usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
         tracepoints: args.events.clone(),
-        stacks: stack_options(args)?,
+        stacks: stack_options(args, categories)?,
     })
 }
 
-/// How the arguments ask stacks to be recorded.
-fn stack_options(args: &RecordArgs) -> Result<StackOptions> {
+/// How the arguments ask stacks to be recorded; a probe kind named in
+/// `--stacks` that nothing records is warned about.
+fn stack_options(args: &RecordArgs, categories: &[String]) -> Result<StackOptions> {
     let mut probe_stacks = Vec::new();
     for name in &args.probe_stacks {
         let name = name.trim();
@@ -136,6 +137,29 @@ fn stack_options(args: &RecordArgs) -> Result<StackOptions> {
     }
     probe_stacks.sort();
     probe_stacks.dedup();
+    let syscalls = kernel_categories(categories)
+        .iter()
+        .any(|c| c == trace_common::category::KERNEL_SYSCALL);
+    for kind in &probe_stacks {
+        let recorded = match kind.as_str() {
+            "uprobe" => !args.uprobes.is_empty(),
+            "usdt" => !args.usdt.is_empty(),
+            "syscall" => syscalls,
+            _ => !args.events.is_empty(),
+        };
+        if !recorded && !args.probe_stacks.iter().any(|n| n.trim() == "all") {
+            eprintln!(
+                "trace-cli: warning: --stacks {kind}: nothing records {kind} events \
+                 ({})",
+                match kind.as_str() {
+                    "uprobe" => "add --uprobe",
+                    "usdt" => "add --usdt",
+                    "syscall" => "add -c kernel:syscall",
+                    _ => "add -e",
+                }
+            );
+        }
+    }
     if args.sample_hz == 0 || args.sample_hz > trace_manager::kernel::profile::MAX_SAMPLE_HZ {
         bail!(
             "--sample-hz must be 1 to {}",
