@@ -196,6 +196,24 @@ fn the_circular_mode_keeps_whole_stacks() {
 }
 
 #[test]
+fn with_kernel_proc_an_exec_d_command_keeps_its_names() {
+    // The exec is translated after the command's stacks arrive; in the
+    // circular mode, after the command has exited.
+    for mode in ["streaming", "circular"] {
+        cpu_profile(
+            &format!("stacks-proc-{mode}"),
+            env!("CARGO_BIN_EXE_stack_spin_c"),
+            &[
+                "-c",
+                "kernel:profile,kernel:proc",
+                "--kernel-buffering-mode",
+                mode,
+            ],
+        );
+    }
+}
+
+#[test]
 fn a_running_process_is_profiled_with_p() {
     require_root();
     let dir = temp_dir("stacks-running");

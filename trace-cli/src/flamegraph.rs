@@ -140,8 +140,9 @@ impl<'a> Folder<'a> {
             Some(c) => c,
             None => stacks.entry(self.stack.clone()).or_default(),
         };
+        // Weights come from the file: they saturate rather than wrap.
         counts.0 += 1;
-        counts.1 += samples::weight(s);
+        counts.1 = counts.1.saturating_add(samples::weight(s));
     }
 
     /// The folded stacks, each under its process's name. When every
@@ -158,8 +159,9 @@ impl<'a> Folder<'a> {
             for (stack, (n, weight)) in stacks {
                 let w = if ns { weight } else { n };
                 folded.samples += n;
-                folded.total += w;
-                *folded.stacks.entry(format!("{root}{stack}")).or_default() += w;
+                folded.total = folded.total.saturating_add(w);
+                let at = folded.stacks.entry(format!("{root}{stack}")).or_default();
+                *at = at.saturating_add(w);
             }
         }
         folded

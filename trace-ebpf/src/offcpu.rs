@@ -66,9 +66,12 @@ pub fn offcpu_switch(ctx: TracePointContext) -> u32 {
     }
     // The task leaving: blocked (not runnable), not the recorder's.
     let pid_tgid = bpf_get_current_pid_tgid();
+    // Preempted tasks report TASK_REPORT_MAX (0x100); exiting ones X (0x10)
+    // or Z (0x20): they never run again.
     if prev == 0
         || state == i64::from(ABSENT_INT)
         || state & 0xff == 0
+        || state & 0x30 != 0
         || (pid_tgid >> 32) as u32 == layout.self_tgid
         || !wanted(layout, prev)
     {
@@ -95,7 +98,7 @@ pub fn offcpu_switch(ctx: TracePointContext) -> u32 {
         (*new).sp = sp;
         (*new).waker_tid = 0;
         (*new).waker_tgid = 0;
-        (*new).reserved = 0;
+        (*new).tgid = (pid_tgid >> 32) as u32;
         let n = aya_ebpf::helpers::generated::bpf_get_stack(
             ctx.as_ptr(),
             (*new).kernel.as_mut_ptr().cast(),
@@ -127,7 +130,7 @@ pub fn offcpu_waking(ctx: TracePointContext) -> u32 {
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: `e` points at the map's value for `wakee`.
-    let start_ts = unsafe {
+    let (start_ts, wakee_tgid) = unsafe {
         if (*e).end_ts != 0
             || (*e).waker_tid != 0
             || ts.saturating_sub((*e).start_ts) < layout.stacks.offcpu_min_ns
@@ -136,7 +139,7 @@ pub fn offcpu_waking(ctx: TracePointContext) -> u32 {
         }
         (*e).waker_tid = pid_tgid as u32;
         (*e).waker_tgid = (pid_tgid >> 32) as u32;
-        (*e).start_ts
+        ((*e).start_ts, (*e).tgid)
     };
     let info = StackInfo {
         header: stack_header(ts, pid_tgid),
@@ -146,7 +149,7 @@ pub fn offcpu_waking(ctx: TracePointContext) -> u32 {
         start_ts,
         end_ts: ts,
         other_tid: wakee,
-        other_tgid: 0,
+        other_tgid: wakee_tgid,
     };
     // An interrupt's wake-up has the idle task or whatever ran as current:
     // the kernel stack says so, and the manager leaves the user part out.
@@ -186,9 +189,11 @@ fn write_entry(
     e: *const OffCpuEntry,
     ts: u64,
 ) {
-    // SAFETY: `e` points at the map's value for the current task, which
-    // stays valid while the program runs (an LRU eviction frees it only
-    // after an RCU grace period).
+    // SAFETY: `e` points at the map's value for the current task, memory
+    // that stays mapped while the program runs. (When the map is full, an
+    // insert on another CPU may take this element over at once: the event
+    // could then mix two tasks' entries; 4096 blocked threads of the
+    // followed set are needed for that.)
     let entry = unsafe { &*e };
     let same = current_user_regs().is_some_and(|(ip, sp, _)| ip == entry.ip && sp == entry.sp);
     let info = StackInfo {

@@ -172,8 +172,11 @@ impl SequenceState {
             .callstacks
             .get(&iid)
             .ok_or_else(|| unresolved("callstack", iid))?;
-        let mut frames = Vec::with_capacity(frame_ids.len());
-        for &frame_iid in frame_ids.iter().rev() {
+        // At most the writer's limit, the innermost kept: a small packet
+        // must not expand into any number of frames.
+        let kept = &frame_ids[frame_ids.len().saturating_sub(crate::MAX_FRAMES)..];
+        let mut frames = Vec::with_capacity(kept.len());
+        for &frame_iid in kept.iter().rev() {
             let frame = self
                 .frames
                 .get(&frame_iid)

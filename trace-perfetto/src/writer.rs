@@ -131,8 +131,11 @@ pub struct Sample<'a> {
     pub cpu: u32,
     /// Execution state sampled.
     pub cpu_mode: CpuMode,
-    /// Value of the stream's counter since it started (cumulative, not a
-    /// delta); Perfetto draws it as a counter track per CPU.
+    /// A count carried with the sample. Perfetto reads it as the stream's
+    /// counter since it started and draws it as a counter track per CPU;
+    /// the recorder writes each off-CPU or wake-up sample's own nanoseconds
+    /// there (its weight for `trace-cli flamegraph`), so that track shows
+    /// each block's length rather than a running total.
     pub timebase_count: Option<u64>,
     /// The call stack, leaf (innermost) first.
     pub frames: &'a [Frame],

@@ -44,17 +44,20 @@ pub const STACK_KIND: u32 = 21;
 
 /// The per-CPU program that samples every CPU (`kernel:profile`).
 pub const PROFILE_PROGRAM: &str = "profile";
-/// The off-CPU program at `sched_switch` (BTF tracepoint).
+/// The off-CPU program at `sched:sched_switch`.
 pub const OFFCPU_SWITCH_PROGRAM: &str = "offcpu_switch";
-/// The waker program at `sched_waking` (BTF tracepoint).
+/// The waker program at `sched:sched_waking`.
 pub const OFFCPU_WAKING_PROGRAM: &str = "offcpu_waking";
 /// The program that writes an off-CPU stack at a system call's return
-/// (BTF tracepoint `sys_exit`).
+/// (`raw_syscalls:sys_exit`).
 pub const OFFCPU_SYS_EXIT_PROGRAM: &str = "offcpu_sys_exit";
 
 /// The map of tasks off CPU: thread id → [`OffCpuEntry`] (an LRU hash, so
 /// tasks that never run again are forgotten once it is full).
 pub const MAP_OFFCPU: &str = "OFFCPU";
+/// The per-CPU scratch slots a stack event is assembled in
+/// ([`STACK_SLOTS`] of [`STACK_EVENT_MAX`] bytes per CPU).
+pub const MAP_STACK_SCRATCH: &str = "STACK_SCRATCH";
 /// Most tasks [`MAP_OFFCPU`] tracks at once.
 pub const OFFCPU_MAX: u32 = 4096;
 /// Processes whose first stack was written (an LRU hash of process ids):
@@ -187,8 +190,8 @@ pub struct OffCpuEntry {
     pub waker_tgid: u32,
     /// Bytes of `kernel` used.
     pub kernel_len: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Its process id.
+    pub tgid: u32,
     /// Its kernel stack as it blocked.
     pub kernel: [u64; KERNEL_FRAMES_MAX],
 }
@@ -308,6 +311,31 @@ mod tests {
         assert_eq!(r.kernel_frames().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(r.user_frames().collect::<Vec<_>>(), [3]);
         assert_eq!(r.stack, [7, 8, 9]);
+    }
+
+    proptest::proptest! {
+        /// Any bytes, the kind set or not: decoding never panics, and what
+        /// it gives stays inside the entry.
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(
+            mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
+            lens in proptest::array::uniform3(0u32..300),
+        ) {
+            if bytes.len() >= 4 {
+                bytes[..4].copy_from_slice(&STACK_KIND.to_ne_bytes());
+            }
+            for (i, len) in lens.iter().enumerate() {
+                let at = 40 + 4 * i;
+                if bytes.len() >= at + 4 {
+                    bytes[at..at + 4].copy_from_slice(&len.to_ne_bytes());
+                }
+            }
+            if let Ok(r) = StackRecord::parse(&bytes) {
+                let frames = r.kernel_frames().count() + r.user_frames().count();
+                proptest::prop_assert!(frames * 8 + r.stack.len() <= bytes.len());
+            }
+            let _ = crate::kernel::parse_entry(&bytes);
+        }
     }
 
     #[test]

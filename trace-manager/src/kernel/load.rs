@@ -6,10 +6,11 @@ use std::io;
 
 use aya::EbpfLoader;
 use aya::maps::{ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, RingBuf};
-use trace_common::category::{KERNEL_CATEGORIES, KERNEL_PROC, KERNEL_PROFILE};
+use trace_common::category::{KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE};
 use trace_common::controller::StackOptions;
 use trace_common::kernel::stack::{
-    CALL_GRAPH_DWARF, CALL_GRAPH_FP, SOURCE_SYSCALL, SOURCE_TRACEPOINT, SOURCE_UPROBE, SOURCE_USDT,
+    CALL_GRAPH_DWARF, CALL_GRAPH_FP, MAP_OFFCPU, MAP_STACK_SCRATCH, MAP_STACK_SEEN, OFFCPU_MAX,
+    SOURCE_SYSCALL, SOURCE_TRACEPOINT, SOURCE_UPROBE, SOURCE_USDT, STACK_SEEN_MAX, STACK_SLOTS,
     StackConfig, USER_STACK_CHUNK, USER_STACK_MAX,
 };
 use trace_common::kernel::{
@@ -177,10 +178,18 @@ impl KernelProvider {
             source,
         })?;
         let per_cpu_bytes = ring_size(config.ring_buffer_bytes / cpus.len().max(1));
+        let offcpu = categories.iter().any(|c| c == KERNEL_OFFCPU);
+        let stacks = offcpu
+            || categories.iter().any(|c| c == KERNEL_PROFILE)
+            || layout.stacks.probe_sources != 0;
         let ring_buffer_bytes = per_cpu_bytes * cpus.len();
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(MAP_EVENTS, possible as u32)
             .map_max_entries(MAP_USDT_SPECS, config.usdt.len().max(1) as u32)
+            // The stack maps take memory only when stacks are recorded.
+            .map_max_entries(MAP_OFFCPU, if offcpu { OFFCPU_MAX } else { 1 })
+            .map_max_entries(MAP_STACK_SEEN, if stacks { STACK_SEEN_MAX } else { 1 })
+            .map_max_entries(MAP_STACK_SCRATCH, if stacks { STACK_SLOTS } else { 1 })
             .load(object.bytes())
             .map_err(|e| {
                 if is_eperm(&e) {

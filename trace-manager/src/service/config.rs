@@ -58,8 +58,8 @@ pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<
 
 /// The memory the kernel provider's ring buffers will take for `config`:
 /// none without a kernel category or probe, else each online CPU's ring
-/// (rounded up to a power of two pages, as the kernel wants), and with
-/// `kernel:offcpu` its table of blocked threads.
+/// (rounded up to a power of two pages, as the kernel wants), and the stack
+/// maps when stacks are recorded.
 fn kernel_memory(config: &TraceConfig) -> u64 {
     let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
         || !config.uprobes.is_empty()
@@ -71,17 +71,24 @@ fn kernel_memory(config: &TraceConfig) -> u64 {
     let cpus = aya::util::online_cpus().map_or(1, |c| c.len().max(1));
     let bytes = usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX);
     let rings = (crate::kernel::ring_size(bytes / cpus) as u64).saturating_mul(cpus as u64);
-    // The off-CPU programs' table of blocked threads is allocated whole.
-    let offcpu = if crate::session::kernel_categories(&config.categories)
-        .iter()
-        .any(|c| c == trace_common::category::KERNEL_OFFCPU)
-    {
-        u64::from(trace_common::kernel::stack::OFFCPU_MAX)
-            * (size_of::<trace_common::kernel::stack::OffCpuEntry>() as u64 + 64)
-    } else {
-        0
-    };
-    rings.saturating_add(offcpu)
+    // The stack maps are allocated whole: the off-CPU programs' table of
+    // blocked threads, the scratch slots and the set of processes seen.
+    use trace_common::category::{KERNEL_OFFCPU, KERNEL_PROFILE};
+    use trace_common::kernel::stack as st;
+    let categories = crate::session::kernel_categories(&config.categories);
+    let offcpu = categories.iter().any(|c| c == KERNEL_OFFCPU);
+    let stacks = offcpu
+        || categories.iter().any(|c| c == KERNEL_PROFILE)
+        || !config.stacks.probe_stacks.is_empty();
+    let mut maps = 0u64;
+    if offcpu {
+        maps += u64::from(st::OFFCPU_MAX) * (size_of::<st::OffCpuEntry>() as u64 + 64);
+    }
+    if stacks {
+        maps += u64::from(st::STACK_SLOTS) * st::STACK_EVENT_MAX as u64 * cpus as u64
+            + u64::from(st::STACK_SEEN_MAX) * 64;
+    }
+    rings.saturating_add(maps)
 }
 
 /// The kernel ring buffers' bytes `config` asks for, within what the

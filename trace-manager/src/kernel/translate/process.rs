@@ -90,8 +90,6 @@ impl KernelTranslator {
         e: &ProcessExecEvent,
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, old_tid) = (e.header.ts, e.pid, e.header.tgid, e.old_pid);
-        // Its stacks resolve against the new program from here on.
-        self.stacks.forget(tgid);
         let (filename, comm) = (comm_str(e.filename()), comm_str(&e.comm));
         let (filename, comm): (&str, &str) = (&filename, &comm);
         self.name_process(out, tgid, comm)?;

@@ -22,7 +22,12 @@
 //! process on), but symbolized in batches: a file's first names cost tens
 //! of milliseconds to load, which must not hold up the draining of the
 //! rings. Samples wait (their addresses only) until [`FLUSH_SAMPLES`] have
-//! gathered or the recording ends, then are symbolized and written.
+//! gathered, the oldest is [`FLUSH_AFTER_NS`] old, or the recording ends,
+//! then are symbolized and written.
+//!
+//! An exec is not acted on where it is translated (later than its
+//! process's stacks arrive): a stack whose instruction pointer lies outside
+//! the mappings read has them read again as it arrives.
 
 use std::sync::Arc;
 
@@ -48,6 +53,10 @@ const INTERRUPT_ENTRIES: &[&str] = &["asm_sysvec_", "asm_common_interrupt"];
 /// Samples unwound and waiting to be symbolized and written; at most this
 /// many (about 0.5 KiB each) wait.
 pub(super) const FLUSH_SAMPLES: usize = 16_384;
+
+/// Samples wait at most about this long (ns of trace time) before they are
+/// symbolized and written, so that a reader of a stream sees them.
+pub(super) const FLUSH_AFTER_NS: u64 = 2_000_000_000;
 
 /// A sample unwound, waiting to be symbolized.
 struct Pending {
@@ -95,13 +104,6 @@ impl Stacks {
     pub(super) fn observe(&mut self, pid: u32, ip: u64) {
         if pid != 0 {
             self.resolver().observe_address(pid, ip);
-        }
-    }
-
-    /// Process `pid` executed a new program.
-    pub(super) fn forget(&mut self, pid: u32) {
-        if let Some(r) = self.resolver.as_mut() {
-            r.forget(pid);
         }
     }
 
@@ -267,7 +269,10 @@ impl KernelTranslator {
             user,
         });
         self.counts.samples += 1;
-        if self.stacks.pending.len() >= FLUSH_SAMPLES {
+        let oldest = self.stacks.pending.first().map_or(ts, |p| p.ts.min(ts));
+        if self.stacks.pending.len() >= FLUSH_SAMPLES
+            || h.ts.saturating_sub(oldest) >= FLUSH_AFTER_NS
+        {
             self.flush_stacks(out)?;
         }
         Ok(())
