@@ -419,3 +419,28 @@ fn frame_pointer_stacks_start_at_the_sampled_function() {
         chain.len()
     );
 }
+
+#[test]
+fn a_thread_still_blocked_at_the_stop_is_written_up_to_it() {
+    require_root();
+    let dir = temp_dir("stacks-blocked-at-stop");
+    let (file, _) = record(
+        &dir,
+        &["-c", "kernel:offcpu", "-d", "0.5"],
+        "/bin/sleep",
+        &["2"],
+    );
+    let all = samples(&file);
+    let sleeping: Vec<&DecodedSample> = all
+        .iter()
+        .filter(|s| {
+            s.timebase == "off-cpu" && s.frames.iter().any(|f| f.function.contains("nanosleep"))
+        })
+        .collect();
+    assert_eq!(sleeping.len(), 1, "{all:#?}");
+    let off = sleeping[0].timebase_count.unwrap();
+    assert!(
+        (300_000_000..=600_000_000).contains(&off),
+        "{off} ns off CPU in a 0.5 s recording"
+    );
+}

@@ -486,6 +486,20 @@ impl<W: Write> Session<W> {
             k.detach();
             // Events already in the ring buffers are still collected.
             self.drain()?;
+            // Threads still blocked (or not yet back in user space) at the
+            // cut are written as ending there.
+            if let Some(k) = self.kernel.as_mut() {
+                let pending = k.offcpu_pending(stop);
+                if !pending.is_empty() {
+                    self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+                }
+                for bytes in pending {
+                    if let Ok(record) = trace_common::kernel::stack::StackRecord::parse(&bytes) {
+                        self.translator.observe_stack_process(&record);
+                        self.translator.stack(&mut self.out, &record)?;
+                    }
+                }
+            }
         }
         if let Some(k) = self.kernel.take() {
             let per_cpu = k.dropped_per_cpu()?;

@@ -59,3 +59,95 @@ impl KernelProvider {
         drop(self);
     }
 }
+
+/// The `Pod` wrapper through which the off-CPU table's entries are read.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct OffCpuValue(trace_common::kernel::stack::OffCpuEntry);
+
+// SAFETY: `OffCpuEntry` is `#[repr(C)]` plain data made of integers with no
+// padding (its size is asserted in trace-common), so any bytes are a valid
+// value.
+unsafe impl aya::Pod for OffCpuValue {}
+
+impl KernelProvider {
+    /// The threads `kernel:offcpu` found blocked that it had not written
+    /// when the recording was cut: still off CPU, or back on it and not yet
+    /// returned to user space. Each as a stack event of its own, stamped
+    /// `at` (the cut), ending there if it had not ended, with the kernel
+    /// stack it blocked with and only the user instruction pointer (its
+    /// user stack cannot be read from here). Empty without `kernel:offcpu`.
+    pub fn offcpu_pending(&mut self, at: u64) -> Vec<Vec<u8>> {
+        use trace_common::kernel::stack::{
+            MAP_OFFCPU, SOURCE_OFFCPU, STACK_KIND, STACK_USER_REGS, STACK_USER_STALE, StackEvent,
+        };
+        if !self
+            .categories
+            .iter()
+            .any(|c| c == trace_common::category::KERNEL_OFFCPU)
+        {
+            return Vec::new();
+        }
+        let Some(map) = self.ebpf.map(MAP_OFFCPU) else {
+            return Vec::new();
+        };
+        let table: aya::maps::HashMap<_, u32, OffCpuValue> = match aya::maps::HashMap::try_from(map)
+        {
+            Ok(t) => t,
+            Err(e) => {
+                log::warn!("reading the off-CPU table: {e}");
+                return Vec::new();
+            }
+        };
+        let mut events = Vec::new();
+        for item in table.iter() {
+            let Ok((tid, OffCpuValue(e))) = item else {
+                continue;
+            };
+            if e.start_ts > at {
+                continue;
+            }
+            let kernel_len = (e.kernel_len as usize).min(8 * e.kernel.len()) & !7;
+            // Its name as it is now (the programs take it from the task).
+            let mut comm = [0u8; trace_common::kernel::COMM_LEN];
+            if let Some((_, name)) = crate::procfs::thread(tid) {
+                let n = name.len().min(comm.len() - 1);
+                comm[..n].copy_from_slice(&name.as_bytes()[..n]);
+            }
+            let event = StackEvent {
+                header: trace_common::kernel::EventHeader {
+                    kind: STACK_KIND,
+                    cpu: 0,
+                    ts: at,
+                    tid,
+                    tgid: e.tgid,
+                },
+                source: SOURCE_OFFCPU,
+                flags: STACK_USER_STALE | if e.ip != 0 { STACK_USER_REGS } else { 0 },
+                kernel_len: kernel_len as u32,
+                ip: e.ip,
+                sp: e.sp,
+                start_ts: e.start_ts,
+                end_ts: if e.end_ts == 0 { at } else { e.end_ts.min(at) },
+                other_tid: e.waker_tid,
+                other_tgid: e.waker_tgid,
+                comm,
+                ..StackEvent::default()
+            };
+            // SAFETY: `StackEvent` is plain data without padding (asserted in
+            // trace-common); its bytes are read once, as a byte slice.
+            let head = unsafe {
+                std::slice::from_raw_parts(
+                    std::ptr::from_ref(&event).cast::<u8>(),
+                    size_of::<StackEvent>(),
+                )
+            };
+            let mut bytes = head.to_vec();
+            for frame in &e.kernel[..kernel_len / 8] {
+                bytes.extend_from_slice(&frame.to_ne_bytes());
+            }
+            events.push(bytes);
+        }
+        events
+    }
+}
