@@ -185,8 +185,8 @@ mod writer;
 
 pub use reader::{DecodedFrame, DecodedSample, PerfettoError, SampleReader};
 pub use writer::{
-    CpuMode, Frame, MAX_BLOB_PAYLOAD, MAX_FRAMES, MAX_FUNCTION_NAME_LEN, Mapping, Sample,
-    SampleWriter,
+    CpuMode, Frame, MAX_BLOB_PAYLOAD, MAX_FRAMES, MAX_FUNCTION_NAME_LEN, MAX_INTERNED, Mapping,
+    Sample, SampleWriter,
 };
 
 /// FXT blob type of a blob record holding Perfetto packets.

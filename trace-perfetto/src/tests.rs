@@ -728,3 +728,35 @@ proptest! {
         let _ = reader.feed(&payload);
     }
 }
+
+#[test]
+fn a_long_stream_starts_new_generations_that_still_decode() {
+    let lib = mapping("/usr/lib/libx.so", Some(b"\x01\x02"), 0x1000);
+    let mut writer = SampleWriter::new(5, "cpu-clock").with_max_interned(10);
+    let mut written = Vec::new();
+    for i in 0..40u64 {
+        let frames = vec![
+            frame(&format!("leaf_{i}"), &lib, 0x10 + i),
+            frame("main", &lib, 0x20),
+        ];
+        let s = sample(1000 + i, &frames);
+        writer.push(&s);
+        written.push(expected(&s, 5, "cpu-clock"));
+    }
+    let payloads = writer.take();
+    // Every sample decodes, across the clearing packets of new generations.
+    assert_eq!(read_all(&payloads), written);
+    // The tables were started afresh: the first packet alone says it is the
+    // sequence's first; several clear the state.
+    let packets: Vec<&[u8]> = payloads.iter().flat_map(|p| packets(p)).collect();
+    let firsts = packets
+        .iter()
+        .filter(|p| !field(&fields(p), 87).is_empty())
+        .count();
+    let clearings = packets
+        .iter()
+        .filter(|p| one_varint(&fields(p), 13) & 1 != 0)
+        .count();
+    assert_eq!(firsts, 1);
+    assert!(clearings >= 5, "{clearings} clearing packets");
+}

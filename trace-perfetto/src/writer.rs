@@ -9,6 +9,12 @@ use prost::encoding::{encoded_len_varint, key_len};
 use crate::protos;
 use crate::protos::trace_packet::SequenceFlags;
 
+/// Interned entries (names, paths, build ids, mappings, frames, call stacks)
+/// a writer keeps before it starts a new generation: it clears the
+/// sequence's incremental state and interns afresh, so its memory stays
+/// bounded however long it writes.
+pub const MAX_INTERNED: usize = 1 << 18;
+
 /// Largest blob payload the writer hands out (an FXT record is at most 32 KiB
 /// incl. header and name).
 pub const MAX_BLOB_PAYLOAD: usize = 30 * 1024;
@@ -167,6 +173,8 @@ pub struct SampleWriter {
     samples: u64,
     /// The frame iids of the sample being written.
     scratch: Vec<u64>,
+    /// [`MAX_INTERNED`], lower in tests.
+    max_interned: usize,
 }
 
 impl SampleWriter {
@@ -185,6 +193,7 @@ impl SampleWriter {
                 ..Default::default()
             },
             started: false,
+            max_interned: MAX_INTERNED,
             function_names: HashMap::new(),
             mapping_paths: HashMap::new(),
             build_ids: HashMap::new(),
@@ -229,6 +238,9 @@ impl SampleWriter {
     /// Encodes one sample (and whatever it newly interns) into the pending
     /// payload.
     pub fn push(&mut self, sample: &Sample<'_>) {
+        if self.interned() >= self.max_interned {
+            self.reset();
+        }
         let frames = &sample.frames[..sample.frames.len().min(MAX_FRAMES)];
         let mut new = protos::InternedData::default();
         let mut ids = std::mem::take(&mut self.scratch);
@@ -373,6 +385,37 @@ impl SampleWriter {
         iid
     }
 
+    /// A writer that starts a new generation every `n` interned entries.
+    #[cfg(test)]
+    pub(crate) fn with_max_interned(mut self, n: usize) -> Self {
+        self.max_interned = n;
+        self
+    }
+
+    /// Entries interned in the current generation.
+    fn interned(&self) -> usize {
+        self.function_names.len()
+            + self.mapping_paths.len()
+            + self.build_ids.len()
+            + self.mappings.len()
+            + self.frames.len()
+            + self.callstacks.len()
+    }
+
+    /// Starts a new generation of interned entries: the tables are
+    /// forgotten and the next packet clears the sequence's incremental
+    /// state again (with the defaults), so a long recording's memory stays
+    /// bounded by [`MAX_INTERNED`] entries.
+    fn reset(&mut self) {
+        self.function_names.clear();
+        self.mapping_paths.clear();
+        self.build_ids.clear();
+        self.mappings.clear();
+        self.frames.clear();
+        self.callstacks.clear();
+        self.started = false;
+    }
+
     /// A packet of the sequence at `ts` with its flags (and the defaults, for
     /// the first packet of the sequence).
     fn header(&self, ts: u64, first: bool) -> protos::TracePacket {
@@ -382,7 +425,9 @@ impl SampleWriter {
             timestamp: Some(ts),
             trusted_packet_sequence_id: Some(self.sequence_id),
             sequence_flags: Some(if first { cleared | needs } else { needs }),
-            first_packet_on_sequence: first.then_some(true),
+            // Only the very first: a later clearing packet starts a new
+            // generation of interned entries on the same sequence.
+            first_packet_on_sequence: (first && self.samples == 0).then_some(true),
             trace_packet_defaults: first.then(|| protos::TracePacketDefaults {
                 perf_sample_defaults: Some(protos::PerfSampleDefaults {
                     timebase: Some(self.timebase.clone()),
