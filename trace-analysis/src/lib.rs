@@ -1,0 +1,18 @@
+//! Streaming analysis of Fuchsia Trace Format files.
+//!
+//! [`read_trace`] reads an FXT stream of any length record by record and
+//! hands each resolved [`Event`] to a [`Sink`]: strings and threads looked
+//! up in their provider's tables, timestamps in nanoseconds, begins paired
+//! with their ends and every duration given its depth and parent on its
+//! thread ([`nesting`]). What it holds is bounded by the number of threads,
+//! distinct strings and open spans, never by the number of events, so a
+//! multi-gigabyte trace reads in constant memory.
+
+pub mod event;
+pub mod nesting;
+pub mod reader;
+pub mod strings;
+
+pub use event::{Event, Value};
+pub use reader::{Context, ReadStats, ReadTraceError, Sink, read_trace};
+pub use strings::{Strings, Sym};

@@ -1,0 +1,682 @@
+//! Reads an FXT stream into [`Event`]s, record by record, holding only the
+//! providers' tables, the names of processes and threads, and open spans.
+
+use std::io::Read;
+
+use foldhash::HashMap;
+use trace_common::fxt::read::{ReadErrorKind, TraceState, decode, instant_scope};
+use trace_common::fxt::{
+    Arg, ArgValue, EventKind, LargeBlob, Record, StringRef, ThreadRef, obj_type, provider_event,
+    wire,
+};
+use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
+
+use crate::event::{
+    Args, AsyncSpan, Counter, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice, Switch,
+    Track, Value, Wakeup,
+};
+use crate::nesting::Nesting;
+use crate::strings::{Strings, Sym};
+
+/// Bytes read from the input at a time.
+const CHUNK: usize = 4 << 20;
+/// A record larger than this is skipped rather than buffered.
+const MAX_RECORD: usize = 64 << 20;
+/// Open async spans kept; the oldest are dropped past it.
+const MAX_OPEN_ASYNC: usize = 65_536;
+/// Messages of malformed records kept.
+const MAX_ERRORS_KEPT: usize = 10;
+
+/// Reading a trace failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadTraceError {
+    /// The input could not be read.
+    #[error("cannot read the trace: {0}")]
+    Io(#[from] std::io::Error),
+    /// The data does not start with FXT's magic number record.
+    #[error("not a Fuchsia Trace Format file (no magic number record at the start)")]
+    NotFxt,
+}
+
+/// Names and strings known while reading, for sinks to look things up.
+#[derive(Debug, Default)]
+pub struct Context {
+    /// Interned strings.
+    pub strings: Strings,
+    processes: HashMap<u64, Sym>,
+    threads: HashMap<u64, (u64, Sym)>,
+    providers: HashMap<u32, Sym>,
+}
+
+impl Context {
+    /// The last name given to process `pid`.
+    pub fn process_name(&self, pid: u64) -> &str {
+        self.processes
+            .get(&pid)
+            .map_or("", |s| self.strings.get(*s))
+    }
+
+    /// The last name given to thread `tid`.
+    pub fn thread_name(&self, tid: u64) -> &str {
+        self.threads
+            .get(&tid)
+            .map_or("", |(_, s)| self.strings.get(*s))
+    }
+
+    /// The process of thread `tid`, if a thread record said.
+    pub fn process_of(&self, tid: u64) -> Option<u64> {
+        self.threads.get(&tid).map(|(p, _)| *p)
+    }
+
+    /// The name of provider `id`.
+    pub fn provider_name(&self, id: u32) -> &str {
+        self.providers.get(&id).map_or("", |s| self.strings.get(*s))
+    }
+
+    /// Every named process.
+    pub fn processes(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.processes
+            .iter()
+            .map(|(p, s)| (*p, self.strings.get(*s)))
+    }
+
+    /// Every named thread: (tid, pid, name).
+    pub fn threads(&self) -> impl Iterator<Item = (u64, u64, &str)> {
+        self.threads
+            .iter()
+            .map(|(t, (p, s))| (*t, *p, self.strings.get(*s)))
+    }
+
+    /// Every provider: (id, name).
+    pub fn providers(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.providers
+            .iter()
+            .map(|(p, s)| (*p, self.strings.get(*s)))
+    }
+}
+
+/// What reading a trace saw, apart from its events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadStats {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Records decoded.
+    pub records: u64,
+    /// Malformed records skipped.
+    pub errors: u64,
+    /// The first few of them.
+    pub error_messages: Vec<String>,
+    /// Earliest event timestamp, ns.
+    pub first_ts: Option<u64>,
+    /// Latest event timestamp (or end of a span), ns.
+    pub last_ts: Option<u64>,
+    /// Events of kinds not read into [`Event`]s (flows, logs, unknown
+    /// records).
+    pub skipped: u64,
+    /// Ends without a begin.
+    pub unmatched_ends: u64,
+}
+
+/// Receives the events of a trace.
+pub trait Sink {
+    /// One event, with what is known so far.
+    fn event(&mut self, event: &Event, cx: &Context);
+}
+
+impl<F: FnMut(&Event, &Context)> Sink for F {
+    fn event(&mut self, event: &Event, cx: &Context) {
+        self(event, cx)
+    }
+}
+
+/// Reads a whole trace from `input`, handing every event to `sink`; returns
+/// what it saw and the final context. Memory stays bounded by the threads,
+/// strings and open spans of the trace, not its length.
+pub fn read_trace(
+    input: impl Read,
+    sink: &mut impl Sink,
+) -> Result<(ReadStats, Context), ReadTraceError> {
+    let mut r = TraceReader::default();
+    r.run(input, sink)?;
+    Ok((r.stats, r.cx))
+}
+
+#[derive(Default)]
+struct Syms {
+    kernel_cat: Sym,
+    dropped_events: Sym,
+    inferred: Sym,
+    incoming_weight: Sym,
+    outgoing_weight: Sym,
+    waker: Sym,
+}
+
+/// Async spans are paired by provider, category, name and id.
+type AsyncKey = (u32, Sym, Sym, u64);
+/// An open async span: begin time, track, arguments, order of arrival.
+type OpenAsync = (u64, Track, Args, u64);
+
+#[derive(Default)]
+struct TraceReader {
+    state: TraceState,
+    cx: Context,
+    stats: ReadStats,
+    nesting: Nesting,
+    open_async: HashMap<AsyncKey, OpenAsync>,
+    async_seq: u64,
+    perfetto: SampleReader,
+    syms: Syms,
+}
+
+impl TraceReader {
+    fn run(&mut self, mut input: impl Read, sink: &mut impl Sink) -> Result<(), ReadTraceError> {
+        self.syms = Syms {
+            kernel_cat: self.cx.strings.intern("kernel"),
+            dropped_events: self.cx.strings.intern("dropped_events"),
+            inferred: self.cx.strings.intern("inferred"),
+            incoming_weight: self.cx.strings.intern("incoming_weight"),
+            outgoing_weight: self.cx.strings.intern("outgoing_weight"),
+            waker: self.cx.strings.intern("waker"),
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
+        let mut start = 0usize;
+        let mut eof = false;
+        let mut first = true;
+        // Bytes of an oversized record still to skip.
+        let mut skip: u64 = 0;
+        loop {
+            // Refill: keep the unread tail, read up to a chunk more.
+            if start > 0 {
+                buf.drain(..start);
+                start = 0;
+            }
+            if !eof {
+                let want = CHUNK.max(buf.len() + 1);
+                let have = buf.len();
+                buf.resize(want, 0);
+                let mut filled = have;
+                while filled < want {
+                    match input.read(&mut buf[filled..]) {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                buf.truncate(filled);
+                self.stats.bytes += (filled - have) as u64;
+            }
+            if skip > 0 {
+                let n = usize::try_from(skip).unwrap_or(usize::MAX).min(buf.len());
+                start = n;
+                skip -= n as u64;
+                if skip > 0 {
+                    if eof {
+                        self.error("a large record runs past the end of the data".into());
+                        break;
+                    }
+                    continue;
+                }
+            }
+            if first {
+                if buf.len() < 8 && !eof {
+                    continue;
+                }
+                if !trace_common::fxt::read::starts_with_magic(&buf) {
+                    return Err(ReadTraceError::NotFxt);
+                }
+                first = false;
+            }
+            // Decode every whole record in the buffer.
+            loop {
+                let rest = &buf[start..];
+                if rest.len() < 8 {
+                    break;
+                }
+                let header = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
+                let words = wire::record_size_words(header);
+                if words == 0 {
+                    self.error(format!("record with size 0 at byte {}", start));
+                    start += 8;
+                    continue;
+                }
+                let len = usize::try_from(words.saturating_mul(8)).unwrap_or(usize::MAX);
+                if len > MAX_RECORD {
+                    self.error(format!("record of {len} bytes skipped"));
+                    let avail = rest.len();
+                    if len <= avail {
+                        start += len;
+                    } else {
+                        skip = (len - avail) as u64;
+                        start = buf.len();
+                    }
+                    continue;
+                }
+                if len > rest.len() {
+                    break;
+                }
+                let raw = &rest[..len];
+                match decode(raw) {
+                    Ok((record, _)) => {
+                        self.stats.records += 1;
+                        let scope = instant_scope(&record, raw);
+                        // The record borrows `buf`; it is handled before the
+                        // buffer changes.
+                        let record = record.into_owned();
+                        self.record(record, scope, sink);
+                    }
+                    Err(ReadErrorKind::Truncated) => break,
+                    Err(e) => self.error(format!("{e}")),
+                }
+                start += len;
+            }
+            if eof {
+                if start < buf.len() {
+                    self.error(format!(
+                        "{} bytes at the end do not make a whole record",
+                        buf.len() - start
+                    ));
+                }
+                break;
+            }
+        }
+        if first {
+            return Err(ReadTraceError::NotFxt);
+        }
+        // Close what is still open.
+        let last = self.stats.last_ts.unwrap_or(0);
+        let mut pending = Vec::new();
+        self.nesting
+            .finish_all(last, &mut |s: Slice| pending.push(Event::Slice(s)));
+        let open: Vec<_> = self.open_async.drain().collect();
+        let mut open: Vec<_> = open.into_iter().collect();
+        open.sort_by_key(|(_, (_, _, _, seq))| *seq);
+        for ((_, category, name, id), (ts, track, args, _)) in open {
+            pending.push(Event::Async(AsyncSpan {
+                ts,
+                dur: last.saturating_sub(ts),
+                track,
+                category,
+                name,
+                id,
+                args,
+                unfinished: true,
+            }));
+        }
+        for e in &pending {
+            sink.event(e, &self.cx);
+        }
+        self.stats.unmatched_ends = self.nesting.unmatched_ends;
+        Ok(())
+    }
+
+    fn error(&mut self, msg: String) {
+        self.stats.errors += 1;
+        if self.stats.error_messages.len() < MAX_ERRORS_KEPT {
+            self.stats.error_messages.push(msg);
+        }
+    }
+
+    fn seen(&mut self, ts: u64) {
+        let s = &mut self.stats;
+        s.first_ts = Some(s.first_ts.map_or(ts, |f| f.min(ts)));
+        s.last_ts = Some(s.last_ts.map_or(ts, |l| l.max(ts)));
+    }
+
+    fn sym(&mut self, r: &StringRef<'_>) -> Sym {
+        match self.state.string(r) {
+            Some(s) => self.cx.strings.intern(s),
+            None => Sym::EMPTY,
+        }
+    }
+
+    fn args(&mut self, args: &[Arg<'_>]) -> Args {
+        let mut out = Vec::with_capacity(args.len());
+        for a in args {
+            let name = self.sym(&a.name);
+            let value = match &a.value {
+                ArgValue::Null => Value::Null,
+                ArgValue::Int32(v) => Value::Int(i64::from(*v)),
+                ArgValue::Uint32(v) => Value::Uint(u64::from(*v)),
+                ArgValue::Int64(v) => Value::Int(*v),
+                ArgValue::Uint64(v) => Value::Uint(*v),
+                ArgValue::Double(v) => Value::Double(*v),
+                ArgValue::String(s) => Value::Str(self.state.string(s).unwrap_or("").into()),
+                ArgValue::Pointer(v) => Value::Pointer(*v),
+                ArgValue::Koid(v) => Value::Koid(*v),
+                ArgValue::Bool(v) => Value::Bool(*v),
+                _ => Value::Null,
+            };
+            out.push((name, value));
+        }
+        out
+    }
+
+    fn thread(&self, r: ThreadRef) -> (u64, u64) {
+        self.state.thread(r).unwrap_or((0, 0))
+    }
+
+    /// The process of a thread named by koid alone (scheduling records).
+    fn pid_of(&self, tid: u64) -> u64 {
+        if tid == 0 {
+            return 0;
+        }
+        self.cx.process_of(tid).unwrap_or(0)
+    }
+
+    fn record(
+        &mut self,
+        record: Record<'static>,
+        scope: Option<trace_common::fxt::read::InstantScope>,
+        sink: &mut impl Sink,
+    ) {
+        self.state.apply(&record);
+        let provider = self.state.current_provider().0;
+        match record {
+            Record::ProviderInfo { id, name } => {
+                let s = self.cx.strings.intern(&name);
+                self.cx.providers.insert(id, s);
+            }
+            Record::ProviderEvent { id, event } if event == provider_event::BUFFER_OVERFLOW => {
+                let name = self.cx.providers.get(&id).copied().unwrap_or_default();
+                let e = Event::Loss(Loss {
+                    provider: id,
+                    provider_name: name,
+                    per_cpu: Vec::new(),
+                    events: None,
+                });
+                sink.event(&e, &self.cx);
+            }
+            Record::KernelObject {
+                koid,
+                obj_type,
+                name,
+                args,
+            } => {
+                let name = self.sym(&name);
+                if obj_type == obj_type::PROCESS {
+                    self.cx.processes.insert(koid, name);
+                    sink.event(&Event::Process { pid: koid, name }, &self.cx);
+                } else if obj_type == obj_type::THREAD {
+                    let pid = self.state.process_of_thread(&args).unwrap_or(0);
+                    self.cx.threads.insert(koid, (pid, name));
+                    sink.event(
+                        &Event::Thread {
+                            pid,
+                            tid: koid,
+                            name,
+                        },
+                        &self.cx,
+                    );
+                }
+            }
+            Record::Event {
+                ts,
+                thread,
+                category,
+                name,
+                args,
+                kind,
+            } => {
+                let ts = self.state.ticks_to_ns(ts);
+                let (pid, tid) = self.thread(thread);
+                let track = Track { provider, pid, tid };
+                let category = self.sym(&category);
+                let name = self.sym(&name);
+                let args = self.args(&args);
+                self.seen(ts);
+                self.event(ts, track, category, name, args, kind, scope, sink);
+            }
+            Record::ContextSwitch {
+                ts,
+                cpu,
+                outgoing_state,
+                outgoing_tid,
+                incoming_tid,
+                args,
+            } => {
+                let ts = self.state.ticks_to_ns(ts);
+                self.seen(ts);
+                let args = self.args(&args);
+                let weight = |s: Sym| {
+                    args.iter()
+                        .find(|(n, _)| *n == s)
+                        .and_then(|(_, v)| v.as_i64())
+                        .and_then(|w| i32::try_from(w).ok())
+                        .filter(|w| *w != i32::MIN)
+                };
+                let e = Event::Switch(Switch {
+                    ts,
+                    cpu: u32::from(cpu),
+                    prev_pid: self.pid_of(outgoing_tid),
+                    prev_tid: outgoing_tid,
+                    prev_state: OutState::from_fxt(outgoing_state),
+                    next_pid: self.pid_of(incoming_tid),
+                    next_tid: incoming_tid,
+                    prev_prio: weight(self.syms.outgoing_weight),
+                    next_prio: weight(self.syms.incoming_weight),
+                    inferred: args
+                        .iter()
+                        .any(|(n, v)| *n == self.syms.inferred && v.is_true()),
+                });
+                sink.event(&e, &self.cx);
+            }
+            Record::LegacyContextSwitch {
+                ts,
+                cpu,
+                outgoing_state,
+                outgoing_thread,
+                incoming_thread,
+                outgoing_priority,
+                incoming_priority,
+            } => {
+                let ts = self.state.ticks_to_ns(ts);
+                self.seen(ts);
+                let (prev_pid, prev_tid) = self.thread(outgoing_thread);
+                let (next_pid, next_tid) = self.thread(incoming_thread);
+                let e = Event::Switch(Switch {
+                    ts,
+                    cpu: u32::from(cpu),
+                    prev_pid,
+                    prev_tid,
+                    prev_state: OutState::from_fxt(outgoing_state),
+                    next_pid,
+                    next_tid,
+                    prev_prio: Some(i32::from(outgoing_priority)),
+                    next_prio: Some(i32::from(incoming_priority)),
+                    inferred: false,
+                });
+                sink.event(&e, &self.cx);
+            }
+            Record::ThreadWakeup { ts, cpu, tid, args } => {
+                let ts = self.state.ticks_to_ns(ts);
+                self.seen(ts);
+                let args = self.args(&args);
+                let waker_tid =
+                    args.iter()
+                        .find(|(n, _)| *n == self.syms.waker)
+                        .and_then(|(_, v)| match v {
+                            Value::Koid(k) | Value::Uint(k) => Some(*k),
+                            _ => None,
+                        });
+                let e = Event::Wakeup(Wakeup {
+                    ts,
+                    cpu: u32::from(cpu),
+                    pid: self.pid_of(tid),
+                    tid,
+                    waker_tid,
+                });
+                sink.event(&e, &self.cx);
+            }
+            Record::Blob {
+                blob_type, payload, ..
+            } if blob_type == BLOB_TYPE_PERFETTO => self.perfetto(&payload, sink),
+            Record::LargeBlob(LargeBlob::Attachment { .. } | LargeBlob::Event { .. })
+            | Record::Blob { .. }
+            | Record::Log { .. }
+            | Record::Unknown { .. } => self.stats.skipped += 1,
+            _ => {}
+        }
+    }
+
+    fn perfetto(&mut self, payload: &[u8], sink: &mut impl Sink) {
+        let (samples, problems) = self.perfetto.feed(payload);
+        for p in problems {
+            self.error(format!("Perfetto packet: {p}"));
+        }
+        for s in samples {
+            self.seen(s.ts);
+            let frames = s
+                .frames
+                .iter()
+                .map(|f| Frame {
+                    function: self.cx.strings.intern(&f.function),
+                    mapping: self.cx.strings.intern(&f.mapping_path),
+                })
+                .collect();
+            let e = Event::Sample(Sample {
+                ts: s.ts,
+                pid: u64::from(s.pid),
+                tid: u64::from(s.tid),
+                cpu: s.cpu,
+                timebase: self.cx.strings.intern(&s.timebase),
+                weight: s.timebase_count,
+                frames,
+            });
+            sink.event(&e, &self.cx);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &mut self,
+        ts: u64,
+        track: Track,
+        category: Sym,
+        name: Sym,
+        args: Args,
+        kind: EventKind,
+        scope: Option<trace_common::fxt::read::InstantScope>,
+        sink: &mut impl Sink,
+    ) {
+        let cx = &self.cx;
+        let mut emit = |s: Slice| sink.event(&Event::Slice(s), cx);
+        match kind {
+            EventKind::Instant => {
+                let scope = match scope {
+                    Some(trace_common::fxt::read::InstantScope::Process) => Scope::Process,
+                    Some(trace_common::fxt::read::InstantScope::Global) => Scope::Global,
+                    None => Scope::Thread,
+                };
+                let e = Event::Instant(Instant {
+                    ts,
+                    track,
+                    category,
+                    name,
+                    scope,
+                    args,
+                });
+                sink.event(&e, &self.cx);
+            }
+            EventKind::Counter { id } => {
+                if category == self.syms.kernel_cat && name == self.syms.dropped_events {
+                    let per_cpu: Vec<(u32, u64)> = args
+                        .iter()
+                        .filter_map(|(n, v)| {
+                            let n = self.cx.strings.get(*n);
+                            let cpu = n.strip_prefix("cpu")?.parse().ok()?;
+                            Some((cpu, u64::try_from(v.as_i64()?).ok()?))
+                        })
+                        .collect();
+                    let total = args
+                        .iter()
+                        .filter_map(|(_, v)| v.as_i64())
+                        .filter_map(|v| u64::try_from(v).ok())
+                        .sum::<u64>();
+                    let loss = Event::Loss(Loss {
+                        provider: track.provider,
+                        provider_name: self
+                            .cx
+                            .providers
+                            .get(&track.provider)
+                            .copied()
+                            .unwrap_or_default(),
+                        events: Some(if per_cpu.is_empty() {
+                            total
+                        } else {
+                            per_cpu.iter().map(|(_, n)| n).sum()
+                        }),
+                        per_cpu,
+                    });
+                    sink.event(&loss, &self.cx);
+                }
+                let e = Event::Counter(Counter {
+                    ts,
+                    track,
+                    category,
+                    name,
+                    id,
+                    args,
+                });
+                sink.event(&e, &self.cx);
+            }
+            EventKind::DurationBegin => self
+                .nesting
+                .begin(track, ts, category, name, args, &mut emit),
+            EventKind::DurationEnd => self.nesting.end(track, ts, args, &mut emit),
+            EventKind::DurationComplete { end_ts } => {
+                let end = self.state.ticks_to_ns(end_ts).max(ts);
+                let s = &mut self.stats;
+                s.last_ts = Some(s.last_ts.map_or(end, |l| l.max(end)));
+                self.nesting
+                    .complete(track, ts, end, category, name, args, &mut emit)
+            }
+            EventKind::AsyncBegin { id } => {
+                if self.open_async.len() >= MAX_OPEN_ASYNC {
+                    // The oldest begin is given up on.
+                    if let Some(k) = self
+                        .open_async
+                        .iter()
+                        .min_by_key(|(_, v)| v.3)
+                        .map(|(k, _)| *k)
+                    {
+                        self.open_async.remove(&k);
+                    }
+                }
+                self.async_seq += 1;
+                self.open_async.insert(
+                    (track.provider, category, name, id),
+                    (ts, track, args, self.async_seq),
+                );
+            }
+            EventKind::AsyncEnd { id } => {
+                if let Some((begin, btrack, mut bargs, _)) =
+                    self.open_async
+                        .remove(&(track.provider, category, name, id))
+                {
+                    bargs.extend(args);
+                    let e = Event::Async(AsyncSpan {
+                        ts: begin,
+                        dur: ts.saturating_sub(begin),
+                        track: btrack,
+                        category,
+                        name,
+                        id,
+                        args: bargs,
+                        unfinished: false,
+                    });
+                    sink.event(&e, &self.cx);
+                } else {
+                    self.stats.unmatched_ends += 1;
+                }
+            }
+            EventKind::AsyncInstant { .. }
+            | EventKind::FlowBegin { .. }
+            | EventKind::FlowStep { .. }
+            | EventKind::FlowEnd { .. } => self.stats.skipped += 1,
+        }
+    }
+}
