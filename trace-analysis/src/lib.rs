@@ -16,3 +16,6 @@ pub mod strings;
 pub use event::{Event, Value};
 pub use reader::{Context, ReadStats, ReadTraceError, Sink, read_trace};
 pub use strings::{Strings, Sym};
+
+#[cfg(test)]
+mod reader_tests;

@@ -19,7 +19,7 @@ use crate::nesting::Nesting;
 use crate::strings::{Strings, Sym};
 
 /// Bytes read from the input at a time.
-const CHUNK: usize = 4 << 20;
+pub(crate) const CHUNK: usize = 4 << 20;
 /// A record larger than this is skipped rather than buffered.
 const MAX_RECORD: usize = 64 << 20;
 /// Open async spans kept; the oldest are dropped past it.
@@ -166,6 +166,8 @@ struct TraceReader {
     async_seq: u64,
     perfetto: SampleReader,
     syms: Syms,
+    /// Per provider, the symbol of each string table index.
+    table_syms: HashMap<u32, Vec<Sym>>,
 }
 
 impl TraceReader {
@@ -263,9 +265,6 @@ impl TraceReader {
                     Ok((record, _)) => {
                         self.stats.records += 1;
                         let scope = instant_scope(&record, raw);
-                        // The record borrows `buf`; it is handled before the
-                        // buffer changes.
-                        let record = record.into_owned();
                         self.record(record, scope, sink);
                     }
                     Err(ReadErrorKind::Truncated) => break,
@@ -327,9 +326,36 @@ impl TraceReader {
     }
 
     fn sym(&mut self, r: &StringRef<'_>) -> Sym {
-        match self.state.string(r) {
-            Some(s) => self.cx.strings.intern(s),
-            None => Sym::EMPTY,
+        match r {
+            StringRef::Empty => Sym::EMPTY,
+            StringRef::Inline(s) => self.cx.strings.intern(s),
+            StringRef::Index(i) => self
+                .table_syms
+                .get(&self.state.current_provider().0)
+                .and_then(|t| t.get(usize::from(*i)))
+                .copied()
+                .unwrap_or(Sym::EMPTY),
+        }
+    }
+
+    /// Keeps the symbols of the current provider's string table in step
+    /// with the records that define it.
+    fn track_tables(&mut self, record: &Record<'_>) {
+        match record {
+            Record::ProviderInfo { id, .. } => {
+                self.table_syms.insert(*id, Vec::new());
+            }
+            Record::String { index, value } if *index != 0 => {
+                let sym = self.cx.strings.intern(value);
+                let id = self.state.current_provider().0;
+                let t = self.table_syms.entry(id).or_default();
+                let i = usize::from(*index);
+                if t.len() <= i {
+                    t.resize(i + 1, Sym::EMPTY);
+                }
+                t[i] = sym;
+            }
+            _ => {}
         }
     }
 
@@ -369,11 +395,12 @@ impl TraceReader {
 
     fn record(
         &mut self,
-        record: Record<'static>,
+        record: Record<'_>,
         scope: Option<trace_common::fxt::read::InstantScope>,
         sink: &mut impl Sink,
     ) {
         self.state.apply(&record);
+        self.track_tables(&record);
         let provider = self.state.current_provider().0;
         match record {
             Record::ProviderInfo { id, name } => {

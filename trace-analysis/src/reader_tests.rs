@@ -1,0 +1,271 @@
+//! Tests of the reader on traces written with `trace_common`'s encoder.
+
+use std::borrow::Cow;
+
+use proptest::prelude::*;
+use trace_common::fxt::write::encode;
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, obj_type};
+
+use crate::event::{Event, OutState, Value};
+use crate::reader::{Context, ReadTraceError, read_trace};
+
+fn trace(records: &[Record<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(&Record::Magic, &mut out).unwrap();
+    for r in records {
+        encode(r, &mut out).unwrap();
+    }
+    out
+}
+
+fn event<'a>(ts: u64, tid: u64, name: &'a str, kind: EventKind, args: Vec<Arg<'a>>) -> Record<'a> {
+    Record::Event {
+        ts,
+        thread: ThreadRef::Inline {
+            process: 10,
+            thread: tid,
+        },
+        category: StringRef::Index(1),
+        name: StringRef::inline(name),
+        args: Cow::Owned(args),
+        kind,
+    }
+}
+
+fn read(data: &[u8]) -> (Vec<Event>, Context) {
+    let mut events = Vec::new();
+    let (_, cx) = read_trace(data, &mut |e: &Event, _: &Context| events.push(e.clone())).unwrap();
+    (events, cx)
+}
+
+#[test]
+fn resolves_tables_pairs_and_nests() {
+    let data = trace(&[
+        Record::ProviderInfo {
+            id: 2,
+            name: "app".into(),
+        },
+        Record::Initialization {
+            ticks_per_second: 1_000_000,
+        },
+        Record::String {
+            index: 1,
+            value: "cat".into(),
+        },
+        Record::KernelObject {
+            koid: 10,
+            obj_type: obj_type::PROCESS,
+            name: StringRef::inline("server"),
+            args: Cow::Owned(vec![]),
+        },
+        Record::KernelObject {
+            koid: 11,
+            obj_type: obj_type::THREAD,
+            name: StringRef::inline("worker"),
+            args: Cow::Owned(vec![Arg::new("process", ArgValue::Koid(10))]),
+        },
+        // µs ticks: outer begin 1 ms, inner complete 2..3 ms, outer end 5 ms.
+        event(1_000, 11, "outer", EventKind::DurationBegin, vec![]),
+        event(
+            2_000,
+            11,
+            "inner",
+            EventKind::DurationComplete { end_ts: 3_000 },
+            vec![Arg::new("n", ArgValue::Int32(-4))],
+        ),
+        event(5_000, 11, "outer", EventKind::DurationEnd, vec![]),
+        event(6_000, 11, "req", EventKind::AsyncBegin { id: 7 }, vec![]),
+        event(9_000, 11, "req", EventKind::AsyncEnd { id: 7 }, vec![]),
+        Record::ContextSwitch {
+            ts: 10_000,
+            cpu: 1,
+            outgoing_state: 3,
+            outgoing_tid: 11,
+            incoming_tid: 0,
+            args: Cow::Owned(vec![]),
+        },
+        Record::ThreadWakeup {
+            ts: 11_000,
+            cpu: 0,
+            tid: 11,
+            args: Cow::Owned(vec![Arg::new("waker", ArgValue::Koid(12))]),
+        },
+    ]);
+    let (events, cx) = read(&data);
+    assert_eq!(cx.provider_name(2), "app");
+    assert_eq!(cx.process_name(10), "server");
+    assert_eq!(cx.thread_name(11), "worker");
+    let slices: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Slice(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(slices.len(), 2);
+    let outer = slices
+        .iter()
+        .find(|s| cx.strings.get(s.name) == "outer")
+        .unwrap();
+    let inner = slices
+        .iter()
+        .find(|s| cx.strings.get(s.name) == "inner")
+        .unwrap();
+    assert_eq!(
+        (outer.ts, outer.dur, outer.depth),
+        (1_000_000, 4_000_000, 0)
+    );
+    assert_eq!(
+        (inner.ts, inner.dur, inner.depth),
+        (2_000_000, 1_000_000, 1)
+    );
+    assert_eq!(inner.parent, Some(outer.id));
+    assert_eq!(cx.strings.get(inner.category), "cat");
+    assert_eq!(inner.args[0].1, Value::Int(-4));
+    assert_eq!(inner.track.provider, 2);
+    let a = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Async(a) => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((a.ts, a.dur, a.id), (6_000_000, 3_000_000, 7));
+    let sw = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Switch(s) => Some(s),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((sw.prev_tid, sw.prev_pid, sw.next_tid), (11, 10, 0));
+    assert_eq!(sw.prev_state, OutState::Blocked);
+    let w = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Wakeup(w) => Some(w),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((w.tid, w.pid, w.waker_tid), (11, 10, Some(12)));
+}
+
+#[test]
+fn kernel_drop_counter_is_a_loss() {
+    let data = trace(&[
+        Record::ProviderInfo {
+            id: 1,
+            name: "kernel".into(),
+        },
+        Record::String {
+            index: 1,
+            value: "kernel".into(),
+        },
+        event(
+            5,
+            1,
+            "dropped_events",
+            EventKind::Counter { id: 0 },
+            vec![
+                Arg::new("cpu0", ArgValue::Uint64(3)),
+                Arg::new("cpu1", ArgValue::Uint64(4)),
+            ],
+        ),
+        Record::ProviderEvent { id: 1, event: 0 },
+    ]);
+    let (events, _) = read(&data);
+    let losses: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Loss(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(losses.len(), 2);
+    assert_eq!(losses[0].events, Some(7));
+    assert_eq!(losses[0].per_cpu, vec![(0, 3), (1, 4)]);
+    assert_eq!(losses[1].events, None);
+}
+
+#[test]
+fn reads_across_chunk_boundaries() {
+    // More records than one read chunk holds.
+    let mut records = Vec::new();
+    for i in 0..200_000u64 {
+        records.push(event(
+            i * 10,
+            1,
+            "tick",
+            EventKind::DurationComplete { end_ts: i * 10 + 5 },
+            vec![],
+        ));
+    }
+    let data = trace(&records);
+    assert!(data.len() > super::reader::CHUNK);
+    let mut n = 0;
+    let (stats, _) = read_trace(&data[..], &mut |e: &Event, _: &Context| {
+        if matches!(e, Event::Slice(_)) {
+            n += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(n, 200_000);
+    assert_eq!(stats.errors, 0);
+    assert_eq!(stats.bytes, data.len() as u64);
+}
+
+#[test]
+fn not_fxt_is_an_error() {
+    let r = read_trace(
+        &b"hello world, not a trace"[..],
+        &mut |_: &Event, _: &Context| {},
+    );
+    assert!(matches!(r, Err(ReadTraceError::NotFxt)));
+    let r = read_trace(&b""[..], &mut |_: &Event, _: &Context| {});
+    assert!(matches!(r, Err(ReadTraceError::NotFxt)));
+}
+
+#[test]
+fn truncated_trace_keeps_what_came_before() {
+    let data = trace(&[
+        event(1, 1, "a", EventKind::DurationComplete { end_ts: 2 }, vec![]),
+        event(3, 1, "b", EventKind::DurationComplete { end_ts: 4 }, vec![]),
+    ]);
+    let cut = &data[..data.len() - 5];
+    let mut n = 0;
+    let (stats, _) = read_trace(cut, &mut |e: &Event, _: &Context| {
+        if matches!(e, Event::Slice(_)) {
+            n += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(stats.errors, 1);
+}
+
+proptest! {
+    #[test]
+    fn garbage_after_the_magic_never_panics(tail in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let mut data = trace(&[]);
+        data.extend_from_slice(&tail);
+        let _ = read_trace(&data[..], &mut |_: &Event, _: &Context| {});
+    }
+
+    #[test]
+    fn corrupted_records_never_panic(seed in proptest::collection::vec((0usize..2000, any::<u8>()), 1..40)) {
+        let mut data = trace(&[
+            Record::ProviderInfo { id: 1, name: "kernel".into() },
+            Record::String { index: 1, value: "kernel:syscall".into() },
+            event(1, 1, "a", EventKind::DurationBegin, vec![Arg::new("x", ArgValue::Uint64(1))]),
+            event(2, 1, "b", EventKind::DurationComplete { end_ts: 9 }, vec![]),
+            event(3, 1, "a", EventKind::DurationEnd, vec![]),
+            Record::ContextSwitch { ts: 4, cpu: 0, outgoing_state: 1, outgoing_tid: 1, incoming_tid: 2, args: Cow::Owned(vec![]) },
+        ]);
+        for (pos, byte) in seed {
+            if pos >= 8 && pos < data.len() {
+                data[pos] = byte;
+            }
+        }
+        let _ = read_trace(&data[..], &mut |_: &Event, _: &Context| {});
+    }
+}
