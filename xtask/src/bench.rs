@@ -33,9 +33,15 @@
 //! stacks costs: nanoseconds of CPU per sample at 99 and 999 Hz, trace-cli
 //! (`-c kernel:profile --sample-hz HZ`) against `perf record -g` and `perf
 //! record --call-graph dwarf,8192`, on a fixed amount of spinning.
+//!
+//! `cargo xtask bench analysis` ([`analysis_bench`]) measures how fast
+//! `trace-cli report` and `trace-cli export --parquet` read a large
+//! recording, beside `trace-cli dump > /dev/null`, and the memory they hold.
 
+mod analysis;
 mod profile;
 
+pub use analysis::analysis_bench;
 pub use profile::profile_bench;
 
 use std::path::{Path, PathBuf};
@@ -77,6 +83,10 @@ pub enum What {
     /// and 999 Hz with trace-cli, against `perf record -g` and `perf record
     /// --call-graph dwarf` (root): ns of CPU per sample.
     Profile,
+    /// Reading a large recording (every kernel category, at least 500 MB
+    /// by default) into `report` and a Parquet `export`, beside `dump >
+    /// /dev/null`: MB/s and peak memory (root to make the recording).
+    Analysis,
     /// All of them.
     All,
 }

@@ -48,10 +48,11 @@ enum Command {
     /// scheduling (`kernel`), system calls (`syscall`), the system call
     /// tracepoints selected by name (`tracepoint`) and sampled stacks
     /// (`profile`, ns of CPU per sample at 99 and 999 Hz) against `perf
-    /// record` (root and perf); all by default.
+    /// record` (root and perf), and reading a large trace into `report` and
+    /// `export` (`analysis`); all by default.
     Bench {
         /// Which benchmarks: `provider`, `kernel`, `syscall`, `tracepoint`,
-        /// `profile` or `all` (the default).
+        /// `profile`, `analysis` or `all` (the default).
         #[arg(value_enum, conflicts_with = "what")]
         which: Option<bench::What>,
         /// Which benchmarks, as a flag: the same as the positional argument.
@@ -79,6 +80,12 @@ enum Command {
         /// `profile`, reported as `baseline`.
         #[arg(long, value_name = "TRACE_CLI")]
         baseline: Option<std::path::PathBuf>,
+        /// Size of the recording `analysis` reads, in MB.
+        #[arg(long, default_value_t = 600)]
+        size_mb: u64,
+        /// A trace for `analysis` to read instead of making one.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
     },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
     /// Arguments go to `trace-cli record` (through sudo when not root).
@@ -105,6 +112,8 @@ fn main() -> Result<()> {
             iterations,
             spin_batches,
             baseline,
+            size_mb,
+            trace,
         } => {
             use bench::{KernelWorkload, What};
             let baseline = baseline.as_deref();
@@ -129,6 +138,10 @@ fn main() -> Result<()> {
             if matches!(what, What::Profile | What::All) {
                 setup::setup()?;
                 bench::profile_bench(rounds, spin_batches, baseline)?;
+            }
+            if matches!(what, What::Analysis | What::All) {
+                setup::setup()?;
+                bench::analysis_bench(rounds, size_mb, trace.as_deref())?;
             }
             Ok(())
         }
