@@ -7,7 +7,8 @@
 //! slice adopts the roots written just before it that lie within it. A root
 //! is handed on (with the depth of its tree) when more than
 //! [`MAX_ROOTS_PER_THREAD`] roots wait on its thread, when more than
-//! [`MAX_ROOTS`] wait in all, or at the end of the trace; begins still open
+//! [`MAX_ROOTS`] wait in all (then by the thread that writes next), or at
+//! the end of the trace; begins still open
 //! then enclose it. Memory is so bounded by the number of threads and open
 //! spans, whatever the length of the trace.
 
@@ -180,15 +181,9 @@ impl Nesting {
             self.release_oldest(track, out);
         }
         if self.roots > MAX_ROOTS {
-            // The thread holding the most roots gives its oldest.
-            if let Some(busiest) = self
-                .threads
-                .iter()
-                .max_by_key(|(_, t)| t.roots.len())
-                .map(|(k, _)| *k)
-            {
-                self.release_oldest(busiest, out);
-            }
+            // Over the budget in all: the thread writing now gives its
+            // oldest, which keeps this O(1) per slice.
+            self.release_oldest(track, out);
         }
     }
 

@@ -166,8 +166,11 @@ struct TraceReader {
     async_seq: u64,
     perfetto: SampleReader,
     syms: Syms,
-    /// Per provider, the symbol of each string table index.
+    /// Per provider not current, the symbol of each string table index.
     table_syms: HashMap<u32, Vec<Sym>>,
+    /// The current provider and its string table's symbols.
+    cur_provider: u32,
+    cur_syms: Vec<Sym>,
 }
 
 impl TraceReader {
@@ -330,9 +333,8 @@ impl TraceReader {
             StringRef::Empty => Sym::EMPTY,
             StringRef::Inline(s) => self.cx.strings.intern(s),
             StringRef::Index(i) => self
-                .table_syms
-                .get(&self.state.current_provider().0)
-                .and_then(|t| t.get(usize::from(*i)))
+                .cur_syms
+                .get(usize::from(*i))
                 .copied()
                 .unwrap_or(Sym::EMPTY),
         }
@@ -343,20 +345,31 @@ impl TraceReader {
     fn track_tables(&mut self, record: &Record<'_>) {
         match record {
             Record::ProviderInfo { id, .. } => {
-                self.table_syms.insert(*id, Vec::new());
+                self.switch_provider(*id);
+                self.cur_syms.clear();
             }
+            Record::ProviderSection { id } => self.switch_provider(*id),
             Record::String { index, value } if *index != 0 => {
                 let sym = self.cx.strings.intern(value);
-                let id = self.state.current_provider().0;
-                let t = self.table_syms.entry(id).or_default();
                 let i = usize::from(*index);
-                if t.len() <= i {
-                    t.resize(i + 1, Sym::EMPTY);
+                if self.cur_syms.len() <= i {
+                    self.cur_syms.resize(i + 1, Sym::EMPTY);
                 }
-                t[i] = sym;
+                self.cur_syms[i] = sym;
             }
             _ => {}
         }
+    }
+
+    /// Makes `id`'s string symbols current, keeping the others'.
+    fn switch_provider(&mut self, id: u32) {
+        if id == self.cur_provider {
+            return;
+        }
+        let old = std::mem::take(&mut self.cur_syms);
+        self.table_syms.insert(self.cur_provider, old);
+        self.cur_syms = self.table_syms.remove(&id).unwrap_or_default();
+        self.cur_provider = id;
     }
 
     fn args(&mut self, args: &[Arg<'_>]) -> Args {
@@ -401,7 +414,7 @@ impl TraceReader {
     ) {
         self.state.apply(&record);
         self.track_tables(&record);
-        let provider = self.state.current_provider().0;
+        let provider = self.cur_provider;
         match record {
             Record::ProviderInfo { id, name } => {
                 let s = self.cx.strings.intern(&name);
