@@ -18,7 +18,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     let mut threads: Vec<(&u64, &super::sched::ThreadStats)> = s
         .threads
         .iter()
-        .filter(|(_, t)| t.latency.count > 0)
+        .filter(|(_, t)| t.wakeups > 0 || t.latency.count > 0)
         .collect();
     threads.sort_by(|a, b| b.1.latency.max.cmp(&a.1.latency.max).then(a.0.cmp(b.0)));
     let mut table = Table::new(
@@ -30,6 +30,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             Column::new("pid", "pid", Kind::Int),
             Column::new("process", "process", Kind::Text),
             Column::new("wakeups", "wake-ups", Kind::Count),
+            Column::new("unseen", "unseen", Kind::Count),
             Column::new("p50", "p50", Kind::Duration),
             Column::new("p90", "p90", Kind::Duration),
             Column::new("p99", "p99", Kind::Duration),
@@ -45,7 +46,8 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             end.thread(*tid).into(),
             Cell::Int(t.pid as i64),
             end.process(t.pid).into(),
-            Cell::Count(l.count),
+            Cell::Count(t.wakeups.max(l.count)),
+            Cell::Count(t.wakeups.saturating_sub(l.count)),
             l.cell(0.5),
             l.cell(0.9),
             l.cell(0.99),
@@ -55,6 +57,16 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     }
     table.truncate(end.top);
     table.note("From each wake-up of a thread not running to its next switch-in; percentiles within 1 %, counts and max exact.");
+    let unseen: u64 = s
+        .threads
+        .values()
+        .map(|t| t.wakeups.saturating_sub(t.latency.count))
+        .sum();
+    if unseen > 0 {
+        table.note(format!(
+            "{unseen} wake-ups (unseen) have no record in the trace: a thread ran again after blocking without one (woken from a context the kernel does not trace, or the record was lost). They count as wake-ups but have no latency."
+        ));
+    }
     section.tables.push(table);
 
     let mut worst = Table::new(
@@ -108,6 +120,9 @@ mod tests {
             at += 20_000;
             t.wakeup(at, 0, 11).switch(at + i * 100, 0, 0, 3, 11);
         }
+        // Blocked, then running again with no wake-up in the trace.
+        t.switch(at + 2_000, 0, 11, 3, 0)
+            .switch(at + 50_000, 0, 0, 3, 11);
         let r = t.report(Options {
             sections: vec![SectionId::Sched],
             top: 3,
@@ -115,7 +130,13 @@ mod tests {
         });
         let s = r.section("sched").unwrap();
         let l = s.table("latency").unwrap();
-        assert_eq!(l.cell(0, "wakeups"), Some(&Cell::Count(10)));
+        assert_eq!(l.cell(0, "wakeups"), Some(&Cell::Count(11)));
+        assert_eq!(l.cell(0, "unseen"), Some(&Cell::Count(1)));
+        assert!(
+            l.notes[1].starts_with("1 wake-ups (unseen)"),
+            "{:?}",
+            l.notes
+        );
         assert_eq!(l.cell(0, "max"), Some(&Cell::Ns(1_000)));
         assert_eq!(l.cell(0, "p50"), Some(&Cell::Ns(500)));
         assert_eq!(l.cell(0, "total"), Some(&Cell::Ns(5_500)));

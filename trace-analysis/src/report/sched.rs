@@ -35,7 +35,10 @@ pub struct ThreadStats {
     pub blocked: u64,
     /// Time switched out runnable, until switched in again, ns.
     pub runnable: u64,
-    /// Wake-up to switch-in latency.
+    /// Times it ran again after blocking: each ended by a wake-up, whether
+    /// or not the trace has the wake-up's record.
+    pub wakeups: u64,
+    /// Wake-up to switch-in latency, of the wake-ups the trace has.
     pub latency: Latency,
     /// Switches out the recorder inferred (their state is not known).
     pub inferred: u64,
@@ -43,8 +46,8 @@ pub struct ThreadStats {
     last_cpu: Option<u32>,
     /// The CPU it runs on now.
     running: Option<u32>,
-    /// Switched out at, and in what state.
-    out: Option<(u64, OutState)>,
+    /// Switched out at, and in what state (`None`: inferred, not known).
+    out: Option<(u64, Option<OutState>)>,
     /// Woken at, waiting to be switched in.
     woken: Option<(u64, u32)>,
 }
@@ -176,14 +179,14 @@ impl Sched {
             }
             if s.inferred {
                 t.inferred += u64::from(in_window);
-                t.out = Some((ts, OutState::Blocked));
+                t.out = Some((ts, None));
             } else {
                 match s.prev_state {
                     OutState::Runnable => t.involuntary += u64::from(in_window),
                     OutState::Blocked => t.voluntary += u64::from(in_window),
                     _ => {}
                 }
-                t.out = Some((ts, s.prev_state));
+                t.out = Some((ts, Some(s.prev_state)));
             }
         }
         // The thread switched in.
@@ -198,12 +201,16 @@ impl Sched {
             }
             t.last_cpu = Some(cpu_no);
             t.running = Some(cpu_no);
-            if let Some((out, state)) = t.out.take()
+            let out = t.out.take();
+            if t.woken.is_some() || matches!(out, Some((_, Some(OutState::Blocked)))) {
+                t.wakeups += u64::from(in_window);
+            }
+            if let Some((out, state)) = out
                 && ts >= out
             {
                 let d = f.overlap(out, ts);
                 match state {
-                    OutState::Runnable => t.runnable = t.runnable.saturating_add(d),
+                    Some(OutState::Runnable) => t.runnable = t.runnable.saturating_add(d),
                     _ => t.blocked = t.blocked.saturating_add(d),
                 }
             }
@@ -287,6 +294,8 @@ mod tests {
         assert_eq!((w.runnable, w.blocked), (50, 800));
         assert_eq!(w.latency.count, 1);
         assert_eq!(w.latency.max, 200);
+        // Woken once with a record; the sleep at 400 ended by it.
+        assert_eq!(w.wakeups, 1);
         assert_eq!(s.cpus[&0].busy, 200);
         assert_eq!(s.cpus[&1].busy, 150);
         let worst = s.worst();
