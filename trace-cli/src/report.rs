@@ -16,8 +16,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use comfy_table::{CellAlignment, Color, ContentArrangement};
 use trace_analysis::report::diff::{Diff, diff};
+use trace_analysis::report::filter::Bound;
 use trace_analysis::report::{
-    Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, report, units,
+    Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, first_timestamp,
+    report, units,
 };
 
 /// Arguments of `trace-cli report`.
@@ -40,10 +42,11 @@ pub struct ReportArgs {
     /// matches any run of characters).
     #[arg(long, value_name = "GLOB")]
     comm: Option<String>,
-    /// Only this time range: START..END in seconds from the file's first
-    /// timestamp (`1.5..3`, `2..`, `..0.5`), or absolute CLOCK_BOOTTIME
-    /// nanoseconds after `@` (`@1234567890..@1334567890`), the file's own
-    /// timestamps.
+    /// Only this time range: START..END in seconds from the trace's start,
+    /// its earliest timestamp, as ui.perfetto.dev counts (`1.5..3`, `2..`,
+    /// `..0.5`; from standard input, which is read once, the first
+    /// timestamp of the stream), or absolute CLOCK_BOOTTIME nanoseconds
+    /// after `@` (`@1234567890..@1334567890`), the file's own timestamps.
     #[arg(long, value_name = "START..END")]
     time: Option<TimeRange>,
     /// Write the report as JSON (durations and times in ns) instead of
@@ -85,6 +88,17 @@ fn sections(names: &[String]) -> Result<Vec<SectionId>> {
 
 /// Reads the trace at `path` (`-`: standard input) into a report.
 fn read(path: &Path, options: &Options) -> Result<Report> {
+    let relative = |b: Option<Bound>| matches!(b, Some(Bound::Relative(_)));
+    let time = &options.selection.time;
+    let mut options = options.clone();
+    if (relative(time.start) || relative(time.end)) && path.as_os_str() != "-" {
+        // Relative times count from the earliest timestamp, which may come
+        // late in the file: one more read of it finds it.
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        options.origin =
+            first_timestamp(file).with_context(|| format!("reading {}", path.display()))?;
+    }
     let r = if path.as_os_str() == "-" {
         report(std::io::stdin().lock(), options.clone()).context("reading standard input")?
     } else {
@@ -119,6 +133,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             time: args.time.unwrap_or_default(),
         },
         top: args.top,
+        origin: None,
     };
     let color = match args.color.as_str() {
         "always" => true,

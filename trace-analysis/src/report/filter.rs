@@ -9,7 +9,7 @@ use crate::reader::Context;
 /// One end of a time range.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Bound {
-    /// Seconds from the trace's first timestamp.
+    /// Seconds from the trace's start.
     Relative(f64),
     /// CLOCK_BOOTTIME, ns (the file's own timestamps).
     Absolute(u64),

@@ -110,6 +110,11 @@ pub struct Options {
     pub selection: Selection,
     /// Rows per table (the busiest, slowest, ...).
     pub top: usize,
+    /// The time relative bounds of the time range count from, ns: the
+    /// trace's earliest timestamp ([`first_timestamp`]). `None`: the first
+    /// timestamp in the order of the file, which can be later (a recorder
+    /// may write its start's records at the end).
+    pub origin: Option<u64>,
 }
 
 impl Default for Options {
@@ -118,6 +123,7 @@ impl Default for Options {
             sections: Vec::new(),
             selection: Selection::default(),
             top: 20,
+            origin: None,
         }
     }
 }
@@ -233,8 +239,12 @@ impl Reporter {
     /// A reporter for `options`.
     pub fn new(options: Options) -> Self {
         let w = |s| options.wants(s);
+        let mut filter = Filter::new(options.selection.clone());
+        if let Some(origin) = options.origin {
+            filter.start_at(origin);
+        }
         Reporter {
-            filter: Filter::new(options.selection.clone()),
+            filter,
             sched: (w(SectionId::Cpu) || w(SectionId::Sched))
                 .then(|| sched::Sched::new(options.top)),
             syscalls: w(SectionId::Syscalls).then(syscalls::Syscalls::default),
@@ -375,6 +385,13 @@ pub fn report(input: impl Read, options: Options) -> Result<Report, ReadTraceErr
     Ok(reporter.finish(&stats, &cx))
 }
 
+/// The earliest timestamp of the trace `input` (a whole read of it), the
+/// start relative times count from.
+pub fn first_timestamp(input: impl Read) -> Result<Option<u64>, ReadTraceError> {
+    let (stats, _) = read_trace(input, &mut |_: &Event, _: &Context| {})?;
+    Ok(stats.first_ts)
+}
+
 /// A symbol looked up by text once it exists in a trace's strings (it may
 /// be interned only when its first event arrives).
 #[derive(Clone, Copy, Debug)]
@@ -462,6 +479,31 @@ mod tests {
         assert_eq!(only.sections.len(), 1);
         assert_eq!(SectionId::from_name("irq"), Some(SectionId::Irq));
         assert_eq!(SectionId::from_name("nope"), None);
+    }
+
+    #[test]
+    fn relative_times_count_from_the_earliest_timestamp() {
+        // The earliest timestamp comes last in the file.
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "main");
+        t.slice(2_000, 2_100, 10, 11, "kernel:syscall", "read", vec![])
+            .slice(3_000, 3_100, 10, 11, "kernel:syscall", "write", vec![])
+            .slice(1_000, 1_100, 10, 11, "kernel:syscall", "close", vec![]);
+        let origin = first_timestamp(&t.bytes[..]).unwrap();
+        assert_eq!(origin, Some(1_000));
+        let r = t.report(Options {
+            sections: vec![SectionId::Syscalls],
+            selection: Selection {
+                time: "0.000001..0.0000015".parse().unwrap(),
+                ..Selection::default()
+            },
+            origin,
+            ..Options::default()
+        });
+        assert_eq!(r.trace.window_ns, Some((2_000, 2_500)));
+        let calls = r.section("syscalls").unwrap().table("calls").unwrap();
+        assert_eq!(calls.rows.len(), 1);
+        assert_eq!(calls.cell(0, "call"), Some(&Cell::Text("read".into())));
     }
 
     #[test]
