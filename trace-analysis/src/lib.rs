@@ -11,6 +11,7 @@
 pub mod event;
 pub mod nesting;
 pub mod reader;
+pub mod report;
 pub mod strings;
 
 pub use event::{Event, Value};

@@ -9,6 +9,7 @@ mod events;
 mod flamegraph;
 mod providers;
 mod record;
+mod report;
 mod samples;
 
 use std::process::ExitCode;
@@ -46,6 +47,11 @@ enum Command {
     /// by default, or where threads blocked (`--offcpu`), what woke them
     /// (`--wakeup`), or a probe's calling stacks (`--timebase`).
     Flamegraph(flamegraph::FlamegraphArgs),
+    /// Answer the usual questions about a trace file as tables: CPU time,
+    /// scheduling latency, system calls, block I/O, memory, interrupts,
+    /// userspace durations and counters, probes, stack samples, losses;
+    /// with two files, what changed from the first to the second.
+    Report(report::ReportArgs),
     /// Check a trace file as Perfetto's importer reads it: what it imports,
     /// what it ignores, and every record it would lose or draw wrongly
     /// (exit status 1 when there are such violations).
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),
         Command::Check(args) => check::run(args),
+        Command::Report(args) => report::run(args),
         Command::Categories(args) => categories::run(args),
         Command::Events(args) => events::run(args),
         Command::Completions { shell } => {

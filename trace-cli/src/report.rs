@@ -1,0 +1,374 @@
+//! `trace-cli report`: the questions people open a trace to answer, as
+//! aligned tables on the terminal (or JSON): CPU time, scheduling latency,
+//! system calls, block I/O, memory, interrupts, userspace providers,
+//! probes, stack samples and losses; with two files, the change from the
+//! first to the second.
+//!
+//! The files are read as streams, once each: memory grows with the
+//! threads, calls and functions of a trace, not with its length.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use comfy_table::{CellAlignment, Color, ContentArrangement};
+use trace_analysis::report::diff::{Diff, diff};
+use trace_analysis::report::filter::Bound;
+use trace_analysis::report::{
+    Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, first_timestamp,
+    report, units,
+};
+
+/// Arguments of `trace-cli report`.
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The FXT file (`-` for standard input); with a second file, the two
+    /// are compared (A the first, B the second), each table's rows sorted
+    /// by what changed most.
+    #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Sections to show, comma-separated: cpu, sched, syscalls, block,
+    /// memory, irq, userspace, probes, samples, loss (default: all).
+    #[arg(long = "section", value_name = "LIST", value_delimiter = ',')]
+    sections: Vec<String>,
+    /// Only these processes (repeat the option, or separate pids with
+    /// commas).
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pids: Vec<u64>,
+    /// Only processes or threads whose name matches this pattern (`*`
+    /// matches any run of characters).
+    #[arg(long, value_name = "GLOB")]
+    comm: Option<String>,
+    /// Only this time range: START..END in seconds from the trace's start,
+    /// its earliest timestamp, as ui.perfetto.dev counts (`1.5..3`, `2..`,
+    /// `..0.5`; from standard input, which is read once, the first
+    /// timestamp of the stream), or absolute CLOCK_BOOTTIME nanoseconds
+    /// after `@` (`@1234567890..@1334567890`), the file's own timestamps.
+    #[arg(long, value_name = "START..END")]
+    time: Option<TimeRange>,
+    /// Write the report as JSON (durations and times in ns) instead of
+    /// tables.
+    #[arg(long)]
+    json: bool,
+    /// Rows per table (the busiest, slowest, most changed).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
+    /// Colour the tables: `auto` on a terminal (unless NO_COLOR is set).
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
+    color: String,
+}
+
+/// A comfy-table style: no borders, a line under the header.
+const HEADER_LINE: &str = "     ──            ";
+/// [`HEADER_LINE`] in ASCII, for files and pipes.
+const HEADER_LINE_ASCII: &str = "     --            ";
+
+/// The sections named in `names`.
+fn sections(names: &[String]) -> Result<Vec<SectionId>> {
+    let mut out = Vec::new();
+    for n in names {
+        let n = n.trim();
+        if n == "all" {
+            return Ok(Vec::new());
+        }
+        match SectionId::from_name(n) {
+            Some(s) if !out.contains(&s) => out.push(s),
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = SectionId::ALL.iter().map(|s| s.name()).collect();
+                bail!("no section {n:?}; there are: {}", known.join(", "))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the trace at `path` (`-`: standard input) into a report.
+fn read(path: &Path, options: &Options) -> Result<Report> {
+    let relative = |b: Option<Bound>| matches!(b, Some(Bound::Relative(_)));
+    let time = &options.selection.time;
+    let mut options = options.clone();
+    if (relative(time.start) || relative(time.end)) && path.as_os_str() != "-" {
+        // Relative times count from the earliest timestamp, which may come
+        // late in the file: one more read of it finds it.
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        options.origin =
+            first_timestamp(file).with_context(|| format!("reading {}", path.display()))?;
+    }
+    let r = if path.as_os_str() == "-" {
+        report(std::io::stdin().lock(), options.clone()).context("reading standard input")?
+    } else {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        report(file, options.clone()).with_context(|| format!("reading {}", path.display()))?
+    };
+    if r.trace.malformed_records > 0 {
+        eprintln!(
+            "trace-cli: skipped {} malformed record(s) in {}{}",
+            r.trace.malformed_records,
+            path.display(),
+            r.trace
+                .malformed
+                .first()
+                .map(|m| format!(", the first: {m}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(r)
+}
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    if args.files.len() == 2 && args.files.iter().all(|f| f.as_os_str() == "-") {
+        bail!("only one of the two files can be standard input");
+    }
+    let options = Options {
+        sections: sections(&args.sections)?,
+        selection: Selection {
+            pids: args.pids.clone(),
+            comm: args.comm.clone(),
+            time: args.time.unwrap_or_default(),
+        },
+        top: args.top,
+        origin: None,
+    };
+    let color = match args.color.as_str() {
+        "always" => true,
+        "never" => false,
+        _ => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let a = read(&args.files[0], &options)?;
+    let text = match args.files.get(1) {
+        None if args.json => json(serde_json::to_string_pretty(&a))?,
+        None => render_report(&a, &args.files[0], color),
+        Some(second) => {
+            let b = read(second, &options)?;
+            let d = diff(&a, &b, args.top);
+            if args.json {
+                json(serde_json::to_string_pretty(&d))?
+            } else {
+                render_diff(&d, &args.files[0], second, color)
+            }
+        }
+    };
+    crate::print_all(text.as_bytes())
+}
+
+/// JSON text and a line end.
+fn json(value: serde_json::Result<String>) -> Result<String> {
+    let mut s = value.context("writing JSON")?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// `text` in bold, when colouring.
+fn bold(text: &str, color: bool) -> String {
+    if color {
+        format!("\x1b[1m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
+    let mut s = format!(
+        "{}: {} in {} records, {} from {} s (CLOCK_BOOTTIME)",
+        file.display(),
+        units::bytes(info.bytes),
+        info.records,
+        units::duration(
+            info.end_ns
+                .unwrap_or(0)
+                .saturating_sub(info.start_ns.unwrap_or(0))
+        ),
+        units::seconds(info.start_ns.unwrap_or(0))
+    );
+    if let Some((from, to)) = info.window_ns {
+        let start = info.start_ns.unwrap_or(0);
+        let _ = write!(
+            s,
+            "; figures of {}..{} s from its start",
+            units::seconds(from.saturating_sub(start)),
+            if to == u64::MAX {
+                "end".to_owned()
+            } else {
+                units::seconds(to.saturating_sub(start))
+            }
+        );
+    }
+    let providers: Vec<String> = info
+        .providers
+        .iter()
+        .map(|(id, n)| format!("{n} ({id})"))
+        .collect();
+    if !providers.is_empty() {
+        let _ = write!(s, "; providers: {}", providers.join(", "));
+    }
+    s
+}
+
+fn render_report(r: &Report, file: &Path, color: bool) -> String {
+    let mut out = describe(&r.trace, file);
+    out.push('\n');
+    for s in &r.sections {
+        render_section(&mut out, s, color);
+    }
+    out
+}
+
+fn render_diff(d: &Diff, a: &Path, b: &Path, color: bool) -> String {
+    let mut out = format!("A = {}\nB = {}\n", describe(&d.a, a), describe(&d.b, b));
+    for s in &d.sections {
+        render_section(&mut out, s, color);
+    }
+    out
+}
+
+fn render_section(out: &mut String, s: &Section, color: bool) {
+    let _ = writeln!(out, "\n{}", bold(&format!("━━ {} ━━", s.title), color));
+    for t in &s.tables {
+        render_table(out, t, color);
+    }
+    for n in &s.notes {
+        let _ = writeln!(out, "{n}");
+    }
+}
+
+/// A cell as text, as its column's kind says.
+fn text(cell: &Cell, kind: Kind) -> String {
+    match (cell, kind) {
+        (Cell::Empty, _) => String::new(),
+        (Cell::Text(s), _) => s.clone(),
+        (Cell::Count(v), Kind::Bytes) => units::bytes(*v),
+        (Cell::Count(v), _) => v.to_string(),
+        (Cell::Int(v), Kind::Change) if *v > 0 => format!("+{v}"),
+        (Cell::Int(v), _) => v.to_string(),
+        (Cell::Ns(v), Kind::Time) => v.to_string(),
+        (Cell::Ns(v), Kind::Offset) => units::seconds(*v),
+        (Cell::Ns(v), _) => units::duration(*v),
+        (Cell::NsChange(v), _) => units::duration_change(*v),
+        (Cell::Percent(v), _) => format!("{v:.1}"),
+        (Cell::Float(v), _) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        (Cell::Float(v), _) => format!("{v:.3}"),
+    }
+}
+
+fn render_table(out: &mut String, t: &Table, color: bool) {
+    let _ = writeln!(out, "\n{}", bold(&t.title, color));
+    if t.rows.is_empty() {
+        let _ = writeln!(out, "  (nothing)");
+    } else {
+        let mut table = comfy_table::Table::new();
+        table
+            .load_preset(if color {
+                HEADER_LINE
+            } else {
+                HEADER_LINE_ASCII
+            })
+            .set_content_arrangement(ContentArrangement::Disabled);
+        if color {
+            table.enforce_styling();
+        } else {
+            table.force_no_tty();
+        }
+        table.set_header(t.columns.iter().map(|c| {
+            let cell = comfy_table::Cell::new(&c.title);
+            if color {
+                cell.add_attribute(comfy_table::Attribute::Bold)
+            } else {
+                cell
+            }
+        }));
+        for row in &t.rows {
+            table.add_row(row.iter().zip(&t.columns).map(|(cell, col)| {
+                let mut c = comfy_table::Cell::new(text(cell, col.kind));
+                if col.kind != Kind::Text {
+                    c = c.set_alignment(CellAlignment::Right);
+                }
+                if color {
+                    let change = matches!(col.kind, Kind::Change | Kind::DurationChange)
+                        || col.id.ends_with("_change");
+                    match cell.number() {
+                        Some(v) if change && v > 0.0 => c = c.fg(Color::Red),
+                        Some(v) if change && v < 0.0 => c = c.fg(Color::Green),
+                        _ if col.id == "bar" => c = c.fg(Color::Cyan),
+                        _ => {}
+                    }
+                }
+                c
+            }));
+        }
+        for line in table.to_string().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    if t.omitted > 0 {
+        let _ = writeln!(out, "  ... {} more rows (--top N shows more)", t.omitted);
+    }
+    for n in &t.notes {
+        let _ = writeln!(out, "  {n}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_analysis::report::Column;
+
+    #[test]
+    fn sections_are_named() {
+        assert_eq!(
+            sections(&["sched".into(), "cpu".into(), "sched".into()]).unwrap(),
+            vec![SectionId::Sched, SectionId::Cpu]
+        );
+        assert!(sections(&["all".into()]).unwrap().is_empty());
+        let e = sections(&["cpus".into()]).unwrap_err().to_string();
+        assert!(
+            e.contains("no section \"cpus\"") && e.contains("syscalls"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cells_print_by_kind_and_tables_align() {
+        assert_eq!(text(&Cell::Ns(4_050_000), Kind::Duration), "4.05 ms");
+        assert_eq!(text(&Cell::Ns(1_500_000_000), Kind::Offset), "1.500000000");
+        assert_eq!(text(&Cell::Ns(42), Kind::Time), "42");
+        assert_eq!(text(&Cell::Count(4096), Kind::Bytes), "4.00 KiB");
+        assert_eq!(text(&Cell::Int(3), Kind::Change), "+3");
+        assert_eq!(
+            text(&Cell::NsChange(-2_000), Kind::DurationChange),
+            "-2.00 µs"
+        );
+        assert_eq!(text(&Cell::Percent(12.345), Kind::Percent), "12.3");
+        assert_eq!(text(&Cell::Float(7.0), Kind::Float), "7");
+        let mut t = Table::new(
+            "calls",
+            "Calls",
+            vec![
+                Column::new("call", "call", Kind::Text),
+                Column::new("total", "total", Kind::Duration),
+            ],
+        );
+        t.push(vec!["getppid".into(), Cell::Ns(1_000)]);
+        t.push(vec!["read".into(), Cell::Ns(123_456_789)]);
+        let mut out = String::new();
+        render_table(&mut out, &t, false);
+        assert!(!out.contains('\x1b'), "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        let row = |name: &str| *lines.iter().find(|l| l.contains(name)).unwrap();
+        // Numbers are right-aligned: the rows end at the same column.
+        assert_eq!(
+            row("getppid").trim_end().chars().count(),
+            row("read").trim_end().chars().count(),
+            "{out}"
+        );
+        assert!(row("read").contains("123 ms"));
+        let mut coloured = String::new();
+        render_table(&mut coloured, &t, true);
+        assert!(coloured.contains('\x1b'));
+    }
+}
