@@ -1,6 +1,12 @@
 //! Distributions of durations: exact count, sum, minimum and maximum, with
-//! percentiles from an HDR histogram (within 1 %), and the power-of-two
-//! buckets bpftrace's `hist()` prints.
+//! percentiles exact up to [`EXACT`] values and from an HDR histogram
+//! (within 1 %) beyond, and the power-of-two buckets bpftrace's `hist()`
+//! prints.
+//!
+//! A report keeps a distribution per thread, per call and per process and
+//! call, most of which see a handful of values: those keep their values (a
+//! few hundred bytes), and only the busy ones pay for a histogram (tens of
+//! kilobytes).
 
 use hdrhistogram::Histogram;
 
@@ -8,6 +14,8 @@ use super::table::Cell;
 
 /// Significant decimal digits the percentiles keep (1 %).
 const SIGFIG: u8 = 2;
+/// Values kept as they are before a histogram takes over.
+pub const EXACT: usize = 64;
 
 /// A distribution of durations (ns).
 #[derive(Clone, Debug)]
@@ -20,6 +28,8 @@ pub struct Latency {
     pub min: u64,
     /// The largest.
     pub max: u64,
+    /// The values, while there are at most [`EXACT`].
+    values: Vec<u64>,
     hist: Option<Histogram<u64>>,
 }
 
@@ -30,7 +40,8 @@ impl Default for Latency {
             sum: 0,
             min: u64::MAX,
             max: 0,
-            hist: Histogram::new(SIGFIG).ok(),
+            values: Vec::new(),
+            hist: None,
         }
     }
 }
@@ -46,6 +57,14 @@ impl Latency {
             // Past its range (over 2^63) a value is only in the exact
             // figures.
             let _ = h.record(v);
+        } else if self.values.len() < EXACT {
+            self.values.push(v);
+        } else if let Ok(mut h) = Histogram::new(SIGFIG) {
+            for x in self.values.drain(..).chain([v]) {
+                let _ = h.record(x);
+            }
+            self.values = Vec::new();
+            self.hist = Some(h);
         }
     }
 
@@ -58,7 +77,14 @@ impl Latency {
         if q >= 1.0 {
             return Some(self.max);
         }
-        let h = self.hist.as_ref()?;
+        let Some(h) = self.hist.as_ref() else {
+            // Exact: the smallest value at least a fraction q of the values
+            // lie at or below (nearest rank, as the histogram counts).
+            let mut sorted = self.values.clone();
+            sorted.sort_unstable();
+            let rank = ((q.max(0.0) * sorted.len() as f64).ceil() as usize).max(1);
+            return sorted.get(rank - 1).copied();
+        };
         let v = h.lowest_equivalent(h.value_at_quantile(q));
         Some(v.clamp(self.min, self.max))
     }
@@ -168,6 +194,24 @@ mod tests {
         // Huge values keep exact figures.
         l.record(u64::MAX);
         assert_eq!(l.max, u64::MAX);
+    }
+
+    #[test]
+    fn few_values_give_exact_percentiles() {
+        let mut l = Latency::default();
+        for v in [30, 10, 20, 40] {
+            l.record(v);
+        }
+        assert_eq!(l.quantile(0.5), Some(20));
+        assert_eq!(l.quantile(0.75), Some(30));
+        assert_eq!(l.quantile(0.99), Some(40));
+        assert_eq!(l.quantile(0.0), Some(10));
+        // Past EXACT values the histogram answers, within 1 %.
+        for v in 0..1000u64 {
+            l.record(1_000_000 + v);
+        }
+        let p50 = l.quantile(0.5).unwrap();
+        assert!(p50.abs_diff(1_000_480) <= 10_000, "{p50}");
     }
 
     #[test]

@@ -398,12 +398,18 @@ pub fn first_timestamp(input: impl Read) -> Result<Option<u64>, ReadTraceError> 
 pub(crate) struct Name {
     text: &'static str,
     sym: Option<crate::strings::Sym>,
+    /// How many strings the trace had when it was last looked up in vain.
+    missed_at: usize,
 }
 
 impl Name {
     /// The symbol for `text`, not yet looked up.
     pub(crate) const fn new(text: &'static str) -> Self {
-        Name { text, sym: None }
+        Name {
+            text,
+            sym: None,
+            missed_at: usize::MAX,
+        }
     }
 
     /// Whether `sym` is this name.
@@ -413,8 +419,10 @@ impl Name {
 
     /// Its symbol, if the trace has the string yet.
     pub(crate) fn get(&mut self, cx: &Context) -> Option<crate::strings::Sym> {
-        if self.sym.is_none() {
+        // Strings are only ever added: look again only when there are new ones.
+        if self.sym.is_none() && self.missed_at != cx.strings.len() {
             self.sym = cx.strings.lookup(self.text);
+            self.missed_at = cx.strings.len();
         }
         self.sym
     }
