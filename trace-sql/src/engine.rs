@@ -72,7 +72,8 @@ pub fn register_batches(ctx: &SessionContext, mut collected: Collected) -> Resul
         let name = table.name();
         let schema = tables::schema(table.as_ref());
         let batches = collected.batches.remove(name).unwrap_or_default();
-        let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); partitions.min(batches.len()).max(1)];
+        let mut parts: Vec<Vec<RecordBatch>> =
+            vec![Vec::new(); partitions.min(batches.len()).max(1)];
         let n = parts.len();
         for (i, b) in batches.into_iter().enumerate() {
             parts[i % n].push(b);
@@ -152,8 +153,8 @@ pub async fn register_export(
                 Ok(ListingTableUrl::parse(format!("{}/", p.display()))?)
             })
             .collect::<Result<Vec<_>, SqlError>>()?;
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-            .with_file_extension(".parquet");
+        let options =
+            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(schema);
@@ -165,6 +166,133 @@ pub async fn register_export(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parquet_export::ParquetExport;
+    use crate::tables::testing::{args, info, sym, track};
+    use crate::writer::{BatchConsumer, TableWriter};
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use trace_analysis::event::{Frame, Sample, Slice};
+    use trace_analysis::{Context, Event, Sink, Value};
+
+    /// A few system calls and a sample, through the writer in batches of 2.
+    fn collected() -> Collected {
+        let mut cx = Context::default();
+        let sc = sym(&mut cx, "kernel:syscall");
+        let (openat, getppid) = (sym(&mut cx, "openat"), sym(&mut cx, "getppid"));
+        let mut events = Vec::new();
+        for i in 0..5u64 {
+            let (name, a) = if i < 3 {
+                let a = args(
+                    &mut cx,
+                    &[
+                        ("nr", Value::Int(257)),
+                        ("dfd", Value::Int(-100)),
+                        ("ret", Value::Int(-2)),
+                    ],
+                );
+                (openat, a)
+            } else {
+                (
+                    getppid,
+                    args(&mut cx, &[("nr", Value::Int(110)), ("ret", Value::Int(1))]),
+                )
+            };
+            events.push(Event::Slice(Slice {
+                id: i + 1,
+                ts: 100 * i,
+                dur: 10 + i,
+                track: track(7, 8),
+                category: sc,
+                name,
+                depth: 0,
+                parent: None,
+                args: a,
+                unfinished: false,
+            }));
+        }
+        let (f, m, tb) = (
+            sym(&mut cx, "spin"),
+            sym(&mut cx, "/bin/x"),
+            sym(&mut cx, "cpu-clock"),
+        );
+        events.push(Event::Sample(Sample {
+            ts: 5,
+            pid: 7,
+            tid: 8,
+            cpu: 0,
+            timebase: tb,
+            weight: None,
+            frames: vec![
+                Frame {
+                    function: f,
+                    mapping: m
+                };
+                2
+            ],
+        }));
+        let mut w = TableWriter::new(info(), 2, Collected::default());
+        for e in &events {
+            w.event(e, &cx);
+        }
+        w.finish(&cx).unwrap()
+    }
+
+    async fn answers(ctx: &SessionContext) -> String {
+        let sql = [
+            "SELECT name, errno, count(*) AS n, max(arg(args, 'dfd')) AS dfd, sum(dur) AS dur \
+             FROM syscalls GROUP BY name, errno ORDER BY name",
+            "SELECT host, count(*) AS frames FROM \
+             (SELECT host, unnest(stack) AS f FROM samples) WHERE f['function'] = 'spin' GROUP BY host",
+            "SELECT count(*) AS n FROM slices WHERE category = 'kernel:syscall'",
+            "SELECT count(*) AS n FROM wakeups",
+        ];
+        let mut out = String::new();
+        for q in sql {
+            let batches = ctx.sql(q).await.unwrap().collect().await.unwrap();
+            out.push_str(&pretty_format_batches(&batches).unwrap().to_string());
+            out.push('\n');
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn memory_tables_and_their_parquet_export_answer_alike() {
+        let collected = collected();
+        let memory = session();
+        register_batches(&memory, collected.clone()).unwrap();
+        let from_memory = answers(&memory).await;
+        assert!(
+            from_memory.contains("| openat  | ENOENT | 3 | -100 | 33  |"),
+            "{from_memory}"
+        );
+        assert!(
+            from_memory.contains("| getppid |        | 2 |      | 27  |"),
+            "{from_memory}"
+        );
+        assert!(
+            from_memory.contains("| test-host | 2      |"),
+            "{from_memory}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut export = ParquetExport::create(&dir.path().join("one"), &info()).unwrap();
+        for (table, batches) in collected.batches {
+            for b in batches {
+                export.batch(table, b).unwrap();
+            }
+        }
+        export.close().unwrap();
+        let parquet = session();
+        let folders = register_export(&parquet, dir.path()).await.unwrap();
+        assert_eq!(folders.len(), tables::names().len());
+        assert_eq!(answers(&parquet).await, from_memory);
+    }
+
+    #[tokio::test]
+    async fn a_directory_without_exports_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = register_export(&session(), dir.path()).await.unwrap_err();
+        assert!(matches!(err, SqlError::NoTables(_)), "{err}");
+    }
 
     #[test]
     fn table_folders_of_one_export_or_many() {
@@ -181,7 +309,10 @@ mod tests {
         touch("c/syscalls/.3.parquet.tmp");
         touch("d/notatable/1.parquet");
         let found = table_folders(dir.path()).unwrap();
-        assert_eq!(found.keys().copied().collect::<Vec<_>>(), ["slices", "threads"]);
+        assert_eq!(
+            found.keys().copied().collect::<Vec<_>>(),
+            ["slices", "threads"]
+        );
         assert_eq!(found["slices"].len(), 2);
         let one = table_folders(&dir.path().join("a")).unwrap();
         assert_eq!(one["slices"], [dir.path().join("a/slices")]);

@@ -25,7 +25,9 @@ pub fn arg() -> ScalarUDF {
 fn arg_values(columns: &[ColumnarValue]) -> Result<ColumnarValue> {
     let arrays = ColumnarValue::values_to_arrays(columns)?;
     let [objects, names] = arrays.as_slice() else {
-        return Err(DataFusionError::Plan("arg(args, name) takes two arguments".into()));
+        return Err(DataFusionError::Plan(
+            "arg(args, name) takes two arguments".into(),
+        ));
     };
     let objects = cast(objects, &DataType::Utf8)?;
     let names = cast(names, &DataType::Utf8)?;

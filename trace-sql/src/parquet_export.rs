@@ -21,9 +21,9 @@ use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
 use trace_analysis::ReadStats;
 
+use crate::SqlError;
 use crate::tables::{self, TraceInfo};
 use crate::writer::{BATCH_ROWS, BatchConsumer, stream_trace};
-use crate::SqlError;
 
 /// Rows of a row group, at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
@@ -196,8 +196,15 @@ mod tests {
             );
             let reader =
                 ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
-            let kv = reader.metadata().file_metadata().key_value_metadata().unwrap();
-            assert!(kv.iter().any(|k| k.key == "host" && k.value.as_deref() == Some("test-host")));
+            let kv = reader
+                .metadata()
+                .file_metadata()
+                .key_value_metadata()
+                .unwrap();
+            assert!(
+                kv.iter()
+                    .any(|k| k.key == "host" && k.value.as_deref() == Some("test-host"))
+            );
             let schema = reader.schema().clone();
             let want = tables::schema_of(table).unwrap();
             assert_eq!(schema.fields(), want.fields(), "{table}");

@@ -102,7 +102,9 @@ struct Abortable<R> {
 impl<R: Read> Read for Abortable<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.abort.get() {
-            return Err(std::io::Error::other("stopped: the tables could not be written"));
+            return Err(std::io::Error::other(
+                "stopped: the tables could not be written",
+            ));
         }
         self.inner.read(buf)
     }
@@ -132,7 +134,7 @@ pub fn stream_trace<C: BatchConsumer>(
 }
 
 /// A consumer that keeps every batch, by table.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Collected {
     /// Each table's batches, in order.
     pub batches: std::collections::BTreeMap<&'static str, Vec<RecordBatch>>,
@@ -149,7 +151,7 @@ impl BatchConsumer for Collected {
 mod tests {
     use super::*;
     use crate::tables::testing::{cx, info, sym};
-    use trace_analysis::event::{Switch, OutState};
+    use trace_analysis::event::{OutState, Switch};
 
     fn switch(ts: u64) -> Event {
         Event::Switch(Switch {

@@ -65,7 +65,11 @@ impl Table for BlockRequests {
         }
         let get = |name| args::get(&s.args, cx, name);
         let text = |name| get(name).and_then(Value::as_str).unwrap_or("");
-        let uint = |name| get(name).and_then(Value::as_i64).and_then(|v| u64::try_from(v).ok());
+        let uint = |name| {
+            get(name)
+                .and_then(Value::as_i64)
+                .and_then(|v| u64::try_from(v).ok())
+        };
         let issuer = uint("issuer");
         self.ts.append_value(s.ts);
         self.latency.append_value(s.dur);

@@ -101,6 +101,9 @@ mod tests {
         assert_eq!(column(&batch, "category"), ["kernel:proc", "kernel:proc"]);
         assert_eq!(column(&batch, "name"), ["exec", "exec"]);
         assert_eq!(column(&batch, "scope"), ["process", "global"]);
-        assert_eq!(column(&batch, "args"), ["{\"filename\":\"/bin/true\"}", "{}"]);
+        assert_eq!(
+            column(&batch, "args"),
+            ["{\"filename\":\"/bin/true\"}", "{}"]
+        );
     }
 }

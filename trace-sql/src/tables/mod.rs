@@ -171,7 +171,9 @@ pub(crate) mod testing {
     /// Column `name` of `batch` as text, one string per row ("" for null).
     pub fn column(batch: &RecordBatch, name: &str) -> Vec<String> {
         use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-        let col = batch.column_by_name(name).unwrap_or_else(|| panic!("{name}"));
+        let col = batch
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("{name}"));
         let f = ArrayFormatter::try_new(col.as_ref(), &FormatOptions::default()).unwrap();
         (0..col.len()).map(|i| f.value(i).to_string()).collect()
     }

@@ -142,7 +142,11 @@ mod tests {
             function: sym(cx, f),
             mapping: exe,
         };
-        let frames = vec![frame(&mut cx, "spin_c"), frame(&mut cx, "spin_b"), frame(&mut cx, "main")];
+        let frames = vec![
+            frame(&mut cx, "spin_c"),
+            frame(&mut cx, "spin_b"),
+            frame(&mut cx, "main"),
+        ];
         let (cpu_clock, off_cpu) = (sym(&mut cx, "cpu-clock"), sym(&mut cx, "off-cpu"));
         let events = [
             Event::Sample(Sample {

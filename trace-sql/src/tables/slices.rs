@@ -111,7 +111,11 @@ mod tests {
     #[test]
     fn nested_slices_keep_depth_parent_and_args() {
         let mut cx = cx();
-        let (cat, outer, inner) = (sym(&mut cx, "app"), sym(&mut cx, "outer"), sym(&mut cx, "inner"));
+        let (cat, outer, inner) = (
+            sym(&mut cx, "app"),
+            sym(&mut cx, "outer"),
+            sym(&mut cx, "inner"),
+        );
         let slice = |id, ts, dur, name, depth, parent, args| {
             Event::Slice(Slice {
                 id,
@@ -147,7 +151,10 @@ mod tests {
         assert_eq!(column(&batch, "parent_id"), ["1", "", ""]);
         assert_eq!(column(&batch, "tid"), ["11", "11", "11"]);
         assert_eq!(column(&batch, "provider_id"), ["1", "1", "1"]);
-        assert_eq!(column(&batch, "args"), ["{\"seq\":7}", "{}", "{\"unfinished\":true}"]);
+        assert_eq!(
+            column(&batch, "args"),
+            ["{\"seq\":7}", "{}", "{\"unfinished\":true}"]
+        );
         // A complete slice the writer marked unfinished is unfinished.
         assert_eq!(column(&batch, "unfinished"), ["false", "false", "true"]);
     }

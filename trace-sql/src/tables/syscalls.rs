@@ -167,7 +167,10 @@ mod tests {
             ],
         );
         let ok = args(&mut cx, &[("nr", Value::Int(0)), ("ret", Value::Int(5))]);
-        let running = args(&mut cx, &[("nr", Value::Int(0)), ("unfinished", Value::Bool(true))]);
+        let running = args(
+            &mut cx,
+            &[("nr", Value::Int(0)), ("unfinished", Value::Bool(true))],
+        );
         let early = args(
             &mut cx,
             &[
@@ -194,7 +197,10 @@ mod tests {
             column(&batch, "args"),
             ["{\"dfd\":-100,\"filename\":\"/missing\"}", "{}", "{}", "{}"]
         );
-        assert_eq!(column(&batch, "unfinished"), ["false", "false", "true", "false"]);
+        assert_eq!(
+            column(&batch, "unfinished"),
+            ["false", "false", "true", "false"]
+        );
         assert_eq!(
             column(&batch, "began_before_recording"),
             ["false", "false", "false", "true"]
