@@ -285,11 +285,11 @@ async fn prompt(ctx: &SessionContext, format: Format) -> Result<ExitCode> {
             }
         }
     }
-    if !is_blank(&pending) {
-        if let Err(e) = execute(ctx, pending.trim(), format).await {
-            eprintln!("error: {e:#}");
-            failures += 1;
-        }
+    if !is_blank(&pending)
+        && let Err(e) = execute(ctx, pending.trim(), format).await
+    {
+        eprintln!("error: {e:#}");
+        failures += 1;
     }
     if terminal {
         println!();

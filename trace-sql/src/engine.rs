@@ -20,7 +20,7 @@ use crate::writer::{BATCH_ROWS, Collected, stream_trace};
 use crate::{SqlError, functions, trace_id};
 
 /// How deep below an export directory table folders are looked for.
-const MAX_DEPTH: usize = 4;
+pub const MAX_DEPTH: usize = 4;
 
 /// A session with the trace tables' functions.
 pub fn session() -> SessionContext {

@@ -1,7 +1,8 @@
 //! Writing a trace's tables as Parquet: `DIR/<table>/<trace_id>.parquet`,
 //! one file per table and trace (a table without rows gets a file without
 //! rows), zstd-compressed, in row groups of at most [`ROW_GROUP_ROWS`]
-//! rows. A directory of many traces' exports is so one folder per table,
+//! rows and about [`ROW_GROUP_BYTES`] encoded (the row group being written
+//! is held in memory). A directory of many traces' exports is so one folder per table,
 //! which DataFusion, DuckDB, Spark or Trino read as one table, and a row
 //! group never mixes traces. Each file carries the `trace_id` and `host`
 //! as key-value metadata too.
@@ -27,6 +28,8 @@ use crate::writer::{BATCH_ROWS, BatchConsumer, stream_trace};
 
 /// Rows of a row group, at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
+/// Encoded bytes of a row group, about, at most.
+pub const ROW_GROUP_BYTES: usize = 32 << 20;
 
 /// What an export wrote.
 #[derive(Debug)]
@@ -70,6 +73,7 @@ impl ParquetExport {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
             .set_key_value_metadata(Some(vec![
                 KeyValue::new("trace_id".into(), info.trace_id.clone()),
                 KeyValue::new("host".into(), info.host.clone()),
