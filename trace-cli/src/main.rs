@@ -6,8 +6,10 @@ mod check;
 mod convert;
 mod dump;
 mod events;
+mod export;
 mod flamegraph;
 mod providers;
+mod query;
 mod record;
 mod report;
 mod samples;
@@ -56,6 +58,16 @@ enum Command {
     /// what it ignores, and every record it would lose or draw wrongly
     /// (exit status 1 when there are such violations).
     Check(check::CheckArgs),
+    /// Run SQL over the tables of a trace file, or of a directory of
+    /// Parquet exports (processes, threads, slices, instants, counters,
+    /// async spans, context switches, wake-ups, system calls, block
+    /// requests, samples, losses; docs/SQL.md): the SQL given, or
+    /// statements read from an interactive prompt.
+    Query(query::QueryArgs),
+    /// Write the SQL tables of trace files as Parquet
+    /// (`DIR/<table>/<trace id>.parquet`), for `query` over a directory of
+    /// many traces or for any engine that reads Parquet.
+    Export(export::ExportArgs),
     /// Print a shell completion script (e.g. `trace-cli completions bash >
     /// /etc/bash_completion.d/trace-cli`).
     Completions {
@@ -122,6 +134,8 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Categories(args) => categories::run(args),
         Command::Events(args) => events::run(args),
+        Command::Query(args) => query::run(args),
+        Command::Export(args) => export::run(args),
         Command::Completions { shell } => {
             // Generated into memory: the generator panics on a write error.
             let mut script = Vec::new();

@@ -49,7 +49,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::ebpf::workspace_root;
+use crate::ebpf::{target_dir, workspace_root};
 use crate::run::{cargo, is_root, run};
 
 /// One measured run.
@@ -163,16 +163,6 @@ pub fn provider_bench(iterations: u64) -> Result<()> {
         .arg("--iterations")
         .arg(iterations.to_string()))
     .with_context(|| format!("running the provider benchmark {}", bin.display()))
-}
-
-/// Where cargo writes its output: `$CARGO_TARGET_DIR` (relative to the
-/// workspace root, where [`cargo`] runs) or the workspace's `target`.
-fn target_dir() -> PathBuf {
-    let root = workspace_root();
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => root.join(dir),
-        _ => root.join("target"),
-    }
 }
 
 /// Runs the benchmark: `rounds` interleaved rounds of workload `w`; with

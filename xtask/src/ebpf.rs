@@ -14,6 +14,17 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Where cargo writes its output: `$CARGO_TARGET_DIR` (relative to the
+/// workspace root, where [`crate::run::cargo`] runs) or the workspace's
+/// `target`.
+pub fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
 /// `$CARGO_HOME` (default `~/.cargo`).
 pub fn cargo_home() -> Result<PathBuf> {
     if let Some(home) = std::env::var_os("CARGO_HOME") {

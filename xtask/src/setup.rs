@@ -13,6 +13,10 @@
 //!    because the installed `bpf-linker` loads LLVM through it at run time
 //!    (its RUNPATH) and must survive `cargo clean`.
 //!
+//! 4. A Python virtual environment with `pyarrow` at `target/pyenv` (under
+//!    the cargo target directory, so `cargo clean` removes it), the second
+//!    Parquet reader the SQL end-to-end tests check exports with.
+//!
 //! The nightly toolchain itself is not installed here.
 
 use std::path::{Path, PathBuf};
@@ -20,7 +24,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::ebpf::{cargo_home, nightly};
+use crate::ebpf::{cargo_home, nightly, target_dir};
 use crate::run::{is_root, run};
 
 /// The bpf-linker release the eBPF build is known to work with.
@@ -36,7 +40,11 @@ pub fn setup() -> Result<()> {
     ensure_debian_packages()?;
     ensure_rust_src()?;
     ensure_bpf_linker()?;
-    eprintln!("xtask setup: done (nightly rust-src, bpf-linker {BPF_LINKER_VERSION})");
+    ensure_python_env()?;
+    eprintln!(
+        "xtask setup: done (nightly rust-src, bpf-linker {BPF_LINKER_VERSION}, pyarrow in {})",
+        python_env().display()
+    );
     Ok(())
 }
 
@@ -189,4 +197,55 @@ fn llvm_prefix() -> Result<(PathBuf, u32)> {
             .with_context(|| format!("cannot link {} to {}", link.display(), llvm.display()))?;
     }
     Ok((prefix, major))
+}
+
+/// The Python packages of the tests' virtual environment.
+const PYTHON_PACKAGES: &[&str] = &["pyarrow"];
+
+/// The tests' Python virtual environment (`tests` finds it at the same
+/// place: `target/pyenv`).
+fn python_env() -> PathBuf {
+    target_dir().join("pyenv")
+}
+
+/// Whether the environment's Python imports every package.
+fn python_env_ready(python: &Path) -> bool {
+    let imports = PYTHON_PACKAGES.join(", ");
+    Command::new(python)
+        .args(["-c", &format!("import {imports}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Makes the virtual environment with [`PYTHON_PACKAGES`] unless it has
+/// them already.
+fn ensure_python_env() -> Result<()> {
+    let env = python_env();
+    let python = env.join("bin/python");
+    if python_env_ready(&python) {
+        return Ok(());
+    }
+    if !python.exists() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&env)).with_context(|| {
+            "cannot make a Python virtual environment: install python3 with its venv module \
+             (Debian: python3-venv)"
+        })?;
+    }
+    run(Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(PYTHON_PACKAGES))?;
+    if !python_env_ready(&python) {
+        bail!(
+            "{} cannot import {} after installing them",
+            python.display(),
+            PYTHON_PACKAGES.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -1,0 +1,49 @@
+//! Errors of building, exporting and querying the tables.
+
+use std::path::PathBuf;
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::error::DataFusionError;
+use datafusion::parquet::errors::ParquetError;
+use trace_analysis::ReadTraceError;
+
+/// Building, exporting or querying the tables failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    /// The trace could not be read.
+    #[error(transparent)]
+    Read(#[from] ReadTraceError),
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// Building a record batch failed.
+    #[error("building a record batch: {0}")]
+    Arrow(#[from] ArrowError),
+    /// Writing Parquet failed.
+    #[error("writing Parquet: {0}")]
+    Parquet(#[from] ParquetError),
+    /// The query engine failed.
+    #[error(transparent)]
+    Engine(#[from] DataFusionError),
+    /// A trace id that cannot name a file.
+    #[error("trace id {0:?} cannot name a file: use letters, digits, '.', '_' and '-'")]
+    BadTraceId(String),
+    /// A path holds no trace tables.
+    #[error("{} holds no exported tables (no <table>/*.parquet folder)", .0.display())]
+    NoTables(PathBuf),
+}
+
+impl SqlError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SqlError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

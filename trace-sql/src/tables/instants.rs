@@ -1,0 +1,109 @@
+//! `instants`: point events (of every provider: the kernel's process
+//! events and page faults, userspace instants, USDT hits).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
+use datafusion::arrow::datatypes::{DataType, Field};
+use trace_analysis::event::Scope;
+use trace_analysis::{Context, Event};
+
+use super::track::TrackColumns;
+use super::{Table, args, ns};
+
+/// Builds `instants`.
+#[derive(Default)]
+pub struct Instants {
+    ts: UInt64Builder,
+    track: TrackColumns,
+    scope: StringBuilder,
+    args: StringBuilder,
+    scratch: String,
+    rows: usize,
+}
+
+impl Table for Instants {
+    fn name(&self) -> &'static str {
+        "instants"
+    }
+
+    fn columns(&self) -> Vec<Field> {
+        let mut f = vec![ns("ts")];
+        f.extend(TrackColumns::fields());
+        f.push(Field::new("scope", DataType::Utf8, false));
+        f.push(Field::new("args", DataType::Utf8, false));
+        f
+    }
+
+    fn event(&mut self, event: &Event, cx: &Context) {
+        let Event::Instant(i) = event else {
+            return;
+        };
+        self.ts.append_value(i.ts);
+        self.track.append(&i.track, i.category, i.name, cx);
+        self.scope.append_value(match i.scope {
+            Scope::Thread => "thread",
+            Scope::Process => "process",
+            Scope::Global => "global",
+        });
+        args::write_json(&mut self.scratch, &i.args, cx, &[]);
+        self.args.append_value(&self.scratch);
+        self.rows += 1;
+    }
+
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn take(&mut self) -> Vec<ArrayRef> {
+        self.rows = 0;
+        let mut c: Vec<ArrayRef> = vec![Arc::new(self.ts.finish())];
+        c.extend(self.track.finish());
+        c.push(Arc::new(self.scope.finish()));
+        c.push(Arc::new(self.args.finish()));
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::testing::{args, build, column, cx, sym, track};
+    use trace_analysis::Value;
+    use trace_analysis::event::Instant;
+
+    #[test]
+    fn instants_with_scope_and_args() {
+        let mut cx = cx();
+        let (cat, name) = (sym(&mut cx, "kernel:proc"), sym(&mut cx, "exec"));
+        let a = args(&mut cx, &[("filename", Value::Str("/bin/true".into()))]);
+        let events = [
+            Event::Instant(Instant {
+                ts: 5,
+                track: track(3, 4),
+                category: cat,
+                name,
+                scope: Scope::Process,
+                args: a,
+            }),
+            Event::Instant(Instant {
+                ts: 9,
+                track: track(3, 3),
+                category: cat,
+                name,
+                scope: Scope::Global,
+                args: Vec::new(),
+            }),
+        ];
+        let batch = build(&mut Instants::default(), &cx, &events);
+        assert_eq!(column(&batch, "ts"), ["5", "9"]);
+        assert_eq!(column(&batch, "tid"), ["4", "3"]);
+        assert_eq!(column(&batch, "category"), ["kernel:proc", "kernel:proc"]);
+        assert_eq!(column(&batch, "name"), ["exec", "exec"]);
+        assert_eq!(column(&batch, "scope"), ["process", "global"]);
+        assert_eq!(
+            column(&batch, "args"),
+            ["{\"filename\":\"/bin/true\"}", "{}"]
+        );
+    }
+}

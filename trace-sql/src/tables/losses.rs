@@ -1,0 +1,102 @@
+//! `losses`: records a provider lost, per CPU where the trace says.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt32Builder, UInt64Builder};
+use datafusion::arrow::datatypes::{DataType, Field};
+use trace_analysis::{Context, Event};
+
+use super::Table;
+
+/// Builds `losses`.
+#[derive(Default)]
+pub struct Losses {
+    provider_id: UInt32Builder,
+    provider: StringBuilder,
+    cpu: UInt32Builder,
+    events: UInt64Builder,
+    rows: usize,
+}
+
+impl Table for Losses {
+    fn name(&self) -> &'static str {
+        "losses"
+    }
+
+    fn columns(&self) -> Vec<Field> {
+        vec![
+            Field::new("provider_id", DataType::UInt32, false),
+            Field::new("provider", DataType::Utf8, false),
+            Field::new("cpu", DataType::UInt32, true),
+            Field::new("events", DataType::UInt64, true),
+        ]
+    }
+
+    fn event(&mut self, event: &Event, cx: &Context) {
+        let Event::Loss(l) = event else {
+            return;
+        };
+        let mut row = |cpu: Option<u32>, events: Option<u64>| {
+            self.provider_id.append_value(l.provider);
+            self.provider.append_value(cx.strings.get(l.provider_name));
+            self.cpu.append_option(cpu);
+            self.events.append_option(events);
+            self.rows += 1;
+        };
+        if l.per_cpu.is_empty() {
+            row(None, l.events);
+        } else {
+            for (cpu, n) in &l.per_cpu {
+                row(Some(*cpu), Some(*n));
+            }
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn take(&mut self) -> Vec<ArrayRef> {
+        self.rows = 0;
+        vec![
+            Arc::new(self.provider_id.finish()),
+            Arc::new(self.provider.finish()),
+            Arc::new(self.cpu.finish()),
+            Arc::new(self.events.finish()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::testing::{build, column, cx, sym};
+    use trace_analysis::event::Loss;
+
+    #[test]
+    fn per_cpu_rows_or_one() {
+        let mut cx = cx();
+        let kernel = sym(&mut cx, "kernel");
+        let events = [
+            Event::Loss(Loss {
+                provider: 1,
+                provider_name: kernel,
+                per_cpu: vec![(0, 5), (3, 7)],
+                events: Some(12),
+            }),
+            Event::Loss(Loss {
+                provider: 2,
+                provider_name: Sym::EMPTY,
+                per_cpu: Vec::new(),
+                events: None,
+            }),
+        ];
+        let batch = build(&mut Losses::default(), &cx, &events);
+        assert_eq!(column(&batch, "provider_id"), ["1", "1", "2"]);
+        assert_eq!(column(&batch, "provider"), ["kernel", "kernel", ""]);
+        assert_eq!(column(&batch, "cpu"), ["0", "3", ""]);
+        assert_eq!(column(&batch, "events"), ["5", "7", ""]);
+    }
+
+    use trace_analysis::Sym;
+}

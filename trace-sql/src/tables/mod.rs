@@ -1,0 +1,180 @@
+//! The tables, one module each. Every table starts with the columns
+//! `trace_id` and `host` ([`TraceInfo`]); times are `UInt64` nanoseconds of
+//! the recording's clock (CLOCK_BOOTTIME for this project's recorder),
+//! durations `UInt64` nanoseconds. docs/SQL.md documents every column.
+
+pub mod args;
+pub mod async_spans;
+pub mod block_requests;
+pub mod context_switches;
+pub mod counters;
+pub mod instants;
+pub mod losses;
+pub mod processes;
+pub mod samples;
+pub mod slices;
+pub mod syscalls;
+pub mod threads;
+pub mod track;
+pub mod wakeups;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use trace_analysis::{Context, Event};
+
+/// The trace rows come from: the first two columns of every table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceInfo {
+    /// The trace's stable id ([`crate::trace_id`]).
+    pub trace_id: String,
+    /// The machine it was recorded on.
+    pub host: String,
+}
+
+/// One table, built row by row from a trace's events.
+pub trait Table: Send {
+    /// The table's name.
+    fn name(&self) -> &'static str;
+    /// Its columns after `trace_id` and `host`.
+    fn columns(&self) -> Vec<Field>;
+    /// Adds the rows `event` makes, if any.
+    fn event(&mut self, event: &Event, cx: &Context);
+    /// Adds the rows known only at the end of the trace.
+    fn end(&mut self, _cx: &Context) {}
+    /// Rows held.
+    fn rows(&self) -> usize;
+    /// The rows held, one array per column of [`Table::columns`]; the
+    /// table is empty after.
+    fn take(&mut self) -> Vec<ArrayRef>;
+}
+
+/// A fresh builder of every table, in the order they are documented.
+pub fn all() -> Vec<Box<dyn Table>> {
+    vec![
+        Box::new(processes::Processes::default()),
+        Box::new(threads::Threads::default()),
+        Box::new(slices::Slices::default()),
+        Box::new(instants::Instants::default()),
+        Box::new(counters::Counters::default()),
+        Box::new(async_spans::AsyncSpans::default()),
+        Box::new(context_switches::ContextSwitches::default()),
+        Box::new(wakeups::Wakeups::default()),
+        Box::new(syscalls::Syscalls::default()),
+        Box::new(block_requests::BlockRequests::default()),
+        Box::new(samples::Samples::default()),
+        Box::new(losses::Losses::default()),
+    ]
+}
+
+/// The names of every table.
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|t| t.name()).collect()
+}
+
+/// The full schema of `table`: `trace_id`, `host`, then its columns.
+pub fn schema(table: &dyn Table) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("trace_id", DataType::Utf8, false),
+        Field::new("host", DataType::Utf8, false),
+    ];
+    fields.extend(table.columns());
+    Arc::new(Schema::new(fields))
+}
+
+/// The schema of the table named `name`, if there is one.
+pub fn schema_of(name: &str) -> Option<SchemaRef> {
+    all()
+        .iter()
+        .find(|t| t.name() == name)
+        .map(|t| schema(t.as_ref()))
+}
+
+/// The rows `table` holds as a batch of its full schema, for `info`'s trace.
+pub fn take_batch(table: &mut dyn Table, info: &TraceInfo) -> Result<RecordBatch, ArrowError> {
+    let schema = schema(table);
+    let columns = table.take();
+    let rows = columns.first().map_or(0, |c| c.len());
+    let constant = |v: &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(v, rows)))
+    };
+    let mut all = vec![constant(&info.trace_id), constant(&info.host)];
+    all.extend(columns);
+    RecordBatch::try_new(schema, all)
+}
+
+/// A `UInt64` nanosecond column.
+fn ns(name: &str) -> Field {
+    Field::new(name, DataType::UInt64, false)
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Hand-made events for the tables' tests.
+
+    use datafusion::arrow::array::{Array, RecordBatch};
+    use trace_analysis::event::{Args, Track};
+    use trace_analysis::{Context, Event, Sym, Value};
+
+    use super::{Table, TraceInfo, take_batch};
+
+    /// The info of the tests' trace.
+    pub fn info() -> TraceInfo {
+        TraceInfo {
+            trace_id: "0123456789abcdef".into(),
+            host: "test-host".into(),
+        }
+    }
+
+    /// A context whose strings tests intern.
+    pub fn cx() -> Context {
+        Context::default()
+    }
+
+    /// `s` interned in `cx`.
+    pub fn sym(cx: &mut Context, s: &str) -> Sym {
+        cx.strings.intern(s)
+    }
+
+    /// Arguments from `(name, value)` pairs.
+    pub fn args(cx: &mut Context, pairs: &[(&str, Value)]) -> Args {
+        pairs
+            .iter()
+            .map(|(n, v)| (cx.strings.intern(n), v.clone()))
+            .collect()
+    }
+
+    /// A track of provider 1.
+    pub fn track(pid: u64, tid: u64) -> Track {
+        Track {
+            provider: 1,
+            pid,
+            tid,
+        }
+    }
+
+    /// `events` through `table`, as one batch, checked against its schema.
+    pub fn build(table: &mut dyn Table, cx: &Context, events: &[Event]) -> RecordBatch {
+        for e in events {
+            table.event(e, cx);
+        }
+        table.end(cx);
+        let rows = table.rows();
+        let batch = take_batch(table, &info()).unwrap();
+        assert_eq!(batch.num_rows(), rows);
+        assert_eq!(table.rows(), 0, "emptied");
+        batch
+    }
+
+    /// Column `name` of `batch` as text, one string per row ("" for null).
+    pub fn column(batch: &RecordBatch, name: &str) -> Vec<String> {
+        use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+        let col = batch
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("{name}"));
+        let f = ArrayFormatter::try_new(col.as_ref(), &FormatOptions::default()).unwrap();
+        (0..col.len()).map(|i| f.value(i).to_string()).collect()
+    }
+}

@@ -1,0 +1,210 @@
+//! `syscalls`: the kernel provider's system calls (slices of category
+//! `kernel:syscall`), with their number, arguments, return value and error.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
+};
+use datafusion::arrow::datatypes::{DataType, Field};
+use trace_analysis::{Context, Event};
+
+use super::{Table, args, ns};
+use crate::errno;
+
+/// The category of system calls.
+pub const CATEGORY: &str = "kernel:syscall";
+
+/// Arguments that are columns of their own, not call arguments.
+const NOT_CALL_ARGS: &[&str] = &[
+    "nr",
+    "ret",
+    "unfinished",
+    "began_before_recording",
+    "entry_lost",
+    "return_lost",
+];
+
+/// Builds `syscalls`.
+#[derive(Default)]
+pub struct Syscalls {
+    id: UInt64Builder,
+    ts: UInt64Builder,
+    dur: UInt64Builder,
+    pid: UInt64Builder,
+    tid: UInt64Builder,
+    name: StringBuilder,
+    nr: Int64Builder,
+    ret: Int64Builder,
+    errno: StringBuilder,
+    errno_num: Int32Builder,
+    args: StringBuilder,
+    unfinished: BooleanBuilder,
+    began_before_recording: BooleanBuilder,
+    entry_lost: BooleanBuilder,
+    return_lost: BooleanBuilder,
+    scratch: String,
+    rows: usize,
+}
+
+impl Table for Syscalls {
+    fn name(&self) -> &'static str {
+        "syscalls"
+    }
+
+    fn columns(&self) -> Vec<Field> {
+        vec![
+            Field::new("id", DataType::UInt64, false),
+            ns("ts"),
+            ns("dur"),
+            Field::new("pid", DataType::UInt64, false),
+            Field::new("tid", DataType::UInt64, false),
+            Field::new("name", DataType::Utf8, false),
+            Field::new("nr", DataType::Int64, true),
+            Field::new("ret", DataType::Int64, true),
+            Field::new("errno", DataType::Utf8, true),
+            Field::new("errno_num", DataType::Int32, true),
+            Field::new("args", DataType::Utf8, false),
+            Field::new("unfinished", DataType::Boolean, false),
+            Field::new("began_before_recording", DataType::Boolean, false),
+            Field::new("entry_lost", DataType::Boolean, false),
+            Field::new("return_lost", DataType::Boolean, false),
+        ]
+    }
+
+    fn event(&mut self, event: &Event, cx: &Context) {
+        let Event::Slice(s) = event else {
+            return;
+        };
+        if cx.strings.get(s.category) != CATEGORY {
+            return;
+        }
+        let int = |name| args::get(&s.args, cx, name).and_then(|v| v.as_i64());
+        let ret = int("ret");
+        let err = ret.and_then(errno::from_return);
+        self.id.append_value(s.id);
+        self.ts.append_value(s.ts);
+        self.dur.append_value(s.dur);
+        self.pid.append_value(s.track.pid);
+        self.tid.append_value(s.track.tid);
+        self.name.append_value(cx.strings.get(s.name));
+        self.nr.append_option(int("nr"));
+        self.ret.append_option(ret);
+        self.errno.append_option(err.map(errno::name));
+        self.errno_num.append_option(err);
+        args::write_json(&mut self.scratch, &s.args, cx, NOT_CALL_ARGS);
+        self.args.append_value(&self.scratch);
+        self.unfinished
+            .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));
+        self.began_before_recording
+            .append_value(args::flag(&s.args, cx, "began_before_recording"));
+        self.entry_lost
+            .append_value(args::flag(&s.args, cx, "entry_lost"));
+        self.return_lost
+            .append_value(args::flag(&s.args, cx, "return_lost"));
+        self.rows += 1;
+    }
+
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn take(&mut self) -> Vec<ArrayRef> {
+        self.rows = 0;
+        vec![
+            Arc::new(self.id.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.dur.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.tid.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.nr.finish()),
+            Arc::new(self.ret.finish()),
+            Arc::new(self.errno.finish()),
+            Arc::new(self.errno_num.finish()),
+            Arc::new(self.args.finish()),
+            Arc::new(self.unfinished.finish()),
+            Arc::new(self.began_before_recording.finish()),
+            Arc::new(self.entry_lost.finish()),
+            Arc::new(self.return_lost.finish()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::testing::{args, build, column, cx, sym, track};
+    use trace_analysis::Value;
+    use trace_analysis::event::Slice;
+
+    #[test]
+    fn calls_with_returns_errors_and_flags() {
+        let mut cx = cx();
+        let (sc, app) = (sym(&mut cx, CATEGORY), sym(&mut cx, "app"));
+        let (openat, read) = (sym(&mut cx, "openat"), sym(&mut cx, "read"));
+        let call = |id, category, name, args| {
+            Event::Slice(Slice {
+                id,
+                ts: 1000 + id,
+                dur: 10,
+                track: track(7, 8),
+                category,
+                name,
+                depth: 0,
+                parent: None,
+                args,
+                unfinished: false,
+            })
+        };
+        let failed = args(
+            &mut cx,
+            &[
+                ("nr", Value::Int(257)),
+                ("dfd", Value::Int(-100)),
+                ("filename", Value::Str("/missing".into())),
+                ("ret", Value::Int(-2)),
+            ],
+        );
+        let ok = args(&mut cx, &[("nr", Value::Int(0)), ("ret", Value::Int(5))]);
+        let running = args(
+            &mut cx,
+            &[("nr", Value::Int(0)), ("unfinished", Value::Bool(true))],
+        );
+        let early = args(
+            &mut cx,
+            &[
+                ("nr", Value::Int(0)),
+                ("ret", Value::Int(0)),
+                ("began_before_recording", Value::Bool(true)),
+            ],
+        );
+        let events = [
+            call(1, sc, openat, failed),
+            call(2, app, read, Vec::new()),
+            call(3, sc, read, ok),
+            call(4, sc, read, running),
+            call(5, sc, read, early),
+        ];
+        let batch = build(&mut Syscalls::default(), &cx, &events);
+        assert_eq!(column(&batch, "id"), ["1", "3", "4", "5"]);
+        assert_eq!(column(&batch, "name"), ["openat", "read", "read", "read"]);
+        assert_eq!(column(&batch, "nr"), ["257", "0", "0", "0"]);
+        assert_eq!(column(&batch, "ret"), ["-2", "5", "", "0"]);
+        assert_eq!(column(&batch, "errno"), ["ENOENT", "", "", ""]);
+        assert_eq!(column(&batch, "errno_num"), ["2", "", "", ""]);
+        assert_eq!(
+            column(&batch, "args"),
+            ["{\"dfd\":-100,\"filename\":\"/missing\"}", "{}", "{}", "{}"]
+        );
+        assert_eq!(
+            column(&batch, "unfinished"),
+            ["false", "false", "true", "false"]
+        );
+        assert_eq!(
+            column(&batch, "began_before_recording"),
+            ["false", "false", "false", "true"]
+        );
+        assert_eq!(column(&batch, "pid"), ["7", "7", "7", "7"]);
+    }
+}
