@@ -8,6 +8,7 @@
 //! distinct strings and open spans, never by the number of events, so a
 //! multi-gigabyte trace reads in constant memory.
 
+pub mod errno;
 pub mod event;
 pub mod nesting;
 pub mod reader;

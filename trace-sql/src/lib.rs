@@ -10,7 +10,6 @@
 //! queries across many traces.
 
 pub mod engine;
-pub mod errno;
 pub mod error;
 pub mod functions;
 pub mod parquet_export;

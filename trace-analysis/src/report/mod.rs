@@ -12,7 +12,6 @@
 pub mod block;
 pub mod cpu;
 pub mod diff;
-pub mod errno;
 pub mod filter;
 pub mod histogram;
 pub mod irq;

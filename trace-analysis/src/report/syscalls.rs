@@ -8,7 +8,8 @@ use foldhash::HashMap;
 use super::filter::Filter;
 use super::histogram::{Latency, Log2, bar, power_label};
 use super::table::{Cell, Column, Kind, Section, Table};
-use super::{Finish, Name, arg, errno};
+use super::{Finish, Name, arg};
+use crate::errno;
 use crate::event::{Event, Slice};
 use crate::reader::Context;
 use crate::strings::Sym;
@@ -76,9 +77,7 @@ impl Syscalls {
 
     fn call(&mut self, s: &Slice, cx: &Context) {
         let ret = arg(&s.args, &mut self.ret, cx).and_then(|v| v.as_i64());
-        // -4095..-1 are errors; other negative values (addresses of mmap)
-        // are not.
-        let failed = ret.filter(|r| (-4095..0).contains(r));
+        let failed = ret.and_then(errno::from_return);
         let unfinished = s.unfinished
             || arg(&s.args, &mut self.unfinished, cx).is_some_and(|v| v.is_true())
             || arg(&s.args, &mut self.return_lost, cx).is_some_and(|v| v.is_true());
@@ -91,8 +90,8 @@ impl Syscalls {
             .entry((s.track.pid, s.name))
             .or_default()
             .add(s.dur, failed.is_some(), unfinished);
-        if let Some(r) = failed {
-            *self.errnos.entry((s.name, -r)).or_default() += 1;
+        if let Some(e) = failed {
+            *self.errnos.entry((s.name, e)).or_default() += 1;
         }
     }
 

@@ -10,7 +10,7 @@ use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::{Context, Event};
 
 use super::{Table, args, ns};
-use crate::errno;
+use trace_analysis::errno;
 
 /// The category of system calls.
 pub const CATEGORY: &str = "kernel:syscall";
@@ -90,8 +90,11 @@ impl Table for Syscalls {
         self.name.append_value(cx.strings.get(s.name));
         self.nr.append_option(int("nr"));
         self.ret.append_option(ret);
-        self.errno.append_option(err.map(errno::name));
-        self.errno_num.append_option(err);
+        self.errno.append_option(
+            err.map(|e| errno::name(e).map_or_else(|| format!("E{e}"), str::to_owned)),
+        );
+        self.errno_num
+            .append_option(err.and_then(|e| i32::try_from(e).ok()));
         args::write_json(&mut self.scratch, &s.args, cx, NOT_CALL_ARGS);
         self.args.append_value(&self.scratch);
         self.unfinished

@@ -164,6 +164,17 @@ pub fn label(errno: i64) -> String {
     name(errno).map_or_else(|| errno.to_string(), str::to_owned)
 }
 
+/// The largest error number a system call returns: a return value in
+/// `-MAX_ERRNO..=-1` is an error, anything else a result (the addresses
+/// `mmap` returns can be negative).
+pub const MAX_ERRNO: i64 = 4095;
+
+/// The error number a system call's return value `ret` carries, if it is an
+/// error.
+pub fn from_return(ret: i64) -> Option<i64> {
+    (-MAX_ERRNO..=-1).contains(&ret).then_some(-ret)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +192,10 @@ mod tests {
         assert_eq!(name(512), Some("ERESTARTSYS"));
         assert_eq!(label(4095), "4095");
         assert_eq!(label(0), "0");
+        assert_eq!(from_return(-2), Some(2));
+        assert_eq!(from_return(-4095), Some(4095));
+        assert_eq!(from_return(-4096), None);
+        assert_eq!(from_return(0), None);
+        assert_eq!(from_return(3), None);
     }
 }
