@@ -348,6 +348,41 @@ fn number_before(text: &str, label: &str) -> Result<u64> {
         .with_context(|| format!("no number before {label:?} in {text:?}"))
 }
 
+/// How a child process ended.
+#[derive(Clone, Copy, Debug)]
+struct Ended {
+    /// It exited with status 0.
+    success: bool,
+    /// User and system time of it and of the children it waited for, in ns.
+    cpu_ns: u64,
+    /// Its peak resident set size, in KiB.
+    max_rss_kb: u64,
+}
+
+/// Waits for child `pid` to end.
+fn wait(pid: libc::pid_t) -> Result<Ended> {
+    let mut status = 0;
+    // SAFETY: all-zero is a valid rusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are valid for wait4 to fill.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            bail!("waiting for process {pid}: {e}");
+        }
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    Ok(Ended {
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        cpu_ns: ns(usage.ru_utime) + ns(usage.ru_stime),
+        max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
+}
+
 fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = values.collect();
     v.sort_by(f64::total_cmp);

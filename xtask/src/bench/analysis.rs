@@ -108,34 +108,19 @@ fn measure(cmd: &mut Command) -> Result<Measured> {
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("running {cmd:?}"))?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: all-zero is a valid rusage.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `status` and `usage` are valid for wait4 to fill.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            bail!("waiting for {cmd:?}: {e}");
-        }
-    }
+    let ended = super::wait(child.id() as libc::pid_t)?;
     let wall = start.elapsed().as_secs_f64();
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+    if !ended.success {
         let mut err = String::new();
         if let Some(mut e) = child.stderr {
             std::io::Read::read_to_string(&mut e, &mut err).ok();
         }
         bail!("{cmd:?} failed: {err}");
     }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Measured {
         wall,
-        cpu: secs(usage.ru_utime) + secs(usage.ru_stime),
-        max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        cpu: ended.cpu_ns as f64 / 1e9,
+        max_rss_kb: ended.max_rss_kb,
     })
 }
 

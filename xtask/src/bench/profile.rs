@@ -363,7 +363,7 @@ fn measure(tracer: Option<(&Tracer, u32)>, workload: &[String], dir: &Path) -> R
     let mut line = String::new();
     stdout.read_line(&mut line)?;
     if !line.starts_with("pid=") {
-        wait(pid)?;
+        super::wait(pid)?;
         return Err(failed("did not start the workload"));
     }
     // The workload waits: the recorder is set up. Its cost from here on.
@@ -377,7 +377,8 @@ fn measure(tracer: Option<(&Tracer, u32)>, workload: &[String], dir: &Path) -> R
     line.clear();
     stdout.read_line(&mut line)?;
     let at_end = recorder_cpu_ns()?;
-    let (success, tree_ns) = wait(pid)?;
+    let ended = super::wait(pid)?;
+    let (success, tree_ns) = (ended.success, ended.cpu_ns);
     if !success {
         return Err(failed("failed"));
     }
@@ -464,28 +465,6 @@ fn process_cpu_ns(pid: libc::pid_t) -> Result<u64> {
         );
     }
     Ok(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// Waits for child `pid` to end: whether it exited with status 0, and the
-/// user and system time of it and of the children it waited for, in ns.
-fn wait(pid: libc::pid_t) -> Result<(bool, u64)> {
-    let mut status = 0;
-    // SAFETY: all-zero is a valid rusage.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `status` and `usage` are valid for wait4 to fill.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            bail!("waiting for process {pid}: {e}");
-        }
-    }
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    Ok((success, ns(usage.ru_utime) + ns(usage.ru_stime)))
 }
 
 #[cfg(test)]
