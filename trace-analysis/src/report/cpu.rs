@@ -54,7 +54,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
         "busy % is of the {} the trace covers{}.",
         units::duration(span),
         if end.selection.by_thread() {
-            ", counting the selected threads only"
+            "; busy time and switches count the selected threads only (their time on CPU, and switches in or out of them)"
         } else {
             ""
         }
@@ -70,9 +70,17 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
         involuntary: u64,
         migrations: u64,
     }
+    // A thread of no known process has pid 0 here.
+    let pid_of = |tid: u64, t: &super::sched::ThreadStats| {
+        if t.pid != 0 {
+            t.pid
+        } else {
+            end.cx.process_of(tid).unwrap_or(0)
+        }
+    };
     let mut procs: HashMap<u64, Proc> = HashMap::default();
-    for t in s.threads.values() {
-        let p = procs.entry(t.pid).or_default();
+    for (tid, t) in &s.threads {
+        let p = procs.entry(pid_of(*tid, t)).or_default();
         p.threads += 1;
         p.on_cpu = p.on_cpu.saturating_add(t.on_cpu);
         p.voluntary += t.voluntary;
@@ -100,9 +108,10 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
         &["on_cpu", "voluntary", "involuntary", "migrations"],
     );
     for (pid, p) in &procs {
+        let (pid, process) = end.process_of(*pid, 0);
         table.push(vec![
-            Cell::Int(*pid as i64),
-            end.process(*pid).into(),
+            pid,
+            process,
             Cell::Count(p.threads),
             Cell::Ns(p.on_cpu),
             percent(p.on_cpu, total),
@@ -140,11 +149,12 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
         &["on_cpu", "off_cpu", "runnable", "voluntary", "involuntary"],
     );
     for (tid, t) in threads {
+        let (pid, process) = end.process_of(pid_of(*tid, t), *tid);
         table.push(vec![
             Cell::Int(*tid as i64),
             end.thread(*tid).into(),
-            Cell::Int(t.pid as i64),
-            end.process(t.pid).into(),
+            pid,
+            process,
             Cell::Ns(t.on_cpu),
             percent(t.on_cpu, total),
             Cell::Count(t.voluntary),
@@ -217,5 +227,67 @@ mod tests {
         let p = r.section("cpu").unwrap().table("processes").unwrap();
         assert_eq!(p.rows.len(), 1);
         assert_eq!(p.cell(0, "pid"), Some(&Cell::Int(10)));
+    }
+
+    #[test]
+    fn threads_of_no_known_process_are_not_shown_as_pid_0() {
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "main");
+        // Thread 50 has no thread record: its process is not known.
+        t.switch(0, 0, 0, 3, 11)
+            .switch(100, 0, 11, 3, 50)
+            .switch(400, 0, 50, 3, 0);
+        let r = t.report(Options {
+            sections: vec![SectionId::Cpu],
+            ..Options::default()
+        });
+        let cpu = r.section("cpu").unwrap();
+        let p = cpu.table("processes").unwrap();
+        assert_eq!(
+            p.cell(0, "process"),
+            Some(&Cell::Text("(unknown process)".into()))
+        );
+        assert_eq!(p.cell(0, "pid"), Some(&Cell::Empty));
+        assert_eq!(p.cell(1, "pid"), Some(&Cell::Int(10)));
+        let th = cpu.table("threads").unwrap();
+        assert_eq!(th.cell(0, "tid"), Some(&Cell::Int(50)));
+        assert_eq!(th.cell(0, "pid"), Some(&Cell::Empty));
+        assert_eq!(
+            th.cell(0, "process"),
+            Some(&Cell::Text("(unknown process)".into()))
+        );
+        // A diff matches them by that name.
+        let d = crate::report::diff::diff(&r, &r, 10);
+        let p = d.section("cpu").unwrap().table("processes").unwrap();
+        assert_eq!(
+            p.cell(0, "process"),
+            Some(&Cell::Text("(unknown process)".into()))
+        );
+        assert_eq!(p.cell(0, "on_cpu_change"), Some(&Cell::NsChange(0)));
+        assert_eq!(p.rows.len(), 2);
+    }
+
+    #[test]
+    fn with_a_selection_the_switches_column_says_it_counts_selected_threads() {
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "a");
+        t.process(20, "other").thread(20, 20, "other");
+        t.switch(0, 0, 0, 3, 11)
+            .switch(100, 0, 11, 3, 20)
+            .switch(200, 0, 20, 3, 0)
+            .switch(300, 0, 0, 3, 20)
+            .switch(400, 0, 20, 3, 0);
+        let r = t.report(Options {
+            sections: vec![SectionId::Cpu],
+            selection: crate::report::Selection {
+                comm: Some("ap*".into()),
+                ..Default::default()
+            },
+            ..Options::default()
+        });
+        let cpus = r.section("cpu").unwrap().table("cpus").unwrap();
+        assert_eq!(cpus.cell(0, "switches"), Some(&Cell::Count(2)));
+        assert_eq!(cpus.cell(0, "busy"), Some(&Cell::Ns(100)));
+        assert!(cpus.notes[0].contains("switches count the selected threads only"));
     }
 }

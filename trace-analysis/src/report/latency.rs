@@ -18,7 +18,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     let mut threads: Vec<(&u64, &super::sched::ThreadStats)> = s
         .threads
         .iter()
-        .filter(|(_, t)| t.wakeups > 0 || t.latency.count > 0)
+        .filter(|(_, t)| !t.incomplete && (t.wakeups > 0 || t.latency.count > 0))
         .collect();
     threads.sort_by(|a, b| b.1.latency.max.cmp(&a.1.latency.max).then(a.0.cmp(b.0)));
     let mut table = Table::new(
@@ -41,11 +41,12 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     .diffed(&["process", "thread"], &["max", "p99", "p50", "wakeups"]);
     for (tid, t) in threads {
         let l = &t.latency;
+        let (pid, process) = end.process_of(t.pid, *tid);
         table.push(vec![
             Cell::Int(*tid as i64),
             end.thread(*tid).into(),
-            Cell::Int(t.pid as i64),
-            end.process(t.pid).into(),
+            pid,
+            process,
             Cell::Count(t.wakeups.max(l.count)),
             Cell::Count(t.wakeups.saturating_sub(l.count)),
             l.cell(0.5),
@@ -60,11 +61,18 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     let unseen: u64 = s
         .threads
         .values()
+        .filter(|t| !t.incomplete)
         .map(|t| t.wakeups.saturating_sub(t.latency.count))
         .sum();
     if unseen > 0 {
         table.note(format!(
             "{unseen} wake-ups (unseen) have no record in the trace: a thread ran again after blocking without one (woken from a context the kernel does not trace, or the record was lost). They count as wake-ups but have no latency."
+        ));
+    }
+    let incomplete = s.incomplete();
+    if incomplete > 0 {
+        table.note(format!(
+            "{incomplete} threads were not traced continuously (recording filtered by pid, or events lost): the trace lacks some of their switches, so their wake-up latencies are left out."
         ));
     }
     section.tables.push(table);
@@ -88,7 +96,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             Cell::Ns(w.latency),
             Cell::Int(w.tid as i64),
             end.thread(w.tid).into(),
-            end.process(w.pid).into(),
+            end.process_of(w.pid, w.tid).1,
             Cell::Int(i64::from(w.cpu)),
             end.offset(w.woken),
             end.offset(w.ran),
@@ -147,5 +155,39 @@ mod tests {
         assert_eq!(w.cell(0, "woken_ts"), Some(&Cell::Ns(201_000)));
         assert_eq!(w.cell(0, "woken_at"), Some(&Cell::Ns(200_000)));
         assert_eq!(w.cell(2, "latency"), Some(&Cell::Ns(800)));
+    }
+
+    #[test]
+    fn threads_not_traced_continuously_are_left_out_with_a_note() {
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 30, "followed");
+        t.process(20, "rcu").thread(20, 21, "rcu_preempt");
+        t.switch(100, 0, 0, 3, 30)
+            .wakeup(1_000, 0, 21)
+            .switch(1_500, 0, 30, 3, 0)
+            .wakeup(300_000, 0, 30)
+            .switch(300_200, 0, 0, 3, 30)
+            .switch(400_000, 0, 30, 1, 21)
+            .inferred_switch(500_000, 0, 21, 0)
+            .switch(500_000, 0, 0, 3, 30);
+        let r = t.report(Options {
+            sections: vec![SectionId::Sched],
+            ..Options::default()
+        });
+        let s = r.section("sched").unwrap();
+        let l = s.table("latency").unwrap();
+        assert_eq!(l.rows.len(), 1);
+        assert_eq!(l.cell(0, "tid"), Some(&Cell::Int(30)));
+        assert_eq!(l.cell(0, "max"), Some(&Cell::Ns(200)));
+        assert!(
+            l.notes
+                .iter()
+                .any(|n| n.starts_with("1 threads were not traced continuously")),
+            "{:?}",
+            l.notes
+        );
+        let w = s.table("worst").unwrap();
+        assert_eq!(w.rows.len(), 1);
+        assert_eq!(w.cell(0, "tid"), Some(&Cell::Int(30)));
     }
 }

@@ -190,6 +190,9 @@ impl Report {
     }
 }
 
+/// The name shown for the process of threads the trace gives none.
+pub const UNKNOWN_PROCESS: &str = "(unknown process)";
+
 /// What sections see when they finish.
 pub struct Finish<'a> {
     /// Names of processes, threads and providers.
@@ -211,6 +214,21 @@ impl Finish<'_> {
     /// The name of thread `tid` (empty when the trace does not name it).
     pub fn thread(&self, tid: u64) -> String {
         self.cx.thread_name(tid).to_owned()
+    }
+
+    /// The process of thread `tid` as a pid cell and a name cell: `pid`,
+    /// or the process the trace names for the thread; a thread of no
+    /// known process has an empty pid and [`UNKNOWN_PROCESS`] as name.
+    pub fn process_of(&self, pid: u64, tid: u64) -> (Cell, Cell) {
+        let pid = if pid != 0 {
+            Some(pid)
+        } else {
+            self.cx.process_of(tid).filter(|&p| p != 0)
+        };
+        match pid {
+            Some(pid) => (Cell::Int(pid as i64), self.process(pid).into()),
+            None => (Cell::Empty, UNKNOWN_PROCESS.into()),
+        }
     }
 
     /// The time `ts` from the trace's start.
@@ -259,7 +277,7 @@ impl Reporter {
     }
 
     /// The report, once every event was given.
-    pub fn finish(self, stats: &ReadStats, cx: &Context) -> Report {
+    pub fn finish(mut self, stats: &ReadStats, cx: &Context) -> Report {
         let mut providers: Vec<(u32, String)> = cx
             .providers()
             .map(|(id, name)| (id, name.to_owned()))
@@ -281,6 +299,9 @@ impl Reporter {
             top: self.options.top,
             selection: &self.options.selection,
         };
+        if let Some(s) = &mut self.sched {
+            s.finish(stats.first_ts, stats.last_ts, cx, &mut self.filter);
+        }
         let o = &self.options;
         let mut sections = Vec::new();
         if let Some(s) = &self.sched {

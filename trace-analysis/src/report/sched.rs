@@ -6,7 +6,16 @@
 //! Each CPU's running thread and since when are followed; a thread's
 //! intervals are credited as its switches come. Events arrive in the
 //! order of the file, which for the kernel provider is time order; an
-//! interval that would run backwards is ignored.
+//! interval that would run backwards is ignored. At the ends of each
+//! CPU's timeline the switches still say who ran: the thread the first
+//! switch switches out ran from the trace's start, the one the last
+//! switches in up to its end ([`Sched::finish`]).
+//!
+//! A wake-up's latency is measured only when the woken thread's next
+//! switch-in is the first sign of it running again. Threads whose switches
+//! the trace does not have all of (a recording filtered by process, or
+//! lost events: the recorder then infers the missing switches) are marked
+//! as not traced continuously, and their latencies are not to be trusted.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -31,9 +40,11 @@ pub struct ThreadStats {
     pub involuntary: u64,
     /// Switched in on another CPU than the last time.
     pub migrations: u64,
-    /// Time switched out blocked, until switched in again, ns.
+    /// Time switched out blocked, until switched in again (or the trace's
+    /// end), ns.
     pub blocked: u64,
-    /// Time switched out runnable, until switched in again, ns.
+    /// Time switched out runnable, until switched in again (or the trace's
+    /// end), ns.
     pub runnable: u64,
     /// Times it ran again after blocking: each ended by a wake-up, whether
     /// or not the trace has the wake-up's record.
@@ -42,6 +53,10 @@ pub struct ThreadStats {
     pub latency: Latency,
     /// Switches out the recorder inferred (their state is not known).
     pub inferred: u64,
+    /// The trace does not have all of its switches (it ran, or stopped
+    /// running, without a recorded switch): its wake-up latencies are not
+    /// to be trusted.
+    pub incomplete: bool,
     /// The CPU it last ran on.
     last_cpu: Option<u32>,
     /// The CPU it runs on now.
@@ -57,10 +72,14 @@ pub struct ThreadStats {
 pub struct CpuStats {
     /// Time a selected, non-idle thread ran, ns.
     pub busy: u64,
-    /// Context switches.
+    /// Context switches in the window (of a selected thread, in or out,
+    /// when threads are selected).
     pub switches: u64,
     /// The thread running and since when.
     current: Option<(u64, u64, u64)>,
+    /// The earliest switch: the thread it switched out (which ran from the
+    /// trace's start) and when.
+    first: Option<(u64, u64, u64)>,
 }
 
 /// One wake-up latency.
@@ -95,10 +114,15 @@ pub struct Sched {
     pub inferred: u64,
     /// Intervals that ran backwards, ignored.
     pub backwards: u64,
-    /// The longest wake-up latencies (a min-heap of at most `keep`).
+    /// The longest wake-up latencies (a min-heap of at most `capacity`,
+    /// those of threads found not traced continuously taken out).
     worst: BinaryHeap<Reverse<Wait>>,
     keep: usize,
 }
+
+/// How many more of the longest latencies are kept than shown, so that
+/// those of threads later found not traced continuously can be left out.
+const SPARE: usize = 4;
 
 impl Sched {
     /// Keeps the `keep` longest wake-up latencies.
@@ -109,11 +133,23 @@ impl Sched {
         }
     }
 
-    /// The longest wake-up latencies, longest first.
+    /// The longest wake-up latencies of threads traced continuously,
+    /// longest first.
     pub fn worst(&self) -> Vec<Wait> {
-        let mut w: Vec<Wait> = self.worst.iter().map(|r| r.0).collect();
+        let mut w: Vec<Wait> = self
+            .worst
+            .iter()
+            .map(|r| r.0)
+            .filter(|w| self.threads.get(&w.tid).is_none_or(|t| !t.incomplete))
+            .collect();
         w.sort_by(|a, b| b.cmp(a));
+        w.truncate(self.keep);
         w
+    }
+
+    /// Threads not traced continuously.
+    pub fn incomplete(&self) -> usize {
+        self.threads.values().filter(|t| t.incomplete).count()
     }
 
     /// Takes one event.
@@ -122,6 +158,53 @@ impl Sched {
             Event::Switch(s) => self.switch(s, cx, f),
             Event::Wakeup(w) => self.wakeup(w, cx, f),
             _ => {}
+        }
+    }
+
+    /// Closes the ends of every CPU's and thread's timeline once every
+    /// event was given: the trace ran from `start` to `end` (its earliest
+    /// and latest timestamps).
+    pub fn finish(&mut self, start: Option<u64>, end: Option<u64>, cx: &Context, f: &mut Filter) {
+        let (Some(start), Some(end)) = (start, end) else {
+            return;
+        };
+        let mut cpus: Vec<u32> = self.cpus.keys().copied().collect();
+        cpus.sort_unstable();
+        for no in cpus {
+            let Some(c) = self.cpus.get(&no) else {
+                continue;
+            };
+            // Before the earliest switch, and after the last one.
+            let mut ran = Vec::with_capacity(2);
+            if let Some((pid, tid, at)) = c.first {
+                ran.push((pid, tid, f.overlap(start, at)));
+            }
+            if let Some((pid, tid, since)) = c.current {
+                ran.push((pid, tid, f.overlap(since, end)));
+            }
+            for (pid, tid, d) in ran {
+                if d == 0 {
+                    continue;
+                }
+                if let Some(t) = self.thread(pid, tid, cx, f) {
+                    t.on_cpu = t.on_cpu.saturating_add(d);
+                    if let Some(c) = self.cpus.get_mut(&no) {
+                        c.busy = c.busy.saturating_add(d);
+                    }
+                }
+            }
+        }
+        for t in self.threads.values_mut() {
+            if t.running.is_some() {
+                continue;
+            }
+            if let Some((out, state)) = t.out.take() {
+                let d = f.overlap(out, end);
+                match state {
+                    Some(OutState::Runnable) => t.runnable = t.runnable.saturating_add(d),
+                    _ => t.blocked = t.blocked.saturating_add(d),
+                }
+            }
         }
     }
 
@@ -142,6 +225,22 @@ impl Sched {
         Some(t)
     }
 
+    /// Marks thread `tid` as not traced continuously.
+    fn incomplete_thread(&mut self, pid: u64, tid: u64, cx: &Context, f: &mut Filter) {
+        if let Some(t) = self.thread(pid, tid, cx, f)
+            && !t.incomplete
+        {
+            t.incomplete = true;
+            t.woken = None;
+            self.worst.retain(|w| w.0.tid != tid);
+        }
+    }
+
+    /// Whether thread `tid` is a selected thread, not idle.
+    fn selected(pid: u64, tid: u64, cx: &Context, f: &mut Filter) -> bool {
+        tid != 0 && f.thread(pid, tid, cx)
+    }
+
     fn switch(&mut self, s: &Switch, cx: &Context, f: &mut Filter) {
         self.switches += 1;
         if s.inferred {
@@ -149,12 +248,23 @@ impl Sched {
         }
         let ts = s.ts;
         let in_window = f.at(ts);
+        let counted = in_window
+            && (!f.selection().by_thread()
+                || Self::selected(s.prev_pid, s.prev_tid, cx, f)
+                || Self::selected(s.next_pid, s.next_tid, cx, f));
         // The interval that ends here, credited to whoever the CPU ran.
         let cpu = self.cpus.entry(s.cpu).or_default();
-        if in_window {
+        if counted {
             cpu.switches += 1;
         }
+        if cpu.first.is_none_or(|(_, _, at)| ts < at) {
+            cpu.first = Some((s.prev_pid, s.prev_tid, ts));
+        }
         let previous = cpu.current.replace((s.next_pid, s.next_tid, ts));
+        // A thread that stopped running without a recorded switch out.
+        let lost = previous
+            .filter(|&(_, tid, _)| tid != s.prev_tid)
+            .map(|(pid, tid, _)| (pid, tid));
         let ran = match previous {
             Some((pid, tid, since)) if ts >= since => Some((pid, tid, f.overlap(since, ts))),
             Some(_) => {
@@ -172,11 +282,24 @@ impl Sched {
                 c.busy = c.busy.saturating_add(d);
             }
         }
+        // Both sides of a switch the recorder did not see, and of a gap in
+        // a CPU's switches, ran or stopped running unrecorded.
+        if s.inferred || lost.is_some() {
+            if let Some((pid, tid)) = lost {
+                self.incomplete_thread(pid, tid, cx, f);
+            }
+            self.incomplete_thread(s.prev_pid, s.prev_tid, cx, f);
+            self.incomplete_thread(s.next_pid, s.next_tid, cx, f);
+        }
         // The thread switched out.
         if let Some(t) = self.thread(s.prev_pid, s.prev_tid, cx, f) {
             if t.running == Some(s.cpu) {
                 t.running = None;
             }
+            t.last_cpu = Some(s.cpu);
+            // It ran since its wake-up without a recorded switch in: that
+            // wake-up's latency is not known.
+            t.woken = None;
             if s.inferred {
                 t.inferred += u64::from(in_window);
                 t.out = Some((ts, None));
@@ -220,14 +343,16 @@ impl Sched {
             {
                 let latency = ts - woken;
                 t.latency.record(latency);
-                wait = Some(Wait {
-                    latency,
-                    woken,
-                    ran: ts,
-                    tid: next_tid,
-                    pid: t.pid,
-                    cpu: cpu_no,
-                });
+                if !t.incomplete {
+                    wait = Some(Wait {
+                        latency,
+                        woken,
+                        ran: ts,
+                        tid: next_tid,
+                        pid: t.pid,
+                        cpu: cpu_no,
+                    });
+                }
             }
         }
         if let Some(w) = wait {
@@ -236,10 +361,11 @@ impl Sched {
     }
 
     fn keep_worst(&mut self, w: Wait) {
-        if self.keep == 0 {
+        let capacity = self.keep.saturating_mul(SPARE);
+        if capacity == 0 {
             return;
         }
-        if self.worst.len() < self.keep {
+        if self.worst.len() < capacity {
             self.worst.push(Reverse(w));
         } else if self.worst.peek().is_some_and(|least| least.0 < w) {
             self.worst.pop();
@@ -252,9 +378,10 @@ impl Sched {
         let Some(t) = self.thread(w.pid, w.tid, cx, f) else {
             return;
         };
-        // A thread already running, or woken and not yet run, is not
-        // woken again.
-        if t.running.is_none() && t.woken.is_none() {
+        // A thread already running is not woken. One woken again before
+        // its switch in ran in between, unrecorded: the later wake-up is
+        // the one its switch in ends.
+        if t.running.is_none() && !t.incomplete {
             t.woken = Some((w.ts, w.cpu));
         }
     }
@@ -293,7 +420,9 @@ mod tests {
         assert_eq!((w.voluntary, w.involuntary, w.migrations), (2, 1, 1));
         assert_eq!((w.runnable, w.blocked), (50, 800));
         assert_eq!(w.latency.count, 1);
-        assert_eq!(w.latency.max, 200);
+        // Woken again before running: the later wake-up is the one it ran
+        // after.
+        assert_eq!(w.latency.max, 100);
         // Woken once with a record; the sleep at 400 ended by it.
         assert_eq!(w.wakeups, 1);
         assert_eq!(s.cpus[&0].busy, 200);
@@ -302,8 +431,104 @@ mod tests {
         assert_eq!(worst.len(), 1);
         assert_eq!(
             (worst[0].woken, worst[0].ran, worst[0].cpu),
-            (1000, 1200, 1)
+            (1100, 1200, 1)
         );
+    }
+
+    #[test]
+    fn the_ends_of_each_cpus_timeline_are_credited() {
+        let mut t = Fxt::new();
+        t.process(10, "app")
+            .thread(10, 11, "first")
+            .thread(10, 12, "last");
+        // In the order of the file, not of time: the trace starts at 0.
+        // CPU 0: 11 runs from the start until 100, then sleeps to the end.
+        // CPU 1: 12 runs from 0 to the end without switching out.
+        t.wakeup(50, 2, 99)
+            .switch(0, 1, 0, 3, 12)
+            .switch(100, 0, 11, 3, 0)
+            .wakeup(1_000, 2, 99);
+        let (s, _) = t.sched();
+        assert_eq!(s.threads[&11].on_cpu, 100);
+        assert_eq!(s.threads[&11].blocked, 900);
+        assert_eq!(s.threads[&12].on_cpu, 1_000);
+        assert_eq!(s.cpus[&0].busy, 100);
+        assert_eq!(s.cpus[&1].busy, 1_000);
+        // Cut to a window.
+        let (s, _) = t.sched_with(crate::report::Selection {
+            time: "@500..@800".parse().unwrap(),
+            ..Default::default()
+        });
+        assert_eq!(s.threads[&11].on_cpu, 0);
+        assert_eq!(s.threads[&11].blocked, 300);
+        assert_eq!(s.threads[&12].on_cpu, 300);
+        assert_eq!(s.cpus[&1].busy, 300);
+    }
+
+    #[test]
+    fn latencies_count_only_when_the_switch_in_is_the_next_sign_of_running() {
+        let mut t = Fxt::new();
+        t.process(10, "app")
+            .thread(10, 11, "a")
+            .thread(10, 30, "followed");
+        t.process(20, "rcu").thread(20, 21, "rcu_preempt");
+        // 11 is woken, then seen switching out (it ran unrecorded): no
+        // latency from that wake-up.
+        t.wakeup(10, 0, 11)
+            .switch(20, 1, 11, 3, 0)
+            .switch(30, 1, 0, 3, 11)
+            .switch(40, 1, 11, 3, 0);
+        // A recording that follows 30 only: 21 woken at 1000 runs
+        // unrecorded; its one recorded switch in comes much later, and it
+        // stops running unrecorded (the recorder infers the switch).
+        t.switch(100, 0, 0, 3, 30)
+            .wakeup(1_000, 0, 21)
+            .switch(1_500, 0, 30, 3, 0)
+            .wakeup(300_000, 0, 30)
+            .switch(300_200, 0, 0, 3, 30)
+            .switch(400_000, 0, 30, 1, 21)
+            .inferred_switch(500_000, 0, 21, 0)
+            .switch(500_000, 0, 0, 3, 30);
+        let (s, _) = t.sched();
+        assert_eq!(s.threads[&11].latency.count, 0);
+        assert!(!s.threads[&11].incomplete);
+        assert!(s.threads[&21].incomplete);
+        assert!(!s.threads[&30].incomplete);
+        assert_eq!(s.threads[&30].latency.count, 1);
+        assert_eq!(s.incomplete(), 1);
+        let worst: Vec<(u64, u64)> = s.worst().iter().map(|w| (w.tid, w.latency)).collect();
+        assert_eq!(worst, vec![(30, 200)]);
+        // A gap in a CPU's switches, without an inferred switch.
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "a").thread(10, 12, "b");
+        t.switch(0, 0, 0, 3, 11)
+            .switch(10, 0, 11, 3, 0)
+            .wakeup(20, 1, 11)
+            .switch(500, 0, 0, 3, 11)
+            .switch(600, 0, 12, 3, 0);
+        let (s, _) = t.sched();
+        assert!(s.threads[&11].incomplete && s.threads[&12].incomplete);
+        assert!(s.worst().is_empty());
+    }
+
+    #[test]
+    fn with_a_selection_only_switches_of_selected_threads_count() {
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "a");
+        t.process(20, "other").thread(20, 20, "other");
+        t.switch(0, 0, 0, 3, 11)
+            .switch(100, 0, 11, 3, 20)
+            .switch(200, 0, 20, 3, 0)
+            .switch(300, 0, 0, 3, 20)
+            .switch(400, 0, 20, 3, 0);
+        let (s, _) = t.sched();
+        assert_eq!(s.cpus[&0].switches, 5);
+        let (s, _) = t.sched_with(crate::report::Selection {
+            comm: Some("ap*".into()),
+            ..Default::default()
+        });
+        assert_eq!(s.cpus[&0].switches, 2);
+        assert_eq!(s.cpus[&0].busy, 100);
     }
 
     #[test]

@@ -75,6 +75,18 @@ impl Fxt {
         })
     }
 
+    /// A context switch the recorder inferred (it did not see it).
+    pub fn inferred_switch(&mut self, ts: u64, cpu: u16, prev: u64, next: u64) -> &mut Self {
+        self.record(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: 3,
+            outgoing_tid: prev,
+            incoming_tid: next,
+            args: vec![Arg::new("inferred", ArgValue::Bool(true))].into(),
+        })
+    }
+
     /// A wake-up of `tid`.
     pub fn wakeup(&mut self, ts: u64, cpu: u16, tid: u64) -> &mut Self {
         self.record(&Record::ThreadWakeup {
@@ -133,20 +145,22 @@ impl Fxt {
         )
     }
 
-    /// Reads the trace, giving every event and the filter to `sink`.
+    /// Reads the trace, giving every event and the filter to `sink`;
+    /// gives back the filter.
     pub fn run(
         &self,
         selection: Selection,
         mut sink: impl FnMut(&Event, &Context, &mut Filter),
-    ) -> (ReadStats, Context) {
+    ) -> (ReadStats, Context, Filter) {
         let mut f = Filter::new(selection);
-        read_trace(&self.bytes[..], &mut |e: &Event, cx: &Context| {
+        let (stats, cx) = read_trace(&self.bytes[..], &mut |e: &Event, cx: &Context| {
             if let Some(ts) = super::event_ts(e) {
                 f.start_at(ts);
             }
             sink(e, cx, &mut f)
         })
-        .expect("a readable trace")
+        .expect("a readable trace");
+        (stats, cx, f)
     }
 
     /// The scheduling state of the whole trace.
@@ -157,7 +171,8 @@ impl Fxt {
     /// The scheduling state of what `selection` selects.
     pub fn sched_with(&self, selection: Selection) -> (Sched, Context) {
         let mut s = Sched::new(20);
-        let (_, cx) = self.run(selection, |e, cx, f| s.event(e, cx, f));
+        let (stats, cx, mut f) = self.run(selection, |e, cx, f| s.event(e, cx, f));
+        s.finish(stats.first_ts, stats.last_ts, &cx, &mut f);
         (s, cx)
     }
 
