@@ -34,12 +34,19 @@ pub struct TimeRange {
     pub end: Option<Bound>,
 }
 
-/// A time range that does not parse.
+/// A time range that does not parse, or says nothing that can be.
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error(
-    "{0:?} is not a time range: START..END in seconds from the trace's start (either may be left out, e.g. 1.5.. or ..2), or @NS..@NS in absolute CLOCK_BOOTTIME ns"
-)]
-pub struct TimeRangeError(String);
+#[error("{input:?} is not a time range: {reason}")]
+pub struct TimeRangeError {
+    input: String,
+    reason: String,
+}
+
+/// What a time range looks like.
+const SYNTAX: &str = "START..END in seconds from the trace's start (either may be left out, e.g. 1.5.. or ..2), or @NS..@NS in absolute CLOCK_BOOTTIME ns";
+
+/// The largest relative bound, s: its ns must fit 64 bits.
+const MAX_SECONDS: f64 = 18_446_744_073.0;
 
 impl std::str::FromStr for TimeRange {
     type Err = TimeRangeError;
@@ -48,28 +55,45 @@ impl std::str::FromStr for TimeRange {
     /// absolute CLOCK_BOOTTIME ns after `@` (`@1234..@5678`); either end
     /// may be left out.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || TimeRangeError(s.to_owned());
-        let (a, b) = s.split_once("..").ok_or_else(err)?;
+        let err = |reason: &str| TimeRangeError {
+            input: s.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (a, b) = s.split_once("..").ok_or_else(|| err(SYNTAX))?;
         let bound = |t: &str| -> Result<Option<Bound>, TimeRangeError> {
             let t = t.trim();
             if t.is_empty() {
                 return Ok(None);
             }
             if let Some(ns) = t.strip_prefix('@') {
-                return ns
-                    .parse()
-                    .map(|n| Some(Bound::Absolute(n)))
-                    .map_err(|_| err());
+                if !ns.is_empty() && ns.bytes().all(|c| c.is_ascii_digit()) {
+                    return ns.parse().map(|n| Some(Bound::Absolute(n))).map_err(|_| {
+                        err(&format!(
+                            "{t} is too large: absolute times are at most @{}",
+                            u64::MAX
+                        ))
+                    });
+                }
+                return Err(err(SYNTAX));
             }
             match t.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > MAX_SECONDS => Err(err(&format!(
+                    "{t} s is too large: times are at most {MAX_SECONDS} s from the start"
+                ))),
                 Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(Bound::Relative(v))),
-                _ => Err(err()),
+                _ => Err(err(SYNTAX)),
             }
         };
-        Ok(TimeRange {
-            start: bound(a)?,
-            end: bound(b)?,
-        })
+        let (start, end) = (bound(a)?, bound(b)?);
+        let after = match (start, end) {
+            (Some(Bound::Relative(x)), Some(Bound::Relative(y))) => x >= y,
+            (Some(Bound::Absolute(x)), Some(Bound::Absolute(y))) => x >= y,
+            _ => false,
+        };
+        if after {
+            return Err(err("its start is not before its end"));
+        }
+        Ok(TimeRange { start, end })
     }
 }
 
@@ -203,9 +227,27 @@ mod tests {
         assert_eq!((r.start, r.end), (Some(Bound::Absolute(100)), None));
         let r: TimeRange = "..2".parse().unwrap();
         assert_eq!((r.start, r.end), (None, Some(Bound::Relative(2.0))));
-        for bad in ["", "3", "a..b", "-1..2", "@x..", "nan..1"] {
+        for bad in ["", "3", "a..b", "-1..2", "@x..", "nan..1", "@..", "@-1.."] {
             assert!(bad.parse::<TimeRange>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn empty_and_overflowing_time_ranges_are_refused() {
+        let e = "3..1".parse::<TimeRange>().unwrap_err().to_string();
+        assert!(e.contains("its start is not before its end"), "{e}");
+        assert!("2..2".parse::<TimeRange>().is_err());
+        assert!("@500..@100".parse::<TimeRange>().is_err());
+        let e = "1e300..".parse::<TimeRange>().unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        let e = "@99999999999999999999.."
+            .parse::<TimeRange>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too large"), "{e}");
+        assert!("18446744073..".parse::<TimeRange>().is_ok());
+        // Mixed bounds are only compared once the trace's start is known.
+        assert!("5..@100".parse::<TimeRange>().is_ok());
     }
 
     #[test]

@@ -154,6 +154,8 @@ pub struct TraceInfo {
     pub window_ns: Option<(u64, u64)>,
     /// Its providers: id and name.
     pub providers: Vec<(u32, String)>,
+    /// What to know about the trace as a whole (a window outside it).
+    pub notes: Vec<String>,
 }
 
 impl TraceInfo {
@@ -171,6 +173,40 @@ impl TraceInfo {
             to = to.min(b);
         }
         (from, to.max(from))
+    }
+
+    /// What is wrong with the window, if it covers none of the trace.
+    pub fn window_note(&self) -> Option<String> {
+        let (from, to) = self.window_ns?;
+        let (start, end) = (self.start_ns?, self.end_ns?);
+        let at = |ns: u64| {
+            if ns >= start {
+                format!("{} s", units::seconds_short(ns - start))
+            } else {
+                format!("-{} s", units::seconds_short(start - ns))
+            }
+        };
+        let window = format!(
+            "the window {}..{}",
+            at(from),
+            if to == u64::MAX { "end".into() } else { at(to) }
+        );
+        if from >= to {
+            Some(format!(
+                "{window} is empty (its start is not before its end): the figures cover nothing."
+            ))
+        } else if from > end {
+            Some(format!(
+                "{window} is past the trace's end ({}): the figures cover nothing.",
+                at(end)
+            ))
+        } else if to <= start {
+            Some(format!(
+                "{window} ends before the trace's start: the figures cover nothing."
+            ))
+        } else {
+            None
+        }
     }
 }
 
@@ -283,7 +319,7 @@ impl Reporter {
             .map(|(id, name)| (id, name.to_owned()))
             .collect();
         providers.sort();
-        let info = TraceInfo {
+        let mut info = TraceInfo {
             bytes: stats.bytes,
             records: stats.records,
             malformed_records: stats.errors,
@@ -292,7 +328,9 @@ impl Reporter {
             end_ns: stats.last_ts,
             window_ns: self.filter.by_time().then(|| self.filter.window()),
             providers,
+            notes: Vec::new(),
         };
+        info.notes.extend(info.window_note());
         let end = Finish {
             cx,
             info: &info,
@@ -532,6 +570,38 @@ mod tests {
         let calls = r.section("syscalls").unwrap().table("calls").unwrap();
         assert_eq!(calls.rows.len(), 1);
         assert_eq!(calls.cell(0, "call"), Some(&Cell::Text("read".into())));
+    }
+
+    #[test]
+    fn a_window_outside_the_trace_is_said() {
+        let report = |time: &str| {
+            report(
+                &busy_trace()[..],
+                Options {
+                    sections: vec![SectionId::Cpu],
+                    selection: Selection {
+                        time: time.parse().unwrap(),
+                        ..Selection::default()
+                    },
+                    ..Options::default()
+                },
+            )
+            .unwrap()
+        };
+        // The trace lasts 19.1 µs.
+        let r = report("99..100");
+        assert_eq!(
+            r.trace.notes,
+            vec![
+                "the window 99 s..100 s is past the trace's end (0.0000191 s): the figures cover nothing."
+            ]
+        );
+        let r = report("0.5..@5");
+        assert!(r.trace.notes[0].contains("is empty"), "{:?}", r.trace.notes);
+        let r = report("0.00001..");
+        assert!(r.trace.notes.is_empty(), "{:?}", r.trace.notes);
+        let r = report("..0.00001");
+        assert!(r.trace.notes.is_empty());
     }
 
     #[test]

@@ -50,6 +50,22 @@ pub fn bytes(n: u64) -> String {
     format!("{} {}", three(v), UNITS[unit])
 }
 
+/// A time in ns as seconds, without trailing zeros: `99`, `3.2`,
+/// `0.0000191`.
+pub fn seconds_short(ns: u64) -> String {
+    let s = seconds(ns);
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// A signed change of a size: `+1.50 MiB`, `-132 KiB`, `0`.
+pub fn bytes_change(n: i64) -> String {
+    match n.signum() {
+        0 => "0".to_owned(),
+        1 => format!("+{}", bytes(n.unsigned_abs())),
+        _ => format!("-{}", bytes(n.unsigned_abs())),
+    }
+}
+
 /// A time in ns as seconds with every digit (as Perfetto shows them).
 pub fn seconds(ns: u64) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
@@ -77,5 +93,11 @@ mod tests {
         assert_eq!(bytes(4096), "4.00 KiB");
         assert_eq!(bytes(3 << 30), "3.00 GiB");
         assert_eq!(seconds(12_000_000_345), "12.000000345");
+        assert_eq!(seconds_short(99_000_000_000), "99");
+        assert_eq!(seconds_short(3_200_000_000), "3.2");
+        assert_eq!(seconds_short(0), "0");
+        assert_eq!(bytes_change(1_572_864), "+1.50 MiB");
+        assert_eq!(bytes_change(-135_168), "-132 KiB");
+        assert_eq!(bytes_change(0), "0");
     }
 }
