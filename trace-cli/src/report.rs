@@ -207,6 +207,9 @@ fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
     if !providers.is_empty() {
         let _ = write!(s, "; providers: {}", providers.join(", "));
     }
+    for n in &info.notes {
+        let _ = write!(s, "\n  {n}");
+    }
     s
 }
 
@@ -245,6 +248,7 @@ fn text(cell: &Cell, kind: Kind) -> String {
         (Cell::Count(v), Kind::Bytes) => units::bytes(*v),
         (Cell::Count(v), _) => v.to_string(),
         (Cell::Int(v), Kind::Change) if *v > 0 => format!("+{v}"),
+        (Cell::Int(v), Kind::BytesChange) => units::bytes_change(*v),
         (Cell::Int(v), _) => v.to_string(),
         (Cell::Ns(v), Kind::Time) => v.to_string(),
         (Cell::Ns(v), Kind::Offset) => units::seconds(*v),
@@ -289,8 +293,10 @@ fn render_table(out: &mut String, t: &Table, color: bool) {
                     c = c.set_alignment(CellAlignment::Right);
                 }
                 if color {
-                    let change = matches!(col.kind, Kind::Change | Kind::DurationChange)
-                        || col.id.ends_with("_change");
+                    let change = matches!(
+                        col.kind,
+                        Kind::Change | Kind::BytesChange | Kind::DurationChange
+                    ) || col.id.ends_with("_change");
                     match cell.number() {
                         Some(v) if change && v > 0.0 => c = c.fg(Color::Red),
                         Some(v) if change && v < 0.0 => c = c.fg(Color::Green),
@@ -339,6 +345,8 @@ mod tests {
         assert_eq!(text(&Cell::Ns(42), Kind::Time), "42");
         assert_eq!(text(&Cell::Count(4096), Kind::Bytes), "4.00 KiB");
         assert_eq!(text(&Cell::Int(3), Kind::Change), "+3");
+        assert_eq!(text(&Cell::Int(1_572_864), Kind::BytesChange), "+1.50 MiB");
+        assert_eq!(text(&Cell::Int(-135_168), Kind::BytesChange), "-132 KiB");
         assert_eq!(
             text(&Cell::NsChange(-2_000), Kind::DurationChange),
             "-2.00 µs"

@@ -74,7 +74,9 @@ fn change(kind: Kind, a: Option<&Cell>, b: Option<&Cell>) -> Cell {
         Kind::Duration | Kind::DurationChange | Kind::Time | Kind::Offset => {
             Cell::NsChange(clamp(int(b) - int(a)))
         }
-        Kind::Count | Kind::Int | Kind::Bytes | Kind::Change => Cell::Int(clamp(int(b) - int(a))),
+        Kind::Count | Kind::Int | Kind::Bytes | Kind::Change | Kind::BytesChange => {
+            Cell::Int(clamp(int(b) - int(a)))
+        }
         Kind::Percent => Cell::Percent(num(b) - num(a)),
         Kind::Float => Cell::Float(num(b) - num(a)),
         Kind::Text => Cell::Empty,
@@ -84,7 +86,8 @@ fn change(kind: Kind, a: Option<&Cell>, b: Option<&Cell>) -> Cell {
 fn change_kind(kind: Kind) -> Kind {
     match kind {
         Kind::Duration | Kind::DurationChange | Kind::Time | Kind::Offset => Kind::DurationChange,
-        Kind::Count | Kind::Int | Kind::Bytes | Kind::Change => Kind::Change,
+        Kind::Count | Kind::Int | Kind::Change => Kind::Change,
+        Kind::Bytes | Kind::BytesChange => Kind::BytesChange,
         other => other,
     }
 }
@@ -280,6 +283,32 @@ mod tests {
         assert!(t.rows.iter().any(|r| r[0] == Cell::Text("x #2".into())));
         let plain = Table::new("h", "h", vec![Column::new("n", "n", Kind::Count)]);
         assert!(table(Some(&plain), None, 10).is_none());
+    }
+
+    #[test]
+    fn byte_and_duration_changes_keep_their_kind() {
+        let mut a = Table::new(
+            "devices",
+            "Devices",
+            vec![
+                Column::new("device", "device", Kind::Text),
+                Column::new("bytes", "bytes", Kind::Bytes),
+                Column::new("total", "total", Kind::Duration),
+            ],
+        )
+        .diffed(&["device"], &["bytes", "total"]);
+        let mut b = a.clone();
+        a.push(vec!["sda".into(), Cell::Count(1 << 20), Cell::Ns(500)]);
+        b.push(vec!["sda".into(), Cell::Count(5 << 19), Cell::Ns(200)]);
+        let t = table(Some(&a), Some(&b), 10).unwrap();
+        let kind = |id: &str| t.columns[t.column(id).unwrap()].kind;
+        assert_eq!(kind("bytes_change"), Kind::BytesChange);
+        assert_eq!(kind("bytes_a"), Kind::Bytes);
+        assert_eq!(kind("total_change"), Kind::DurationChange);
+        assert_eq!(t.cell(0, "bytes_change"), Some(&Cell::Int(3 << 19)));
+        assert_eq!(t.cell(0, "total_change"), Some(&Cell::NsChange(-300)));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["columns"][3]["unit"], "bytes");
     }
 
     #[test]

@@ -27,8 +27,10 @@ pub enum Kind {
     Percent,
     /// A number of bytes.
     Bytes,
-    /// A signed change of a count or of bytes.
+    /// A signed change of a count.
     Change,
+    /// A signed change of a number of bytes.
+    BytesChange,
     /// A number (a counter's value).
     Float,
 }
@@ -39,7 +41,7 @@ impl Kind {
         match self {
             Kind::Duration | Kind::DurationChange | Kind::Time | Kind::Offset => Some("ns"),
             Kind::Percent => Some("%"),
-            Kind::Bytes => Some("bytes"),
+            Kind::Bytes | Kind::BytesChange => Some("bytes"),
             Kind::Text | Kind::Count | Kind::Int | Kind::Change | Kind::Float => None,
         }
     }
