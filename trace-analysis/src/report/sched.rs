@@ -22,6 +22,7 @@ use std::collections::BinaryHeap;
 
 use foldhash::HashMap;
 
+use super::Name;
 use super::filter::Filter;
 use super::histogram::Latency;
 use crate::event::{Event, OutState, Switch, Wakeup};
@@ -57,6 +58,8 @@ pub struct ThreadStats {
     /// running, without a recorded switch): its wake-up latencies are not
     /// to be trusted.
     pub incomplete: bool,
+    /// It exited (its last switch out may go unrecorded).
+    exited: bool,
     /// The CPU it last ran on.
     last_cpu: Option<u32>,
     /// The CPU it runs on now.
@@ -118,7 +121,13 @@ pub struct Sched {
     /// those of threads found not traced continuously taken out).
     worst: BinaryHeap<Reverse<Wait>>,
     keep: usize,
+    /// The kernel's `exit` instants.
+    exit: Option<Name>,
+    category: Option<Name>,
 }
+
+/// The kernel provider's id.
+const KERNEL: u32 = 1;
 
 /// How many more of the longest latencies are kept than shown, so that
 /// those of threads later found not traced continuously can be left out.
@@ -157,6 +166,16 @@ impl Sched {
         match e {
             Event::Switch(s) => self.switch(s, cx, f),
             Event::Wakeup(w) => self.wakeup(w, cx, f),
+            Event::Instant(i) if i.track.provider == KERNEL => {
+                let exit = self.exit.get_or_insert(Name::new("exit"));
+                let category = self.category.get_or_insert(Name::new("kernel:proc"));
+                if exit.is(i.name, cx)
+                    && category.is(i.category, cx)
+                    && let Some(t) = self.threads.get_mut(&i.track.tid)
+                {
+                    t.exited = true;
+                }
+            }
             _ => {}
         }
     }
@@ -194,15 +213,17 @@ impl Sched {
                 }
             }
         }
+        // Threads still off CPU at the end; not those that exited.
         for t in self.threads.values_mut() {
-            if t.running.is_some() {
+            if t.running.is_some() || t.exited {
                 continue;
             }
             if let Some((out, state)) = t.out.take() {
                 let d = f.overlap(out, end);
                 match state {
                     Some(OutState::Runnable) => t.runnable = t.runnable.saturating_add(d),
-                    _ => t.blocked = t.blocked.saturating_add(d),
+                    Some(OutState::Blocked) | None => t.blocked = t.blocked.saturating_add(d),
+                    Some(_) => {}
                 }
             }
         }
@@ -283,12 +304,17 @@ impl Sched {
             }
         }
         // Both sides of a switch the recorder did not see, and of a gap in
-        // a CPU's switches, ran or stopped running unrecorded.
+        // a CPU's switches, ran or stopped running unrecorded; but a
+        // thread's last switch, after it exited, can go unrecorded in a
+        // complete trace.
         if s.inferred || lost.is_some() {
             if let Some((pid, tid)) = lost {
                 self.incomplete_thread(pid, tid, cx, f);
             }
-            self.incomplete_thread(s.prev_pid, s.prev_tid, cx, f);
+            let exited = self.threads.get(&s.prev_tid).is_some_and(|t| t.exited);
+            if !exited {
+                self.incomplete_thread(s.prev_pid, s.prev_tid, cx, f);
+            }
             self.incomplete_thread(s.next_pid, s.next_tid, cx, f);
         }
         // The thread switched out.
@@ -396,6 +422,8 @@ impl Sched {
 
 #[cfg(test)]
 mod tests {
+    use trace_common::fxt::EventKind;
+
     use crate::report::testing::Fxt;
 
     #[test]
@@ -509,6 +537,30 @@ mod tests {
         let (s, _) = t.sched();
         assert!(s.threads[&11].incomplete && s.threads[&12].incomplete);
         assert!(s.worst().is_empty());
+        // A followed thread's last switch out, after its exit, goes
+        // unrecorded: its latencies stand.
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "a");
+        t.switch(0, 0, 0, 3, 11)
+            .switch(10, 0, 11, 3, 0)
+            .wakeup(20, 1, 11)
+            .switch(50, 0, 0, 3, 11)
+            .event(
+                60,
+                10,
+                11,
+                "kernel:proc",
+                "exit",
+                EventKind::Instant,
+                vec![],
+            )
+            .inferred_switch(70, 0, 11, 20)
+            .switch(80, 0, 20, 3, 0);
+        let (s, _) = t.sched();
+        assert!(!s.threads[&11].incomplete);
+        assert_eq!(s.worst().len(), 1);
+        // Nor is it blocked from its exit to the trace's end.
+        assert_eq!(s.threads[&11].blocked, 40);
     }
 
     #[test]
