@@ -154,6 +154,10 @@ pub struct TraceInfo {
     pub window_ns: Option<(u64, u64)>,
     /// Its providers: id and name.
     pub providers: Vec<(u32, String)>,
+    /// Names, categories and argument names read as
+    /// [`crate::strings::TOO_MANY_TEXT`] because the trace has more
+    /// distinct ones than are kept ([`ReadStats::names_refused`]).
+    pub names_refused: u64,
 }
 
 impl TraceInfo {
@@ -274,6 +278,7 @@ impl Reporter {
             end_ns: stats.last_ts,
             window_ns: self.filter.by_time().then(|| self.filter.window()),
             providers,
+            names_refused: stats.names_refused,
         };
         let end = Finish {
             cx,

@@ -7,23 +7,14 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
+use trace_analysis::errno;
+use trace_analysis::kernel::{CallEnd, Syscall};
 use trace_analysis::{Context, Event};
 
 use super::{Table, args, ns};
-use trace_analysis::errno;
 
 /// The category of system calls.
 pub const CATEGORY: &str = "kernel:syscall";
-
-/// Arguments that are columns of their own, not call arguments.
-const NOT_CALL_ARGS: &[&str] = &[
-    "nr",
-    "ret",
-    "unfinished",
-    "began_before_recording",
-    "entry_lost",
-    "return_lost",
-];
 
 /// Builds `syscalls`.
 #[derive(Default)]
@@ -76,35 +67,33 @@ impl Table for Syscalls {
         let Event::Slice(s) = event else {
             return;
         };
-        if cx.strings.get(s.category) != CATEGORY {
+        let Some(call) = Syscall::from_slice(s, cx) else {
             return;
-        }
-        let int = |name| args::get(&s.args, cx, name).and_then(|v| v.as_i64());
-        let ret = int("ret");
-        let err = ret.and_then(errno::from_return);
+        };
+        let err = call.errno();
         self.id.append_value(s.id);
         self.ts.append_value(s.ts);
         self.dur.append_value(s.dur);
         self.pid.append_value(s.track.pid);
         self.tid.append_value(s.track.tid);
         self.name.append_value(cx.strings.get(s.name));
-        self.nr.append_option(int("nr"));
-        self.ret.append_option(ret);
+        self.nr.append_option(call.nr);
+        self.ret.append_option(call.ret());
         self.errno.append_option(
             err.map(|e| errno::name(e).map_or_else(|| format!("E{e}"), str::to_owned)),
         );
         self.errno_num
             .append_option(err.and_then(|e| i32::try_from(e).ok()));
-        args::write_json(&mut self.scratch, &s.args, cx, NOT_CALL_ARGS);
+        args::write_json(&mut self.scratch, &s.args, cx, |n| {
+            Syscall::is_call_arg(n, cx)
+        });
         self.args.append_value(&self.scratch);
-        self.unfinished
-            .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));
+        self.unfinished.append_value(call.unfinished());
         self.began_before_recording
-            .append_value(args::flag(&s.args, cx, "began_before_recording"));
-        self.entry_lost
-            .append_value(args::flag(&s.args, cx, "entry_lost"));
+            .append_value(call.began_before_recording);
+        self.entry_lost.append_value(call.entry_lost);
         self.return_lost
-            .append_value(args::flag(&s.args, cx, "return_lost"));
+            .append_value(call.end == CallEnd::ReturnLost);
         self.rows += 1;
     }
 
