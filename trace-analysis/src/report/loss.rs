@@ -262,6 +262,10 @@ mod tests {
         assert_eq!(d.cell(0, "events"), Some(&Cell::Count(5)));
         assert_eq!(d.cell(1, "events"), Some(&Cell::Count(9)));
         assert_eq!(d.cell(2, "events"), Some(&Cell::Count(2)));
+        assert_eq!(
+            d.cell(2, "cpu"),
+            Some(&Cell::Text("none (skipped by the kernel)".into()))
+        );
         assert_eq!(d.cell(3, "provider"), Some(&Cell::Text("app".into())));
         assert_eq!(d.cell(3, "events"), Some(&Cell::Empty));
         let signs = s.table("signs").unwrap();

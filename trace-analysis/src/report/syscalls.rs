@@ -212,7 +212,7 @@ impl Syscalls {
         });
         let mut table = Table::new(
             "syscall_histograms",
-            "Latency of the calls made most often (ns)",
+            "Latency histograms of the calls made most often",
             vec![
                 Column::new("call", "call", Kind::Text),
                 Column::new("from", "from", Kind::Duration),

@@ -171,32 +171,58 @@ mod tests {
                 ("began_before_recording", Value::Bool(true)),
             ],
         );
+        let exit_group = sym(&mut cx, "exit_group");
+        let exited = args(
+            &mut cx,
+            &[("nr", Value::Int(231)), ("status", Value::Int(0))],
+        );
+        let lost = args(
+            &mut cx,
+            &[("nr", Value::Int(0)), ("return_lost", Value::Bool(true))],
+        );
         let events = [
             call(1, sc, openat, failed),
             call(2, app, read, Vec::new()),
             call(3, sc, read, ok),
             call(4, sc, read, running),
             call(5, sc, read, early),
+            call(6, sc, exit_group, exited),
+            call(7, sc, read, lost),
         ];
         let batch = build(&mut Syscalls::default(), &cx, &events);
-        assert_eq!(column(&batch, "id"), ["1", "3", "4", "5"]);
-        assert_eq!(column(&batch, "name"), ["openat", "read", "read", "read"]);
-        assert_eq!(column(&batch, "nr"), ["257", "0", "0", "0"]);
-        assert_eq!(column(&batch, "ret"), ["-2", "5", "", "0"]);
-        assert_eq!(column(&batch, "errno"), ["ENOENT", "", "", ""]);
-        assert_eq!(column(&batch, "errno_num"), ["2", "", "", ""]);
+        assert_eq!(column(&batch, "id"), ["1", "3", "4", "5", "6", "7"]);
+        assert_eq!(
+            column(&batch, "name"),
+            ["openat", "read", "read", "read", "exit_group", "read"]
+        );
+        assert_eq!(column(&batch, "nr"), ["257", "0", "0", "0", "231", "0"]);
+        assert_eq!(column(&batch, "ret"), ["-2", "5", "", "0", "", ""]);
+        assert_eq!(column(&batch, "errno"), ["ENOENT", "", "", "", "", ""]);
+        assert_eq!(column(&batch, "errno_num"), ["2", "", "", "", "", ""]);
         assert_eq!(
             column(&batch, "args"),
-            ["{\"dfd\":-100,\"filename\":\"/missing\"}", "{}", "{}", "{}"]
+            [
+                "{\"dfd\":-100,\"filename\":\"/missing\"}",
+                "{}",
+                "{}",
+                "{}",
+                "{\"status\":0}",
+                "{}"
+            ]
         );
+        // A call its thread exited in is neither unfinished nor lost.
         assert_eq!(
             column(&batch, "unfinished"),
-            ["false", "false", "true", "false"]
+            ["false", "false", "true", "false", "false", "false"]
+        );
+        assert_eq!(
+            column(&batch, "return_lost"),
+            ["false", "false", "false", "false", "false", "true"]
         );
         assert_eq!(
             column(&batch, "began_before_recording"),
-            ["false", "false", "false", "true"]
+            ["false", "false", "false", "true", "false", "false"]
         );
-        assert_eq!(column(&batch, "pid"), ["7", "7", "7", "7"]);
+        assert_eq!(column(&batch, "pid"), ["7"; 6]);
     }
 }
