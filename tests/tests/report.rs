@@ -5,7 +5,7 @@
 //! - `report_sleeper`: a thread sleeping 10 x 20 ms has 10 wake-ups, a
 //!   median wake-up latency far below 20 ms and about 200 ms off CPU.
 //! - `report_syscalls`: exactly 1000 `getppid` and 10 `open`s failing with
-//!   ENOENT.
+//!   ENOENT; its `exit_group`, which never returns, counted apart.
 //! - `report_durations`: a provider's 100 durations of i x 100 µs have the
 //!   median and maximum the program measured.
 //! - Two recordings of `report_syscalls`, the second with 300 ms more
@@ -217,6 +217,23 @@ fn exact_system_call_counts_and_errno() {
     let open = row(calls, "call", opens[0]["call"].clone());
     assert_eq!(number(&open["count"]), 10);
     assert_eq!(number(&open["errors"]), 10);
+    // The program ends in exit_group, which never returns: it counts, but
+    // not in the time or the latencies.
+    let exit = row(calls, "call", "exit_group");
+    assert_eq!(number(&exit["count"]), 1, "{exit}");
+    assert_eq!(number(&exit["unfinished"]), 1, "{exit}");
+    assert_eq!(number(&exit["total"]), 0, "{exit}");
+    assert!(exit["max"].is_null(), "{exit}");
+    // The histograms are one table, a call's rows adding up to its calls
+    // that returned.
+    let hist = rows(&r, "syscalls", "syscall_histograms");
+    let getppid_hist: u64 = hist
+        .iter()
+        .filter(|h| h["call"] == "getppid")
+        .map(|h| number(&h["count"]))
+        .sum();
+    assert_eq!(getppid_hist, 1000, "{hist:?}");
+    assert!(hist.iter().all(|h| h["call"] != "exit_group"), "{hist:?}");
     // The same figures per process.
     let by = rows(&r, "syscalls", "by_process");
     let mine = by

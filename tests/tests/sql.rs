@@ -403,6 +403,39 @@ fn every_table_of_a_known_workload_via_file_export_and_pyarrow() {
         assert!(file.is_file(), "{}", file.display());
     }
 
+    // From standard input: the same rows, with the trace id it must be
+    // given.
+    let piped = |args: &[&str]| {
+        Command::new(trace_cli())
+            .args(["export", "-", "--parquet"])
+            .arg(dir.join("piped"))
+            .args(args)
+            .stdin(std::fs::File::open(&r.file).unwrap())
+            .output()
+            .unwrap()
+    };
+    let refused = piped(&[]);
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("--trace-id"), "{text}");
+    let out = piped(&["--trace-id", "piped-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(row_counts(&dir.join("piped")), counts);
+    assert_eq!(
+        query(
+            &dir.join("piped"),
+            "SELECT DISTINCT trace_id, host FROM threads"
+        ),
+        [serde_json::json!({"trace_id": "piped-1", "host": "stdin"})
+            .as_object()
+            .unwrap()
+            .clone()]
+    );
+
     // And from pyarrow.
     let script = r#"
 import json, sys

@@ -284,18 +284,37 @@ pub struct Sample {
     pub frames: Vec<Frame>,
 }
 
+/// Events lost on one CPU, or not on any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// The CPU whose buffer was full; `None` for losses of no one CPU
+    /// (the kernel's `other`: events its programs skipped, or events past
+    /// a oneshot budget).
+    pub cpu: Option<u32>,
+    /// Events lost there since the provider's previous [`Loss`].
+    pub events: u64,
+}
+
 /// Records a provider lost.
+///
+/// The kernel provider writes its losses as a counter (`dropped_events`,
+/// category `kernel`, arguments `cpu0`..`cpuN` and `other`) of running
+/// totals; each sample of it that shows an increase is given as one
+/// `Loss` holding only that increase, so the `events` of a provider's
+/// losses add up to what it lost. A series that goes down starts counting
+/// again from its new value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loss {
     /// Provider id.
     pub provider: u32,
     /// Provider name.
     pub provider_name: Sym,
-    /// What was lost, when the trace says (events per CPU for the kernel's
-    /// `dropped_events` counter).
-    pub per_cpu: Vec<(u32, u64)>,
-    /// Total events lost, when counted; `None` for a buffer overflow
-    /// notice that does not say how many.
+    /// What was lost since the provider's previous loss, per CPU (only
+    /// the series that grew); empty for a buffer overflow notice.
+    pub per_cpu: Vec<Dropped>,
+    /// Events lost since the provider's previous loss (the sum of
+    /// `per_cpu`); `None` for a buffer overflow notice, which does not say
+    /// how many.
     pub events: Option<u64>,
 }
 

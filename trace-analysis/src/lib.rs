@@ -10,6 +10,7 @@
 
 pub mod errno;
 pub mod event;
+pub mod kernel;
 pub mod nesting;
 pub mod reader;
 pub mod report;

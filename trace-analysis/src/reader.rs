@@ -12,9 +12,10 @@ use trace_common::fxt::{
 use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
 use crate::event::{
-    Args, AsyncSpan, Counter, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice, Switch,
-    Track, Value, Wakeup,
+    Args, AsyncSpan, Counter, Dropped, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice,
+    Switch, Track, Value, Wakeup,
 };
+use crate::kernel::KernelSyms;
 use crate::nesting::Nesting;
 use crate::strings::{Strings, Sym};
 
@@ -31,7 +32,7 @@ const MAX_ERRORS_KEPT: usize = 10;
 #[derive(Debug, thiserror::Error)]
 pub enum ReadTraceError {
     /// The input could not be read.
-    #[error("cannot read the trace: {0}")]
+    #[error("cannot read the trace")]
     Io(#[from] std::io::Error),
     /// The data does not start with FXT's magic number record.
     #[error("not a Fuchsia Trace Format file (no magic number record at the start)")]
@@ -39,13 +40,28 @@ pub enum ReadTraceError {
 }
 
 /// Names and strings known while reading, for sinks to look things up.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Context {
     /// Interned strings.
     pub strings: Strings,
     processes: HashMap<u64, Sym>,
     threads: HashMap<u64, (u64, Sym)>,
     providers: HashMap<u32, Sym>,
+    pub(crate) kernel: KernelSyms,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        let mut strings = Strings::default();
+        let kernel = KernelSyms::intern(&mut strings);
+        Context {
+            strings,
+            processes: HashMap::default(),
+            threads: HashMap::default(),
+            providers: HashMap::default(),
+            kernel,
+        }
+    }
 }
 
 impl Context {
@@ -115,6 +131,11 @@ pub struct ReadStats {
     pub skipped: u64,
     /// Ends without a begin.
     pub unmatched_ends: u64,
+    /// Names, categories and argument names not kept because the trace
+    /// has more distinct ones than the string table holds
+    /// ([`crate::strings::MAX_STRINGS`], [`crate::strings::MAX_BYTES`]):
+    /// each reads as [`crate::strings::TOO_MANY_TEXT`].
+    pub names_refused: u64,
 }
 
 /// Receives the events of a trace.
@@ -166,6 +187,9 @@ struct TraceReader {
     async_seq: u64,
     perfetto: SampleReader,
     syms: Syms,
+    /// The last value of each series of each provider's `dropped_events`
+    /// counter.
+    dropped_totals: HashMap<(u32, Option<u32>), u64>,
     /// Per provider not current, the symbol of each string table index.
     table_syms: HashMap<u32, Vec<Sym>>,
     /// The current provider and its string table's symbols.
@@ -312,6 +336,7 @@ impl TraceReader {
             sink.event(e, &self.cx);
         }
         self.stats.unmatched_ends = self.nesting.unmatched_ends;
+        self.stats.names_refused = self.cx.strings.refused();
         Ok(())
     }
 
@@ -590,6 +615,48 @@ impl TraceReader {
         }
     }
 
+    /// A sample of a `dropped_events` counter of running totals: the
+    /// increase of each series since its previous sample, as a loss.
+    fn dropped(&mut self, provider: u32, args: &Args, sink: &mut impl Sink) {
+        let mut per_cpu = Vec::new();
+        for (name, value) in args {
+            let Some(total) = value.as_i64().and_then(|v| u64::try_from(v).ok()) else {
+                continue;
+            };
+            let cpu = self
+                .cx
+                .strings
+                .get(*name)
+                .strip_prefix("cpu")
+                .and_then(|n| n.parse::<u32>().ok());
+            let last = self.dropped_totals.entry((provider, cpu)).or_default();
+            let events = total.saturating_sub(*last);
+            *last = total;
+            if events == 0 {
+                continue;
+            }
+            match per_cpu.iter_mut().find(|d: &&mut Dropped| d.cpu == cpu) {
+                Some(d) => d.events = d.events.saturating_add(events),
+                None => per_cpu.push(Dropped { cpu, events }),
+            }
+        }
+        if per_cpu.is_empty() {
+            return;
+        }
+        let loss = Event::Loss(Loss {
+            provider,
+            provider_name: self
+                .cx
+                .providers
+                .get(&provider)
+                .copied()
+                .unwrap_or_default(),
+            events: Some(per_cpu.iter().fold(0u64, |n, d| n.saturating_add(d.events))),
+            per_cpu,
+        });
+        sink.event(&loss, &self.cx);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn event(
         &mut self,
@@ -623,35 +690,7 @@ impl TraceReader {
             }
             EventKind::Counter { id } => {
                 if category == self.syms.kernel_cat && name == self.syms.dropped_events {
-                    let per_cpu: Vec<(u32, u64)> = args
-                        .iter()
-                        .filter_map(|(n, v)| {
-                            let n = self.cx.strings.get(*n);
-                            let cpu = n.strip_prefix("cpu")?.parse().ok()?;
-                            Some((cpu, u64::try_from(v.as_i64()?).ok()?))
-                        })
-                        .collect();
-                    let total = args
-                        .iter()
-                        .filter_map(|(_, v)| v.as_i64())
-                        .filter_map(|v| u64::try_from(v).ok())
-                        .sum::<u64>();
-                    let loss = Event::Loss(Loss {
-                        provider: track.provider,
-                        provider_name: self
-                            .cx
-                            .providers
-                            .get(&track.provider)
-                            .copied()
-                            .unwrap_or_default(),
-                        events: Some(if per_cpu.is_empty() {
-                            total
-                        } else {
-                            per_cpu.iter().map(|(_, n)| n).sum()
-                        }),
-                        per_cpu,
-                    });
-                    sink.event(&loss, &self.cx);
+                    self.dropped(track.provider, &args, sink);
                 }
                 let e = Event::Counter(Counter {
                     ts,

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use trace_common::fxt::write::encode;
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, obj_type};
 
-use crate::event::{Event, OutState, Value};
+use crate::event::{Dropped, Event, OutState, Value};
 use crate::reader::{Context, ReadTraceError, read_trace};
 
 fn trace(records: &[Record<'_>]) -> Vec<u8> {
@@ -162,6 +162,17 @@ fn kernel_drop_counter_is_a_loss() {
             value: "kernel".into(),
         },
         event(
+            1,
+            1,
+            "dropped_events",
+            EventKind::Counter { id: 0 },
+            vec![
+                Arg::new("cpu0", ArgValue::Uint64(0)),
+                Arg::new("cpu1", ArgValue::Uint64(0)),
+                Arg::new("other", ArgValue::Uint64(0)),
+            ],
+        ),
+        event(
             5,
             1,
             "dropped_events",
@@ -169,9 +180,22 @@ fn kernel_drop_counter_is_a_loss() {
             vec![
                 Arg::new("cpu0", ArgValue::Uint64(3)),
                 Arg::new("cpu1", ArgValue::Uint64(4)),
+                Arg::new("other", ArgValue::Uint64(2)),
             ],
         ),
         Record::ProviderEvent { id: 1, event: 0 },
+        // Running totals: only what grew since the last sample counts.
+        event(
+            9,
+            1,
+            "dropped_events",
+            EventKind::Counter { id: 0 },
+            vec![
+                Arg::new("cpu0", ArgValue::Uint64(3)),
+                Arg::new("cpu1", ArgValue::Uint64(10)),
+                Arg::new("other", ArgValue::Uint64(2)),
+            ],
+        ),
     ]);
     let (events, _) = read(&data);
     let losses: Vec<_> = events
@@ -181,10 +205,17 @@ fn kernel_drop_counter_is_a_loss() {
             _ => None,
         })
         .collect();
-    assert_eq!(losses.len(), 2);
-    assert_eq!(losses[0].events, Some(7));
-    assert_eq!(losses[0].per_cpu, vec![(0, 3), (1, 4)]);
+    let dropped = |cpu, events| Dropped { cpu, events };
+    assert_eq!(losses.len(), 3, "no loss for the samples of 0");
+    assert_eq!(losses[0].events, Some(9));
+    assert_eq!(
+        losses[0].per_cpu,
+        vec![dropped(Some(0), 3), dropped(Some(1), 4), dropped(None, 2)]
+    );
     assert_eq!(losses[1].events, None);
+    assert!(losses[1].per_cpu.is_empty());
+    assert_eq!(losses[2].events, Some(6));
+    assert_eq!(losses[2].per_cpu, vec![dropped(Some(1), 6)]);
 }
 
 #[test]

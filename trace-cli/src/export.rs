@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use trace_sql::engine;
-use trace_sql::parquet_export::export_trace;
+use trace_sql::parquet_export::{export_stream, export_trace};
 
 /// Arguments of `trace-cli export`.
 #[derive(Args)]
 pub struct ExportArgs {
-    /// The trace files.
+    /// The trace files (`-` for standard input, which needs --trace-id).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Write the tables as Parquet into this directory:
@@ -21,12 +21,15 @@ pub struct ExportArgs {
     /// (exporting a trace again replaces its files).
     #[arg(long, value_name = "DIR", required = true)]
     parquet: PathBuf,
-    /// The `host` column (default: the file's name without its extension;
-    /// the recording does not say which machine it was made on).
+    /// The `host` column (default: the file's name without its extension,
+    /// `stdin` for standard input; the recording does not say which
+    /// machine it was made on).
     #[arg(long, value_name = "NAME")]
     host: Option<String>,
     /// The `trace_id` column and file name (default: a hash of the file's
-    /// first MiB and its size); only with one file.
+    /// first MiB and its size); only with one file. Required for standard
+    /// input: the id fills every row, so it must be known before the first
+    /// is written, and a stream's size is known only at its end.
     #[arg(long, value_name = "ID")]
     trace_id: Option<String>,
 }
@@ -36,9 +39,27 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
         bail!("--trace-id names one trace: export the files one at a time");
     }
     for file in &args.files {
-        let info = engine::trace_info(file, args.host.as_deref(), args.trace_id.as_deref())?;
-        let exported = export_trace(file, &args.parquet, &info)
+        let stdin = file.as_os_str() == "-";
+        if stdin && args.trace_id.is_none() {
+            bail!(
+                "cannot export standard input without --trace-id: the id fills every row, and a stream's is known only at its end"
+            );
+        }
+        let host = match (&args.host, stdin) {
+            (Some(h), _) => Some(h.as_str()),
+            (None, true) => Some("stdin"),
+            (None, false) => None,
+        };
+        let info = engine::trace_info(file, host, args.trace_id.as_deref())
             .with_context(|| format!("cannot export {}", file.display()))?;
+        let exported = if stdin {
+            export_stream(std::io::stdin().lock(), &args.parquet, &info)
+                .context("cannot export standard input")?
+        } else {
+            export_trace(file, &args.parquet, &info)
+                .with_context(|| format!("cannot export {}", file.display()))?
+        };
+        crate::warn_names_refused(exported.stats.names_refused, file);
         if exported.stats.errors > 0 {
             eprintln!(
                 "trace-cli: skipped {} malformed record(s) in {}",

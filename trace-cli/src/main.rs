@@ -114,6 +114,18 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Warns that the trace `what` has more distinct names than are kept, when
+/// `refused` of them were not.
+fn warn_names_refused(refused: u64, what: &std::path::Path) {
+    if refused > 0 {
+        eprintln!(
+            "trace-cli: {} has more distinct names than are kept: {refused} read as \"{}\" and their rows are merged",
+            what.display(),
+            trace_analysis::strings::TOO_MANY_TEXT
+        );
+    }
+}
+
 fn main() -> ExitCode {
     // A command started by `record`, waiting to become itself.
     if let Some(fd) = std::env::var_os(record::RELEASE_FD_ENV) {

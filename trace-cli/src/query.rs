@@ -13,6 +13,7 @@ use trace_sql::datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use trace_sql::datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use trace_sql::datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use trace_sql::datafusion::arrow::util::pretty::pretty_format_batches_with_schema;
+use trace_sql::datafusion::error::DataFusionError;
 use trace_sql::datafusion::prelude::SessionContext;
 use trace_sql::engine;
 
@@ -73,6 +74,7 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         let info = engine::trace_info(&args.path, args.host.as_deref(), args.trace_id.as_deref())?;
         let stats = engine::register_trace(&ctx, &args.path, &info)
             .with_context(|| format!("cannot read {}", args.path.display()))?;
+        crate::warn_names_refused(stats.names_refused, &args.path);
         if stats.errors > 0 {
             eprintln!(
                 "trace-cli: skipped {} malformed record(s) in {}",
@@ -101,9 +103,9 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
 
 /// Runs one statement and prints its result.
 async fn execute(ctx: &SessionContext, sql: &str, format: Format) -> Result<()> {
-    let df = ctx.sql(sql).await?;
+    let df = ctx.sql(sql).await.map_err(engine_error)?;
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await?;
+    let batches = df.collect().await.map_err(engine_error)?;
     let mut out = Vec::new();
     write_result(&mut out, &schema, &batches, format)?;
     let mut stdout = std::io::stdout().lock();
@@ -111,6 +113,12 @@ async fn execute(ctx: &SessionContext, sql: &str, format: Format) -> Result<()> 
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
+}
+
+/// A DataFusion error as one message: its text already says what its
+/// causes say, which a chain of causes would print again.
+fn engine_error(e: DataFusionError) -> anyhow::Error {
+    anyhow::anyhow!("{}", e.strip_backtrace())
 }
 
 /// Writes `batches` of `schema` in `format`.
@@ -325,7 +333,7 @@ async fn command(ctx: &SessionContext, line: &str) -> Result<bool> {
                 let table = ctx
                     .table_provider(name.as_str())
                     .await
-                    .with_context(|| format!("no table {name:?} (.tables lists them)"))?;
+                    .map_err(|_| anyhow::anyhow!("no table {name:?} (.tables lists them)"))?;
                 let _ = writeln!(out, "{name}:");
                 for f in table.schema().fields() {
                     let null = if f.is_nullable() { "" } else { " NOT NULL" };
@@ -369,6 +377,25 @@ mod tests {
         assert!(is_blank(&rest));
         assert!(is_blank("  -- only a comment\n"));
         assert!(!is_blank("SELECT 1 -- and a comment"));
+    }
+
+    #[test]
+    fn engine_errors_are_said_once() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let ctx = SessionContext::new();
+        let e = runtime
+            .block_on(execute(&ctx, "SELECT * FROM nowhere", Format::Csv))
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("nowhere"), "{text}");
+        assert_eq!(text.matches("nowhere").count(), 1, "{text}");
+        let e = runtime
+            .block_on(execute(&ctx, "SELECT CAST('x' AS INT)", Format::Csv))
+            .unwrap_err();
+        let text = format!("{e:#}");
+        assert_eq!(text.matches("'x'").count(), 1, "{text}");
     }
 
     #[test]

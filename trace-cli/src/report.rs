@@ -106,6 +106,7 @@ fn read(path: &Path, options: &Options) -> Result<Report> {
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         report(file, options.clone()).with_context(|| format!("reading {}", path.display()))?
     };
+    crate::warn_names_refused(r.trace.names_refused, path);
     if r.trace.malformed_records > 0 {
         eprintln!(
             "trace-cli: skipped {} malformed record(s) in {}{}",

@@ -14,7 +14,7 @@ pub enum SqlError {
     #[error(transparent)]
     Read(#[from] ReadTraceError),
     /// A file or directory could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -22,10 +22,10 @@ pub enum SqlError {
         source: std::io::Error,
     },
     /// Building a record batch failed.
-    #[error("building a record batch: {0}")]
+    #[error("cannot build a record batch")]
     Arrow(#[from] ArrowError),
     /// Writing Parquet failed.
-    #[error("writing Parquet: {0}")]
+    #[error("cannot write Parquet")]
     Parquet(#[from] ParquetError),
     /// The query engine failed.
     #[error(transparent)]
@@ -45,5 +45,23 @@ impl SqlError {
             path: path.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Each message in a chain of causes says one thing: its own.
+    #[test]
+    fn messages_leave_their_source_to_the_chain() {
+        let e = SqlError::io("/x/y.parquet", std::io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "/x/y.parquet");
+        assert_eq!(e.source().map(|s| s.to_string()), Some("disk full".into()));
+        let e = SqlError::Read(ReadTraceError::Io(std::io::Error::other("disk full")));
+        assert_eq!(e.to_string(), "cannot read the trace");
+        assert_eq!(e.source().map(|s| s.to_string()), Some("disk full".into()));
     }
 }

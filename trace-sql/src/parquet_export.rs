@@ -147,6 +147,16 @@ impl BatchConsumer for ParquetExport {
 /// Exports the trace file at `path` into `dir` as `info`'s trace.
 pub fn export_trace(path: &Path, dir: &Path, info: &TraceInfo) -> Result<Exported, SqlError> {
     let input = File::open(path).map_err(|e| SqlError::io(path, e))?;
+    export_stream(input, dir, info)
+}
+
+/// Writes the tables of the trace read from `input` (standard input, a
+/// pipe) into `dir` as [`export_trace`] does.
+pub fn export_stream(
+    input: impl std::io::Read,
+    dir: &Path,
+    info: &TraceInfo,
+) -> Result<Exported, SqlError> {
     let export = ParquetExport::create(dir, info)?;
     let (stats, export) = stream_trace(input, info.clone(), BATCH_ROWS, export)?;
     Ok(Exported {

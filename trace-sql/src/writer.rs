@@ -206,7 +206,9 @@ mod tests {
         }
         assert!(w.abort.get());
         let err = w.finish(&cx).err().unwrap();
-        assert!(err.to_string().contains("disk full"), "{err}");
+        assert_eq!(err.to_string(), "out");
+        let source = std::error::Error::source(&err).map(|s| s.to_string());
+        assert_eq!(source.as_deref(), Some("disk full"), "{err}");
     }
 
     #[test]

@@ -3,11 +3,12 @@
 
 use foldhash::HashMap;
 
+use super::Finish;
 use super::filter::Filter;
 use super::histogram::Latency;
 use super::table::{Cell, Column, Kind, Section, Table};
-use super::{Finish, Name, arg};
 use crate::event::Event;
+use crate::kernel::BlockRequest;
 use crate::reader::Context;
 use crate::strings::Sym;
 
@@ -20,69 +21,41 @@ struct Requests {
 }
 
 /// Block requests of a trace.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Block {
-    category: Name,
-    device: Name,
-    bytes: Name,
-    error: Name,
-    issuer: Name,
-    unfinished: Name,
-    devices: HashMap<(String, Sym), Requests>,
+    /// Per device (a handful: looked up by name, not hashed), per
+    /// operation.
+    devices: Vec<(Box<str>, HashMap<Sym, Requests>)>,
     seen: u64,
-}
-
-impl Default for Block {
-    fn default() -> Self {
-        Block {
-            category: Name::new(trace_common::category::KERNEL_BLOCK),
-            device: Name::new("device"),
-            bytes: Name::new("bytes"),
-            error: Name::new("error"),
-            issuer: Name::new("issuer"),
-            unfinished: Name::new("unfinished"),
-            devices: HashMap::default(),
-            seen: 0,
-        }
-    }
 }
 
 impl Block {
     /// Takes one event.
     pub fn event(&mut self, e: &Event, cx: &Context, f: &mut Filter) {
         let Event::Slice(s) = e else { return };
-        if !self.category.is(s.category, cx) {
+        let Some(r) = BlockRequest::from_slice(s, cx) else {
             return;
-        }
+        };
         self.seen += 1;
         if !f.at(s.ts) {
             return;
         }
-        if f.selection().by_thread() {
-            let issuer = arg(&s.args, &mut self.issuer, cx).and_then(|v| v.as_i64());
-            let tid = issuer.and_then(|t| u64::try_from(t).ok()).unwrap_or(0);
-            if !f.thread(0, tid, cx) {
-                return;
-            }
+        if f.selection().by_thread() && !f.thread(0, r.issuer.unwrap_or(0), cx) {
+            return;
         }
-        let device = arg(&s.args, &mut self.device, cx)
-            .and_then(|v| v.as_str())
-            .unwrap_or("?")
-            .to_owned();
-        let bytes = arg(&s.args, &mut self.bytes, cx)
-            .and_then(|v| v.as_i64())
-            .and_then(|b| u64::try_from(b).ok())
-            .unwrap_or(0);
-        let failed = arg(&s.args, &mut self.error, cx)
-            .and_then(|v| v.as_i64())
-            .is_some_and(|e| e != 0);
-        let unfinished =
-            s.unfinished || arg(&s.args, &mut self.unfinished, cx).is_some_and(|v| v.is_true());
-        let r = self.devices.entry((device, s.name)).or_default();
-        r.latency.record(s.dur);
-        r.bytes = r.bytes.saturating_add(bytes);
-        r.errors += u64::from(failed);
-        r.unfinished += u64::from(unfinished);
+        let device = if r.device.is_empty() { "?" } else { r.device };
+        let i = match self.devices.iter().position(|(d, _)| &**d == device) {
+            Some(i) => i,
+            None => {
+                self.devices.push((device.into(), HashMap::default()));
+                self.devices.len() - 1
+            }
+        };
+        let q = self.devices[i].1.entry(s.name).or_default();
+        q.latency.record(s.dur);
+        q.bytes = q.bytes.saturating_add(r.bytes.unwrap_or(0));
+        q.errors += u64::from(r.failed());
+        q.unfinished += u64::from(r.unfinished);
     }
 
     /// The section.
@@ -97,7 +70,10 @@ impl Block {
         let mut rows: Vec<((String, String), Requests)> = self
             .devices
             .into_iter()
-            .map(|((d, op), r)| ((d, end.cx.strings.get(op).to_owned()), r))
+            .flat_map(|(d, ops)| {
+                ops.into_iter()
+                    .map(move |(op, r)| ((d.to_string(), end.cx.strings.get(op).to_owned()), r))
+            })
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         let mut table = Table::new(

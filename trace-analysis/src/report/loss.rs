@@ -7,18 +7,14 @@ use std::collections::BTreeMap;
 use super::table::{Cell, Column, Kind, Section, Table};
 use super::{Finish, Name, arg};
 use crate::event::Event;
+use crate::kernel::{CallEnd, Syscall};
 use crate::reader::{Context, ReadStats};
 
 #[derive(Debug, Default)]
 struct Dropped {
-    /// Events dropped per CPU (the largest value of each cumulative
-    /// count).
-    per_cpu: BTreeMap<u32, u64>,
-    /// Dropped with no CPU (the kernel's `other`: events its programs
-    /// skipped).
-    other: u64,
-    /// Total when no per-CPU split was given.
-    total: u64,
+    /// Events dropped per CPU; `None`: on no one CPU (the kernel's
+    /// `other`: events its programs skipped), or not said.
+    per_cpu: BTreeMap<Option<u32>, u64>,
     /// Buffer-overflow notices (which say nothing of how many).
     overflows: u64,
 }
@@ -26,13 +22,7 @@ struct Dropped {
 /// Losses of a trace.
 #[derive(Debug)]
 pub struct Loss {
-    kernel_cat: Name,
-    dropped_events: Name,
-    other: Name,
-    syscall_cat: Name,
     irq_cat: Name,
-    entry_lost: Name,
-    return_lost: Name,
     exit_lost: Name,
     providers: BTreeMap<(u32, String), Dropped>,
     syscall_entries_lost: u64,
@@ -44,13 +34,7 @@ pub struct Loss {
 impl Default for Loss {
     fn default() -> Self {
         Loss {
-            kernel_cat: Name::new("kernel"),
-            dropped_events: Name::new("dropped_events"),
-            other: Name::new("other"),
-            syscall_cat: Name::new(trace_common::category::KERNEL_SYSCALL),
             irq_cat: Name::new(trace_common::category::KERNEL_IRQ),
-            entry_lost: Name::new("entry_lost"),
-            return_lost: Name::new("return_lost"),
             exit_lost: Name::new("exit_lost"),
             providers: BTreeMap::new(),
             syscall_entries_lost: 0,
@@ -69,37 +53,23 @@ impl Loss {
             Event::Loss(l) => {
                 let name = cx.provider_name(l.provider).to_owned();
                 let d = self.providers.entry((l.provider, name)).or_default();
-                match l.events {
-                    None => d.overflows += 1,
-                    Some(n) if l.per_cpu.is_empty() => d.total = d.total.max(n),
-                    Some(_) => {
-                        for &(cpu, n) in &l.per_cpu {
-                            let c = d.per_cpu.entry(cpu).or_default();
-                            *c = (*c).max(n);
-                        }
-                    }
+                if l.events.is_none() {
+                    d.overflows += 1;
+                }
+                for drop in &l.per_cpu {
+                    let n = d.per_cpu.entry(drop.cpu).or_default();
+                    *n = n.saturating_add(drop.events);
                 }
             }
-            Event::Counter(c)
-                if self.kernel_cat.is(c.category, cx) && self.dropped_events.is(c.name, cx) =>
-            {
-                if let Some(n) = arg(&c.args, &mut self.other, cx)
-                    .and_then(|v| v.as_i64())
-                    .and_then(|v| u64::try_from(v).ok())
-                {
-                    let name = cx.provider_name(c.track.provider).to_owned();
-                    let d = self.providers.entry((c.track.provider, name)).or_default();
-                    d.other = d.other.max(n);
+            Event::Slice(s) => {
+                if let Some(call) = Syscall::from_slice(s, cx) {
+                    self.syscall_entries_lost += u64::from(call.entry_lost);
+                    self.syscall_returns_lost += u64::from(call.end == CallEnd::ReturnLost);
+                } else if self.irq_cat.is(s.category, cx) {
+                    self.irq_exits_lost += u64::from(
+                        arg(&s.args, &mut self.exit_lost, cx).is_some_and(|v| v.is_true()),
+                    );
                 }
-            }
-            Event::Slice(s) if self.syscall_cat.is(s.category, cx) => {
-                let lost = |n: &mut Name| arg(&s.args, n, cx).is_some_and(|v| v.is_true());
-                self.syscall_entries_lost += u64::from(lost(&mut self.entry_lost));
-                self.syscall_returns_lost += u64::from(lost(&mut self.return_lost));
-            }
-            Event::Slice(s) if self.irq_cat.is(s.category, cx) => {
-                self.irq_exits_lost +=
-                    u64::from(arg(&s.args, &mut self.exit_lost, cx).is_some_and(|v| v.is_true()));
             }
             Event::Switch(s) if s.inferred => self.inferred_switches += 1,
             _ => {}
@@ -128,31 +98,22 @@ impl Loss {
                 name.clone()
             };
             let mut sum = 0u64;
-            for (cpu, n) in &d.per_cpu {
+            // Each CPU in order, then the losses of none.
+            let cpus = d.per_cpu.iter().filter(|(c, _)| c.is_some());
+            for (cpu, n) in cpus.chain(d.per_cpu.iter().filter(|(c, _)| c.is_none())) {
                 if *n > 0 {
+                    let cpu = match cpu {
+                        Some(c) => c.to_string(),
+                        None if name == "kernel" => "none (skipped by the kernel)".into(),
+                        None => "all".into(),
+                    };
                     drops.push(vec![
                         Cell::Text(who.clone()),
-                        Cell::Text(cpu.to_string()),
+                        Cell::Text(cpu),
                         Cell::Count(*n),
                     ]);
                     sum = sum.saturating_add(*n);
                 }
-            }
-            if d.other > 0 {
-                drops.push(vec![
-                    Cell::Text(who.clone()),
-                    Cell::Text("none (skipped by the kernel)".into()),
-                    Cell::Count(d.other),
-                ]);
-                sum = sum.saturating_add(d.other);
-            }
-            if d.total > 0 && d.per_cpu.is_empty() {
-                drops.push(vec![
-                    Cell::Text(who.clone()),
-                    Cell::Text("all".into()),
-                    Cell::Count(d.total),
-                ]);
-                sum = sum.saturating_add(d.total);
             }
             if d.overflows > 0 && sum == 0 {
                 drops.push(vec![
@@ -197,6 +158,10 @@ impl Loss {
         );
         row("malformed records skipped", stats.errors);
         row("ends without a begin", stats.unmatched_ends);
+        row(
+            "names not kept (too many distinct names)",
+            stats.names_refused,
+        );
         section.tables.push(signs);
 
         let mut said = Vec::new();
@@ -220,6 +185,15 @@ impl Loss {
             said.push(format!(
                 "{} records could not be decoded and were skipped; what they held is missing from every figure.",
                 stats.errors
+            ));
+        }
+        if stats.names_refused > 0 {
+            said.push(format!(
+                "The trace has more distinct names than are kept ({} strings or {} MiB): {} names, categories or argument names read as \"{}\", so rows that differ only in them are merged.",
+                crate::strings::MAX_STRINGS,
+                crate::strings::MAX_BYTES >> 20,
+                stats.names_refused,
+                crate::strings::TOO_MANY_TEXT
             ));
         }
         if said.is_empty() {
@@ -257,6 +231,8 @@ mod tests {
         };
         counter(&mut t, 0, 0, 0, 0);
         counter(&mut t, 100, 5, 7, 2);
+        // Running totals: a later sample adds only what grew.
+        counter(&mut t, 200, 5, 9, 2);
         t.record(&Record::ProviderEvent {
             id: 1,
             event: provider_event::BUFFER_OVERFLOW,
@@ -284,14 +260,18 @@ mod tests {
         assert_eq!(d.rows.len(), 4, "{:?}", d.rows);
         assert_eq!(d.cell(0, "cpu"), Some(&Cell::Text("0".into())));
         assert_eq!(d.cell(0, "events"), Some(&Cell::Count(5)));
-        assert_eq!(d.cell(1, "events"), Some(&Cell::Count(7)));
+        assert_eq!(d.cell(1, "events"), Some(&Cell::Count(9)));
         assert_eq!(d.cell(2, "events"), Some(&Cell::Count(2)));
+        assert_eq!(
+            d.cell(2, "cpu"),
+            Some(&Cell::Text("none (skipped by the kernel)".into()))
+        );
         assert_eq!(d.cell(3, "provider"), Some(&Cell::Text("app".into())));
         assert_eq!(d.cell(3, "events"), Some(&Cell::Empty));
         let signs = s.table("signs").unwrap();
         assert_eq!(signs.cell(1, "count"), Some(&Cell::Count(1)));
         assert!(
-            s.notes[0].starts_with("The kernel provider dropped 14 events"),
+            s.notes[0].starts_with("The kernel provider dropped 16 events"),
             "{:?}",
             s.notes
         );

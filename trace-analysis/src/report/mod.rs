@@ -156,6 +156,10 @@ pub struct TraceInfo {
     pub providers: Vec<(u32, String)>,
     /// What to know about the trace as a whole (a window outside it).
     pub notes: Vec<String>,
+    /// Names, categories and argument names read as
+    /// [`crate::strings::TOO_MANY_TEXT`] because the trace has more
+    /// distinct ones than are kept ([`ReadStats::names_refused`]).
+    pub names_refused: u64,
 }
 
 impl TraceInfo {
@@ -329,6 +333,7 @@ impl Reporter {
             window_ns: self.filter.by_time().then(|| self.filter.window()),
             providers,
             notes: Vec::new(),
+            names_refused: stats.names_refused,
         };
         info.notes.extend(info.window_note());
         let end = Finish {

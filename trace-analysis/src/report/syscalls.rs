@@ -5,39 +5,47 @@
 
 use foldhash::HashMap;
 
+use super::Finish;
 use super::filter::Filter;
-use super::histogram::{Latency, Log2, bar, power_label};
+use super::histogram::{Latency, Log2, bar};
 use super::table::{Cell, Column, Kind, Section, Table};
-use super::{Finish, Name, arg};
 use crate::errno;
 use crate::event::{Event, Slice};
+use crate::kernel::Syscall;
 use crate::reader::Context;
 use crate::strings::Sym;
 
 /// Figures of one call (or one call of one process).
 #[derive(Debug, Default)]
 struct Call {
+    /// Latencies of the calls that returned.
     latency: Latency,
     errors: u64,
-    /// Calls whose return was not seen (lost, or still running at the end).
+    /// Calls whose return the trace does not have: the thread exited in
+    /// them (`exit`, `exit_group`), their return was lost, or they were
+    /// still running when the recording ended.
     unfinished: u64,
 }
 
 impl Call {
-    fn add(&mut self, dur: u64, failed: bool, unfinished: bool) {
-        self.latency.record(dur);
-        self.errors += u64::from(failed);
-        self.unfinished += u64::from(unfinished);
+    fn add(&mut self, dur: u64, call: &Syscall) {
+        if call.returned() {
+            self.latency.record(dur);
+        } else {
+            self.unfinished += 1;
+        }
+        self.errors += u64::from(call.errno().is_some());
+    }
+
+    /// Calls, returned or not.
+    fn count(&self) -> u64 {
+        self.latency.count + self.unfinished
     }
 }
 
 /// System calls of a trace.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Syscalls {
-    category: Name,
-    ret: Name,
-    unfinished: Name,
-    return_lost: Name,
     calls: HashMap<Sym, Call>,
     hists: HashMap<Sym, Log2>,
     by_process: HashMap<(u64, Sym), Call>,
@@ -45,52 +53,30 @@ pub struct Syscalls {
     seen: u64,
 }
 
-impl Default for Syscalls {
-    fn default() -> Self {
-        Syscalls {
-            category: Name::new(trace_common::category::KERNEL_SYSCALL),
-            ret: Name::new("ret"),
-            unfinished: Name::new("unfinished"),
-            return_lost: Name::new("return_lost"),
-            calls: HashMap::default(),
-            hists: HashMap::default(),
-            by_process: HashMap::default(),
-            errnos: HashMap::default(),
-            seen: 0,
-        }
-    }
-}
-
 impl Syscalls {
     /// Takes one event.
     pub fn event(&mut self, e: &Event, cx: &Context, f: &mut Filter) {
         let Event::Slice(s) = e else { return };
-        if !self.category.is(s.category, cx) {
+        let Some(call) = Syscall::from_slice(s, cx) else {
             return;
-        }
+        };
         self.seen += 1;
         if !f.at(s.ts) || !f.thread(s.track.pid, s.track.tid, cx) {
             return;
         }
-        self.call(s, cx);
+        self.call(s, &call);
     }
 
-    fn call(&mut self, s: &Slice, cx: &Context) {
-        let ret = arg(&s.args, &mut self.ret, cx).and_then(|v| v.as_i64());
-        let failed = ret.and_then(errno::from_return);
-        let unfinished = s.unfinished
-            || arg(&s.args, &mut self.unfinished, cx).is_some_and(|v| v.is_true())
-            || arg(&s.args, &mut self.return_lost, cx).is_some_and(|v| v.is_true());
-        self.calls
-            .entry(s.name)
-            .or_default()
-            .add(s.dur, failed.is_some(), unfinished);
-        self.hists.entry(s.name).or_default().record(s.dur);
+    fn call(&mut self, s: &Slice, call: &Syscall) {
+        self.calls.entry(s.name).or_default().add(s.dur, call);
+        if call.returned() {
+            self.hists.entry(s.name).or_default().record(s.dur);
+        }
         self.by_process
             .entry((s.track.pid, s.name))
             .or_default()
-            .add(s.dur, failed.is_some(), unfinished);
-        if let Some(e) = failed {
+            .add(s.dur, call);
+        if let Some(e) = call.errno() {
             *self.errnos.entry((s.name, e)).or_default() += 1;
         }
     }
@@ -109,6 +95,7 @@ impl Syscalls {
             let mut c = first;
             c.extend([
                 Column::new("count", "count", Kind::Count),
+                Column::new("unfinished", "unfinished", Kind::Count),
                 Column::new("errors", "errors", Kind::Count),
                 Column::new("total", "total", Kind::Duration),
                 Column::new("p50", "p50", Kind::Duration),
@@ -119,7 +106,8 @@ impl Syscalls {
         };
         let cells = |c: &Call| {
             vec![
-                Cell::Count(c.latency.count),
+                Cell::Count(c.count()),
+                Cell::Count(c.unfinished),
                 Cell::Count(c.errors),
                 Cell::Ns(c.latency.sum),
                 c.latency.cell(0.5),
@@ -150,10 +138,10 @@ impl Syscalls {
         let unfinished: u64 = self.calls.values().map(|c| c.unfinished).sum();
         if unfinished > 0 {
             table.note(format!(
-                "{unfinished} calls had no return in the trace (lost, or still running when it ended); they count with the time up to where the trace says they ended."
+                "{unfinished} calls have no return in the trace (the thread exited in them, as in exit and exit_group, their return was lost, or they were still running when it ended): they count in count and unfinished only, not in total or the latencies."
             ));
         }
-        table.note("total is the time spent in the calls, including time blocked in them.");
+        table.note("total and the latencies are of the calls that returned, including time blocked in them.");
         section.tables.push(table);
 
         let mut errors: Vec<(&(Sym, i64), &u64)> = self.errnos.iter().collect();
@@ -214,7 +202,7 @@ impl Syscalls {
         table.truncate(end.top);
         section.tables.push(table);
 
-        // A histogram of each of the calls made most often.
+        // The histograms of the calls made most often, in one table.
         let mut by_count: Vec<(&Sym, &Call)> = self.calls.iter().collect();
         by_count.sort_by(|a, b| {
             b.1.latency
@@ -222,45 +210,42 @@ impl Syscalls {
                 .cmp(&a.1.latency.count)
                 .then_with(|| name(*a.0).cmp(&name(*b.0)))
         });
+        let mut table = Table::new(
+            "syscall_histograms",
+            "Latency histograms of the calls made most often",
+            vec![
+                Column::new("call", "call", Kind::Text),
+                Column::new("from", "from", Kind::Duration),
+                Column::new("to", "to", Kind::Duration),
+                Column::new("count", "count", Kind::Count),
+                Column::new("bar", "", Kind::Text),
+            ],
+        );
         for (sym, _) in by_count.into_iter().take(end.top.min(10)) {
-            let Some(h) = self.hists.get(sym) else {
-                continue;
-            };
-            section.tables.push(histogram(&name(*sym), h));
+            if let Some(h) = self.hists.get(sym) {
+                histogram(&mut table, &name(*sym), h);
+            }
         }
+        table.note("One row per power of two of ns [from, to) of each call, its bar scaled to the call's largest; calls that returned only.");
+        section.tables.push(table);
         section
     }
 }
 
-/// The latency histogram of call `call`, one row per power of two of ns.
-fn histogram(call: &str, h: &Log2) -> Table {
-    let mut t = Table::new(
-        &format!("histogram_{call}"),
-        &format!("Latency of {call} (ns)"),
-        vec![
-            Column::new("from", "from", Kind::Duration),
-            Column::new("to", "to", Kind::Duration),
-            Column::new("range", "ns", Kind::Text),
-            Column::new("count", "count", Kind::Count),
-            Column::new("bar", "", Kind::Text),
-        ],
-    );
+/// Adds the latency histogram of call `call` to `t`, one row per power of
+/// two of ns.
+fn histogram(t: &mut Table, call: &str, h: &Log2) {
     let buckets = h.buckets();
     let max = buckets.iter().map(|b| b.2).max().unwrap_or(0);
     for (from, to, n) in buckets {
-        let range = match to {
-            Some(to) => format!("[{}, {})", power_label(from), power_label(to)),
-            None => format!("[{}, ...)", power_label(from)),
-        };
         t.push(vec![
+            Cell::Text(call.to_owned()),
             Cell::Ns(from),
             to.map_or(Cell::Empty, Cell::Ns),
-            Cell::Text(range),
             Cell::Count(n),
             Cell::Text(bar(n, max, 40)),
         ]);
     }
-    t
 }
 
 #[cfg(test)]
@@ -318,6 +303,27 @@ mod tests {
             "read",
             vec![Arg::new("return_lost", ArgValue::Bool(true))],
         );
+        // Calls that never return: they count, but not in the latencies.
+        for call in ["exit_group", "exit"] {
+            t.slice(
+                at,
+                at + 890_000_000,
+                20,
+                21,
+                "kernel:syscall",
+                call,
+                vec![Arg::new("nr", ArgValue::Int64(231))],
+            );
+        }
+        t.slice(
+            at,
+            at + 890_000_000,
+            10,
+            11,
+            "kernel:syscall",
+            "openat",
+            vec![Arg::new("unfinished", ArgValue::Bool(true))],
+        );
         let options = |pids: Vec<u64>| Options {
             sections: vec![SectionId::Syscalls],
             selection: crate::report::Selection {
@@ -334,23 +340,48 @@ mod tests {
         assert_eq!(calls.cell(0, "errors"), Some(&Cell::Count(0)));
         assert_eq!(calls.cell(0, "max"), Some(&Cell::Ns(102)));
         assert_eq!(calls.cell(1, "call"), Some(&Cell::Text("openat".into())));
+        assert_eq!(calls.cell(1, "count"), Some(&Cell::Count(11)));
+        assert_eq!(calls.cell(1, "unfinished"), Some(&Cell::Count(1)));
         assert_eq!(calls.cell(1, "errors"), Some(&Cell::Count(10)));
         assert_eq!(calls.cell(1, "total"), Some(&Cell::Ns(50_000)));
-        assert_eq!(calls.rows.len(), 4);
-        assert!(calls.notes[0].starts_with("1 calls had no return"));
+        assert_eq!(calls.cell(1, "max"), Some(&Cell::Ns(5_000)));
+        assert_eq!(calls.rows.len(), 6);
+        let row = |call: &str| {
+            (0..calls.rows.len())
+                .find(|&i| calls.cell(i, "call") == Some(&Cell::Text(call.into())))
+                .unwrap()
+        };
+        for call in ["exit", "exit_group", "read"] {
+            let i = row(call);
+            assert_eq!(calls.cell(i, "count"), Some(&Cell::Count(1)), "{call}");
+            assert_eq!(calls.cell(i, "unfinished"), Some(&Cell::Count(1)), "{call}");
+            assert_eq!(calls.cell(i, "total"), Some(&Cell::Ns(0)), "{call}");
+            assert_eq!(calls.cell(i, "max"), Some(&Cell::Empty), "{call}");
+        }
+        assert!(calls.notes[0].starts_with("4 calls have no return"));
         let errors = s.table("errors").unwrap();
         assert_eq!(errors.rows.len(), 1, "an mmap address is no error");
         assert_eq!(errors.cell(0, "errno"), Some(&Cell::Text("ENOENT".into())));
         assert_eq!(errors.cell(0, "count"), Some(&Cell::Count(10)));
-        let h = s.table("histogram_getppid").unwrap();
-        assert_eq!(h.rows.len(), 1);
-        assert_eq!(h.cell(0, "range"), Some(&Cell::Text("[64, 128)".into())));
+        let h = s.table("syscall_histograms").unwrap();
+        assert_eq!(
+            h.columns.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            ["call", "from", "to", "count", "bar"]
+        );
+        // getppid, openat (the unfinished call left out), mmap: a bucket
+        // each; calls that did not return have none.
+        assert_eq!(h.rows.len(), 3, "{:?}", h.rows);
+        assert_eq!(h.cell(0, "call"), Some(&Cell::Text("getppid".into())));
+        assert_eq!(h.cell(0, "from"), Some(&Cell::Ns(64)));
+        assert_eq!(h.cell(0, "to"), Some(&Cell::Ns(128)));
         assert_eq!(h.cell(0, "count"), Some(&Cell::Count(1000)));
+        assert_eq!(h.cell(1, "call"), Some(&Cell::Text("openat".into())));
+        assert_eq!(h.cell(1, "count"), Some(&Cell::Count(10)));
         let by = s.table("by_process").unwrap();
         assert_eq!(by.cell(0, "process"), Some(&Cell::Text("app".into())));
         // Process 20 only.
         let r = t.report(options(vec![20]));
         let calls = r.section("syscalls").unwrap().table("calls").unwrap();
-        assert_eq!(calls.rows.len(), 2);
+        assert_eq!(calls.rows.len(), 4);
     }
 }

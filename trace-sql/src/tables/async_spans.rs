@@ -45,7 +45,7 @@ impl Table for AsyncSpans {
         self.dur.append_value(a.dur);
         self.track.append(&a.track, a.category, a.name, cx);
         self.async_id.append_value(a.id);
-        args::write_json(&mut self.scratch, &a.args, cx, &[]);
+        args::write_json(&mut self.scratch, &a.args, cx, |_| true);
         self.args.append_value(&self.scratch);
         self.unfinished.append_value(a.unfinished);
         self.rows += 1;

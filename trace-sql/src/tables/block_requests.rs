@@ -7,9 +7,10 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event, Value};
+use trace_analysis::kernel::BlockRequest;
+use trace_analysis::{Context, Event};
 
-use super::{Table, args, ns};
+use super::{Table, ns};
 
 /// The category of block requests.
 pub const CATEGORY: &str = "kernel:block";
@@ -60,37 +61,23 @@ impl Table for BlockRequests {
         let Event::Slice(s) = event else {
             return;
         };
-        if cx.strings.get(s.category) != CATEGORY {
+        let Some(r) = BlockRequest::from_slice(s, cx) else {
             return;
-        }
-        let get = |name| args::get(&s.args, cx, name);
-        let text = |name| get(name).and_then(Value::as_str).unwrap_or("");
-        let uint = |name| {
-            get(name)
-                .and_then(Value::as_i64)
-                .and_then(|v| u64::try_from(v).ok())
         };
-        let issuer = uint("issuer");
         self.ts.append_value(s.ts);
         self.latency.append_value(s.dur);
-        self.device.append_value(text("device"));
-        self.dev.append_value(text("dev"));
+        self.device.append_value(r.device);
+        self.dev.append_value(r.dev);
         self.op.append_value(cx.strings.get(s.name));
-        self.rwbs.append_value(text("rwbs"));
-        self.sector.append_option(uint("sector"));
-        self.sectors
-            .append_option(uint("sectors").and_then(|v| u32::try_from(v).ok()));
-        self.bytes.append_option(uint("bytes"));
+        self.rwbs.append_value(r.rwbs);
+        self.sector.append_option(r.sector);
+        self.sectors.append_option(r.sectors);
+        self.bytes.append_option(r.bytes);
         self.issuer_pid
-            .append_option(issuer.and_then(|t| cx.process_of(t)));
-        self.issuer_tid.append_option(issuer);
-        self.error.append_option(
-            get("error")
-                .and_then(Value::as_i64)
-                .and_then(|v| i32::try_from(v).ok()),
-        );
-        self.unfinished
-            .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));
+            .append_option(r.issuer.and_then(|t| cx.process_of(t)));
+        self.issuer_tid.append_option(r.issuer);
+        self.error.append_option(r.error);
+        self.unfinished.append_value(r.unfinished);
         self.rows += 1;
     }
 
@@ -122,6 +109,7 @@ impl Table for BlockRequests {
 mod tests {
     use super::*;
     use crate::tables::testing::{args, build, column, cx, sym, track};
+    use trace_analysis::Value;
     use trace_analysis::event::Slice;
 
     #[test]

@@ -46,7 +46,7 @@ impl Table for Instants {
             Scope::Process => "process",
             Scope::Global => "global",
         });
-        args::write_json(&mut self.scratch, &i.args, cx, &[]);
+        args::write_json(&mut self.scratch, &i.args, cx, |_| true);
         self.args.append_value(&self.scratch);
         self.rows += 1;
     }

@@ -1,4 +1,6 @@
-//! `losses`: records a provider lost, per CPU where the trace says.
+//! `losses`: records a provider lost, per CPU where the trace says; each
+//! row holds only what was lost since the provider's previous loss, so
+//! `sum(events)` is what was lost in all.
 
 use std::sync::Arc;
 
@@ -46,8 +48,8 @@ impl Table for Losses {
         if l.per_cpu.is_empty() {
             row(None, l.events);
         } else {
-            for (cpu, n) in &l.per_cpu {
-                row(Some(*cpu), Some(*n));
+            for d in &l.per_cpu {
+                row(d.cpu, Some(d.events));
             }
         }
     }
@@ -71,7 +73,7 @@ impl Table for Losses {
 mod tests {
     use super::*;
     use crate::tables::testing::{build, column, cx, sym};
-    use trace_analysis::event::Loss;
+    use trace_analysis::event::{Dropped, Loss};
 
     #[test]
     fn per_cpu_rows_or_one() {
@@ -81,8 +83,21 @@ mod tests {
             Event::Loss(Loss {
                 provider: 1,
                 provider_name: kernel,
-                per_cpu: vec![(0, 5), (3, 7)],
-                events: Some(12),
+                per_cpu: vec![
+                    Dropped {
+                        cpu: Some(0),
+                        events: 5,
+                    },
+                    Dropped {
+                        cpu: Some(3),
+                        events: 7,
+                    },
+                    Dropped {
+                        cpu: None,
+                        events: 2,
+                    },
+                ],
+                events: Some(14),
             }),
             Event::Loss(Loss {
                 provider: 2,
@@ -92,10 +107,13 @@ mod tests {
             }),
         ];
         let batch = build(&mut Losses::default(), &cx, &events);
-        assert_eq!(column(&batch, "provider_id"), ["1", "1", "2"]);
-        assert_eq!(column(&batch, "provider"), ["kernel", "kernel", ""]);
-        assert_eq!(column(&batch, "cpu"), ["0", "3", ""]);
-        assert_eq!(column(&batch, "events"), ["5", "7", ""]);
+        assert_eq!(column(&batch, "provider_id"), ["1", "1", "1", "2"]);
+        assert_eq!(
+            column(&batch, "provider"),
+            ["kernel", "kernel", "kernel", ""]
+        );
+        assert_eq!(column(&batch, "cpu"), ["0", "3", "", ""]);
+        assert_eq!(column(&batch, "events"), ["5", "7", "2", ""]);
     }
 
     use trace_analysis::Sym;

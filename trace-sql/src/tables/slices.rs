@@ -70,7 +70,7 @@ impl Table for Slices {
         self.name.append_value(cx.strings.get(s.name));
         self.depth.append_value(s.depth);
         self.parent_id.append_option(s.parent);
-        args::write_json(&mut self.scratch, &s.args, cx, &[]);
+        args::write_json(&mut self.scratch, &s.args, cx, |_| true);
         self.args.append_value(&self.scratch);
         self.unfinished
             .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));

@@ -7,23 +7,14 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
+use trace_analysis::errno;
+use trace_analysis::kernel::{CallEnd, Syscall};
 use trace_analysis::{Context, Event};
 
 use super::{Table, args, ns};
-use trace_analysis::errno;
 
 /// The category of system calls.
 pub const CATEGORY: &str = "kernel:syscall";
-
-/// Arguments that are columns of their own, not call arguments.
-const NOT_CALL_ARGS: &[&str] = &[
-    "nr",
-    "ret",
-    "unfinished",
-    "began_before_recording",
-    "entry_lost",
-    "return_lost",
-];
 
 /// Builds `syscalls`.
 #[derive(Default)]
@@ -76,35 +67,33 @@ impl Table for Syscalls {
         let Event::Slice(s) = event else {
             return;
         };
-        if cx.strings.get(s.category) != CATEGORY {
+        let Some(call) = Syscall::from_slice(s, cx) else {
             return;
-        }
-        let int = |name| args::get(&s.args, cx, name).and_then(|v| v.as_i64());
-        let ret = int("ret");
-        let err = ret.and_then(errno::from_return);
+        };
+        let err = call.errno();
         self.id.append_value(s.id);
         self.ts.append_value(s.ts);
         self.dur.append_value(s.dur);
         self.pid.append_value(s.track.pid);
         self.tid.append_value(s.track.tid);
         self.name.append_value(cx.strings.get(s.name));
-        self.nr.append_option(int("nr"));
-        self.ret.append_option(ret);
+        self.nr.append_option(call.nr);
+        self.ret.append_option(call.ret());
         self.errno.append_option(
             err.map(|e| errno::name(e).map_or_else(|| format!("E{e}"), str::to_owned)),
         );
         self.errno_num
             .append_option(err.and_then(|e| i32::try_from(e).ok()));
-        args::write_json(&mut self.scratch, &s.args, cx, NOT_CALL_ARGS);
+        args::write_json(&mut self.scratch, &s.args, cx, |n| {
+            Syscall::is_call_arg(n, cx)
+        });
         self.args.append_value(&self.scratch);
-        self.unfinished
-            .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));
+        self.unfinished.append_value(call.unfinished());
         self.began_before_recording
-            .append_value(args::flag(&s.args, cx, "began_before_recording"));
-        self.entry_lost
-            .append_value(args::flag(&s.args, cx, "entry_lost"));
+            .append_value(call.began_before_recording);
+        self.entry_lost.append_value(call.entry_lost);
         self.return_lost
-            .append_value(args::flag(&s.args, cx, "return_lost"));
+            .append_value(call.end == CallEnd::ReturnLost);
         self.rows += 1;
     }
 
@@ -182,32 +171,58 @@ mod tests {
                 ("began_before_recording", Value::Bool(true)),
             ],
         );
+        let exit_group = sym(&mut cx, "exit_group");
+        let exited = args(
+            &mut cx,
+            &[("nr", Value::Int(231)), ("status", Value::Int(0))],
+        );
+        let lost = args(
+            &mut cx,
+            &[("nr", Value::Int(0)), ("return_lost", Value::Bool(true))],
+        );
         let events = [
             call(1, sc, openat, failed),
             call(2, app, read, Vec::new()),
             call(3, sc, read, ok),
             call(4, sc, read, running),
             call(5, sc, read, early),
+            call(6, sc, exit_group, exited),
+            call(7, sc, read, lost),
         ];
         let batch = build(&mut Syscalls::default(), &cx, &events);
-        assert_eq!(column(&batch, "id"), ["1", "3", "4", "5"]);
-        assert_eq!(column(&batch, "name"), ["openat", "read", "read", "read"]);
-        assert_eq!(column(&batch, "nr"), ["257", "0", "0", "0"]);
-        assert_eq!(column(&batch, "ret"), ["-2", "5", "", "0"]);
-        assert_eq!(column(&batch, "errno"), ["ENOENT", "", "", ""]);
-        assert_eq!(column(&batch, "errno_num"), ["2", "", "", ""]);
+        assert_eq!(column(&batch, "id"), ["1", "3", "4", "5", "6", "7"]);
+        assert_eq!(
+            column(&batch, "name"),
+            ["openat", "read", "read", "read", "exit_group", "read"]
+        );
+        assert_eq!(column(&batch, "nr"), ["257", "0", "0", "0", "231", "0"]);
+        assert_eq!(column(&batch, "ret"), ["-2", "5", "", "0", "", ""]);
+        assert_eq!(column(&batch, "errno"), ["ENOENT", "", "", "", "", ""]);
+        assert_eq!(column(&batch, "errno_num"), ["2", "", "", "", "", ""]);
         assert_eq!(
             column(&batch, "args"),
-            ["{\"dfd\":-100,\"filename\":\"/missing\"}", "{}", "{}", "{}"]
+            [
+                "{\"dfd\":-100,\"filename\":\"/missing\"}",
+                "{}",
+                "{}",
+                "{}",
+                "{\"status\":0}",
+                "{}"
+            ]
         );
+        // A call its thread exited in is neither unfinished nor lost.
         assert_eq!(
             column(&batch, "unfinished"),
-            ["false", "false", "true", "false"]
+            ["false", "false", "true", "false", "false", "false"]
+        );
+        assert_eq!(
+            column(&batch, "return_lost"),
+            ["false", "false", "false", "false", "false", "true"]
         );
         assert_eq!(
             column(&batch, "began_before_recording"),
-            ["false", "false", "false", "true"]
+            ["false", "false", "false", "true", "false", "false"]
         );
-        assert_eq!(column(&batch, "pid"), ["7", "7", "7", "7"]);
+        assert_eq!(column(&batch, "pid"), ["7"; 6]);
     }
 }
