@@ -19,7 +19,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::metadata::KeyValue;
-use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use trace_analysis::ReadStats;
 
 use crate::SqlError;
@@ -29,7 +29,7 @@ use crate::writer::{BATCH_ROWS, BatchConsumer, stream_trace};
 /// Rows of a row group, at most.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
 /// Encoded bytes of a row group, about, at most.
-pub const ROW_GROUP_BYTES: usize = 32 << 20;
+pub const ROW_GROUP_BYTES: usize = 16 << 20;
 
 /// What an export wrote.
 #[derive(Debug)]
@@ -74,6 +74,10 @@ impl ParquetExport {
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+            // Statistics per column chunk, not per page: a page index of
+            // every page's minimum and maximum stays in memory until the
+            // file is closed, and grew with the trace.
+            .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_key_value_metadata(Some(vec![
                 KeyValue::new("trace_id".into(), info.trace_id.clone()),
                 KeyValue::new("host".into(), info.host.clone()),

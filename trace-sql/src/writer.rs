@@ -15,7 +15,7 @@ use crate::SqlError;
 use crate::tables::{self, Table, TraceInfo, take_batch};
 
 /// Rows a table holds before they are handed on as a batch.
-pub const BATCH_ROWS: usize = 65_536;
+pub const BATCH_ROWS: usize = 16_384;
 
 /// Receives the batches of every table of one trace.
 pub trait BatchConsumer {
