@@ -142,6 +142,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             Column::new("migrations", "migrations", Kind::Count),
             Column::new("off_cpu", "off CPU (blocked)", Kind::Duration),
             Column::new("runnable", "runnable wait", Kind::Duration),
+            Column::new("traced", "traced", Kind::Text),
         ],
     )
     .diffed(
@@ -162,6 +163,7 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             Cell::Count(t.migrations),
             Cell::Ns(t.blocked),
             Cell::Ns(t.runnable),
+            Cell::Text(if t.incomplete { "partly" } else { "" }.into()),
         ]);
     }
     table.truncate(end.top);
@@ -169,8 +171,14 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     section.tables.push(table);
     if s.inferred > 0 {
         section.notes.push(format!(
-            "{} of the {} switches were inferred by the recorder (a switch it did not see): their intervals are right, their voluntary or involuntary kind is not known and not counted.",
+            "{} of the {} switches were inferred by the recorder (a switch it did not see): their voluntary or involuntary kind is not known and not counted.",
             s.inferred, s.switches
+        ));
+    }
+    let partly = s.incomplete();
+    if partly > 0 {
+        section.notes.push(format!(
+            "{partly} threads were traced partly (traced: partly; the recording followed some processes only, or lost events): some of their switches are missing, so their time on CPU runs to the next recorded switch of their CPU and may be too long, and their times off CPU may be too short."
         ));
     }
     if s.backwards > 0 {

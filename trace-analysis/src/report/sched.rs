@@ -303,10 +303,13 @@ impl Sched {
                 c.busy = c.busy.saturating_add(d);
             }
         }
-        // Both sides of a switch the recorder did not see, and of a gap in
-        // a CPU's switches, ran or stopped running unrecorded; but a
-        // thread's last switch, after it exited, can go unrecorded in a
-        // complete trace.
+        // The outgoing side of a switch the recorder did not see, and both
+        // sides of a gap in a CPU's switches, ran or stopped running
+        // unrecorded; but a thread's last switch, after it exited, can go
+        // unrecorded in a complete trace. The incoming side of an inferred
+        // switch is a thread seen running (its own event made the recorder
+        // infer the switch): only its switch in is late, so the latency of
+        // that one wake-up is not known, and is left out below.
         if s.inferred || lost.is_some() {
             if let Some((pid, tid)) = lost {
                 self.incomplete_thread(pid, tid, cx, f);
@@ -315,7 +318,9 @@ impl Sched {
             if !exited {
                 self.incomplete_thread(s.prev_pid, s.prev_tid, cx, f);
             }
-            self.incomplete_thread(s.next_pid, s.next_tid, cx, f);
+            if lost.is_some() {
+                self.incomplete_thread(s.next_pid, s.next_tid, cx, f);
+            }
         }
         // The thread switched out.
         if let Some(t) = self.thread(s.prev_pid, s.prev_tid, cx, f) {
@@ -366,6 +371,7 @@ impl Sched {
             if let Some((woken, _)) = t.woken.take()
                 && ts >= woken
                 && in_window
+                && !s.inferred
             {
                 let latency = ts - woken;
                 t.latency.record(latency);
@@ -561,6 +567,25 @@ mod tests {
         assert_eq!(s.worst().len(), 1);
         // Nor is it blocked from its exit to the trace's end.
         assert_eq!(s.threads[&11].blocked, 40);
+        // A thread no tracepoint fires in (40) runs between two of a
+        // followed thread's runs: the recorder infers 40's switch out when
+        // 11 is seen running. 11 stays traced; only the latency of that
+        // wake-up, whose switch in came late, is left out.
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "a");
+        t.switch(0, 0, 0, 3, 11)
+            .switch(10, 0, 11, 3, 40)
+            .wakeup(20, 1, 11)
+            .inferred_switch(90, 0, 40, 11)
+            .switch(100, 0, 11, 3, 0)
+            .wakeup(200, 1, 11)
+            .switch(230, 0, 0, 3, 11);
+        let (s, _) = t.sched();
+        assert!(!s.threads[&11].incomplete);
+        assert!(s.threads[&40].incomplete);
+        assert_eq!(s.threads[&11].latency.count, 1);
+        let worst: Vec<(u64, u64)> = s.worst().iter().map(|w| (w.tid, w.latency)).collect();
+        assert_eq!(worst, vec![(11, 30)]);
     }
 
     #[test]
