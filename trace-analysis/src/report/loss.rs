@@ -177,7 +177,7 @@ impl Loss {
         }
         if self.inferred_switches > 0 {
             said.push(format!(
-                "{} context switches were not seen but inferred from what ran next: on-CPU times stay right, but those switches' voluntary or involuntary kind is unknown.",
+                "{} context switches were not seen but inferred from what ran next: those switches' voluntary or involuntary kind is unknown, and the threads they switched out were traced partly (see the CPU section).",
                 self.inferred_switches
             ));
         }
