@@ -100,8 +100,10 @@ pub struct Slice {
     pub parent: Option<u64>,
     /// Arguments (of the begin and the end, for a begin/end pair).
     pub args: Args,
-    /// The begin had no end before the trace ended; `dur` runs to the
-    /// trace's last timestamp.
+    /// Still running when the recording ended: a begin with no end before
+    /// the trace's end (`dur` runs to its last timestamp), or a complete
+    /// event its writer marked `unfinished` (the recorder's calls,
+    /// interrupts, probes and block requests in progress at the stop).
     pub unfinished: bool,
 }
 

@@ -19,7 +19,7 @@ pub(crate) struct KernelSyms {
     block: Sym,
     nr: Sym,
     ret: Sym,
-    unfinished: Sym,
+    pub(crate) unfinished: Sym,
     began_before_recording: Sym,
     entry_lost: Sym,
     return_lost: Sym,

@@ -123,7 +123,8 @@ impl Nesting {
         self.finish(slice, out);
     }
 
-    /// A complete event on `track`.
+    /// A complete event on `track`; `unfinished` when its writer says the
+    /// span was still running when the recording ended.
     #[allow(clippy::too_many_arguments)]
     pub fn complete(
         &mut self,
@@ -133,6 +134,7 @@ impl Nesting {
         category: Sym,
         name: Sym,
         args: Args,
+        unfinished: bool,
         out: &mut impl FnMut(Slice),
     ) {
         let id = self.id();
@@ -146,7 +148,7 @@ impl Nesting {
             depth: 0,
             parent: None,
             args,
-            unfinished: false,
+            unfinished,
         };
         self.finish(slice, out);
     }
@@ -284,11 +286,11 @@ mod tests {
         let mut push = |s: Slice| out.push(s);
         let s = Sym::EMPTY;
         // outer [0,100] holds a [10,20] and b [30,60] which holds c [40,50].
-        n.complete(track(1), 10, 20, s, s, vec![], &mut push);
-        n.complete(track(1), 40, 50, s, s, vec![], &mut push);
-        n.complete(track(1), 30, 60, s, s, vec![], &mut push);
-        n.complete(track(1), 0, 100, s, s, vec![], &mut push);
-        n.complete(track(1), 200, 300, s, s, vec![], &mut push);
+        n.complete(track(1), 10, 20, s, s, vec![], false, &mut push);
+        n.complete(track(1), 40, 50, s, s, vec![], false, &mut push);
+        n.complete(track(1), 30, 60, s, s, vec![], false, &mut push);
+        n.complete(track(1), 0, 100, s, s, vec![], false, &mut push);
+        n.complete(track(1), 200, 300, s, s, vec![], false, &mut push);
         n.finish_all(1000, &mut push);
         let ids: HashMap<u64, u64> = out.iter().map(|s| (s.ts, s.id)).collect();
         assert_eq!(
@@ -311,10 +313,10 @@ mod tests {
         let s = Sym::EMPTY;
         n.begin(track(1), 0, s, s, vec![], &mut push);
         n.begin(track(1), 5, s, s, vec![], &mut push);
-        n.complete(track(1), 6, 7, s, s, vec![], &mut push);
+        n.complete(track(1), 6, 7, s, s, vec![], false, &mut push);
         n.end(track(1), 10, vec![], &mut push);
         n.end(track(2), 11, vec![], &mut push);
-        n.complete(track(1), 20, 30, s, s, vec![], &mut push);
+        n.complete(track(1), 20, 30, s, s, vec![], false, &mut push);
         n.finish_all(50, &mut push);
         assert_eq!(n.unmatched_ends, 1);
         let outer = out.iter().find(|s| s.ts == 0).unwrap();
@@ -337,6 +339,7 @@ mod tests {
                 Sym::EMPTY,
                 Sym::EMPTY,
                 vec![],
+                false,
                 &mut push,
             );
         }

@@ -710,8 +710,12 @@ impl TraceReader {
                 let end = self.state.ticks_to_ns(end_ts).max(ts);
                 let s = &mut self.stats;
                 s.last_ts = Some(s.last_ts.map_or(end, |l| l.max(end)));
+                // The recorder marks a span still running at the stop.
+                let unfinished = args
+                    .iter()
+                    .any(|(n, v)| *n == self.cx.kernel.unfinished && v.is_true());
                 self.nesting
-                    .complete(track, ts, end, category, name, args, &mut emit)
+                    .complete(track, ts, end, category, name, args, unfinished, &mut emit)
             }
             EventKind::AsyncBegin { id } => {
                 if self.open_async.len() >= MAX_OPEN_ASYNC {

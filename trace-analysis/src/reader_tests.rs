@@ -246,6 +246,35 @@ fn reads_across_chunk_boundaries() {
 }
 
 #[test]
+fn a_complete_event_marked_unfinished_is_unfinished() {
+    let data = trace(&[
+        event(
+            1,
+            1,
+            "read",
+            EventKind::DurationComplete { end_ts: 9 },
+            vec![Arg::new("unfinished", ArgValue::Bool(true))],
+        ),
+        event(
+            10,
+            1,
+            "write",
+            EventKind::DurationComplete { end_ts: 12 },
+            vec![],
+        ),
+    ]);
+    let (events, cx) = read(&data);
+    let flags: Vec<(&str, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Slice(s) => Some((cx.strings.get(s.name), s.unfinished)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(flags, vec![("read", true), ("write", false)]);
+}
+
+#[test]
 fn not_fxt_is_an_error() {
     let r = read_trace(
         &b"hello world, not a trace"[..],

@@ -65,17 +65,6 @@ fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Whether the Bool argument `name` is true.
-pub fn flag(args: &Args, cx: &Context, name: &str) -> bool {
-    get(args, cx, name).is_some_and(Value::is_true)
-}
-
-/// The argument named `name`.
-pub fn get<'a>(args: &'a Args, cx: &Context, name: &str) -> Option<&'a Value> {
-    let sym = cx.strings.lookup(name)?;
-    trace_analysis::event::arg(args, sym)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,8 +103,5 @@ mod tests {
         assert!(out.starts_with("{\"i\":-3,\"u\":"));
         write_json(&mut out, &Vec::new(), &cx, |_| true);
         assert_eq!(out, "{}");
-        assert!(flag(&args, &cx, "b"));
-        assert!(!flag(&args, &cx, "i"));
-        assert!(!flag(&args, &cx, "absent"));
     }
 }

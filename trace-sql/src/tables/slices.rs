@@ -72,8 +72,7 @@ impl Table for Slices {
         self.parent_id.append_option(s.parent);
         args::write_json(&mut self.scratch, &s.args, cx, |_| true);
         self.args.append_value(&self.scratch);
-        self.unfinished
-            .append_value(s.unfinished || args::flag(&s.args, cx, "unfinished"));
+        self.unfinished.append_value(s.unfinished);
         self.rows += 1;
     }
 
@@ -116,7 +115,7 @@ mod tests {
             sym(&mut cx, "outer"),
             sym(&mut cx, "inner"),
         );
-        let slice = |id, ts, dur, name, depth, parent, args| {
+        let slice = |id, ts, dur, name, depth, parent, args, unfinished| {
             Event::Slice(Slice {
                 id,
                 ts,
@@ -127,15 +126,16 @@ mod tests {
                 depth,
                 parent,
                 args,
-                unfinished: false,
+                unfinished,
             })
         };
         let a = args(&mut cx, &[("seq", Value::Uint(7))]);
         let open = args(&mut cx, &[("unfinished", Value::Bool(true))]);
         let events = [
-            slice(2, 110, 20, inner, 1, Some(1), a),
-            slice(1, 100, 50, outer, 0, None, Vec::new()),
-            slice(3, 200, 5, outer, 0, None, open),
+            slice(2, 110, 20, inner, 1, Some(1), a, false),
+            slice(1, 100, 50, outer, 0, None, Vec::new(), false),
+            // The reader marks a slice its writer said is `unfinished`.
+            slice(3, 200, 5, outer, 0, None, open, true),
             Event::Process {
                 pid: 10,
                 name: outer,
@@ -155,7 +155,7 @@ mod tests {
             column(&batch, "args"),
             ["{\"seq\":7}", "{}", "{\"unfinished\":true}"]
         );
-        // A complete slice the writer marked unfinished is unfinished.
+        // An unfinished slice is marked.
         assert_eq!(column(&batch, "unfinished"), ["false", "false", "true"]);
     }
 }
