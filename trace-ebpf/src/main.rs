@@ -50,11 +50,13 @@
 //! submitting ring-buffer entries, counting losses), `record` (the copied
 //! tracepoint record and its fields), `follow` (the pid filter) and `task`
 //! (the BTF programs' direct loads). `tracepoint` holds the one program
-//! attached to every tracepoint selected by name (`-e`).
+//! attached to every tracepoint selected by name (`-e`). `floor` holds
+//! empty programs on the hot paths' hooks, for the benchmarks.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 mod block;
+mod floor;
 mod follow;
 mod irq;
 mod maps;

@@ -1,8 +1,18 @@
-//! `kernel:syscall`: system call entries and returns, from the classic
-//! tracepoints and from their BTF variants; never for the recorder's own
-//! process.
+//! `kernel:syscall`: system calls, from the classic tracepoints and from
+//! their BTF variants; never for the recorder's own process.
+//!
+//! With [`PAIR_SYSCALLS`] (the default) an entry is not written at once: it
+//! waits in this CPU's [`PENDING_SYSCALLS`] slot, and the return writes the
+//! whole call as one [`SyscallEvent`] — one ring-buffer reservation per call
+//! instead of two. The slot can only hold the entry of the task running on
+//! the CPU: when that task is switched out inside the call (it blocks, is
+//! preempted, or exits in `exit`), `syscall_switch` writes the entry on its
+//! own, and the return, wherever it happens, is written as a
+//! [`SysExitEvent`]. Entries still waiting when the recording stops are read
+//! from the map by userspace.
 
-use core::mem::MaybeUninit;
+use core::mem::{MaybeUninit, size_of};
+use core::ptr;
 
 use aya_ebpf::{
     EbpfContext as _,
@@ -12,13 +22,14 @@ use aya_ebpf::{
 };
 use trace_common::kernel::stack::SOURCE_SYSCALL;
 use trace_common::kernel::{
-    EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, SYSCALL_ARGS, SysEnterEvent,
-    SysExitEvent,
+    EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, PAIR_SYSCALLS, PendingSyscall,
+    SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent,
 };
 
 use crate::follow::wanted;
+use crate::maps::PENDING_SYSCALLS;
 use crate::record::Record;
-use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
+use crate::ring::{header_of, layout, now, output, reserve, wakeup_flags};
 use crate::stack::probe_stack;
 use crate::task::field;
 
@@ -39,6 +50,130 @@ pub(crate) fn syscall_start() -> Option<(u64, &'static KernelLayout, u64)> {
     syscall_wanted(layout, pid_tgid).then_some((ts, layout, pid_tgid))
 }
 
+/// Writes the entry waiting in `slot` on its own, if one is, and empties
+/// the slot.
+///
+/// # Safety
+///
+/// `slot` must point at this CPU's [`PENDING_SYSCALLS`] value.
+#[inline(always)]
+unsafe fn flush(slot: *mut PendingSyscall, layout: &KernelLayout) {
+    // SAFETY: the caller vouches for `slot`; the programs that use it
+    // (system call entry and return, the switch) never run nested on one
+    // CPU: none of them runs in interrupt context.
+    unsafe {
+        if (*slot).live != 0 {
+            (*slot).live = 0;
+            output(
+                ptr::addr_of!((*slot).entry).cast(),
+                size_of::<SysEnterEvent>(),
+                wakeup_flags(layout),
+            );
+        }
+    }
+}
+
+/// A system call entry: kept in this CPU's slot with [`PAIR_SYSCALLS`],
+/// else written at once.
+#[inline(always)]
+fn enter(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, args: &[u64; SYSCALL_ARGS]) {
+    if layout.filter & PAIR_SYSCALLS != 0
+        && let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0)
+    {
+        // SAFETY: `slot` is this CPU's value; see `flush`. An entry still
+        // waiting belongs to a call whose return was not seen (its program
+        // was skipped); it is written before being replaced.
+        unsafe {
+            flush(slot, layout);
+            (*slot).entry.header = header_of(EventKind::SysEnter, ts, pid_tgid);
+            (*slot).entry.id = id;
+            (*slot).entry.args = *args;
+            (*slot).live = 1;
+        }
+        return;
+    }
+    let Some(mut entry) = reserve::<SysEnterEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysEnterEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
+        (*e).id = id;
+        (*e).args = *args;
+    }
+    entry.submit(wakeup_flags(layout));
+}
+
+/// A system call return: the whole call as one event when its entry waits
+/// in this CPU's slot, else the return alone.
+#[inline(always)]
+fn exit(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, ret: i64) {
+    if layout.filter & PAIR_SYSCALLS != 0
+        && let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0)
+    {
+        // SAFETY: `slot` is this CPU's value; see `flush`.
+        unsafe {
+            // `rt_sigreturn` returns with the number -1 (the registers it
+            // restored say "no system call"): its entry and return go out
+            // as two events, as they say different things.
+            if (*slot).live != 0
+                && (*slot).entry.header.tid == pid_tgid as u32
+                && (*slot).entry.id == id
+            {
+                (*slot).live = 0;
+                let Some(mut entry) = reserve::<SyscallEvent>() else {
+                    return;
+                };
+                let e = MaybeUninit::as_mut_ptr(&mut entry);
+                // Every field is written before the entry is submitted.
+                (*e).header = header_of(EventKind::Syscall, ts, pid_tgid);
+                (*e).enter_ts = (*slot).entry.header.ts;
+                (*e).id = (*slot).entry.id;
+                (*e).ret = ret;
+                (*e).args = (*slot).entry.args;
+                entry.submit(wakeup_flags(layout));
+                return;
+            }
+            // Another task's entry (a switch that was not seen), or another
+            // call's: on its own.
+            flush(slot, layout);
+        }
+    }
+    let Some(mut entry) = reserve::<SysExitEvent>() else {
+        return;
+    };
+    let e = MaybeUninit::as_mut_ptr(&mut entry);
+    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
+    // size_of::<SysExitEvent>() bytes; every field is written before the
+    // entry is submitted.
+    unsafe {
+        (*e).header = header_of(EventKind::SysExit, ts, pid_tgid);
+        (*e).id = id;
+        (*e).ret = ret;
+    }
+    entry.submit(wakeup_flags(layout));
+}
+
+/// A task is switched out: the entry it left waiting goes out on its own.
+#[inline(always)]
+fn switched_out() {
+    let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: `slot` is this CPU's value; see `flush`. The entry was
+    // stamped while the layout was filled in, so it is there now.
+    unsafe {
+        if (*slot).live != 0
+            && let Some(layout) = crate::maps::LAYOUT.get(0)
+        {
+            flush(slot, layout);
+        }
+    }
+}
+
 /// `raw_syscalls:sys_enter`.
 #[tracepoint]
 pub fn sys_enter(ctx: TracePointContext) -> u32 {
@@ -49,31 +184,19 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    let Some(mut entry) = reserve::<SysEnterEvent>() else {
-        return 0;
-    };
-    let id;
-    let e = MaybeUninit::as_mut_ptr(&mut entry);
-    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
-    // size_of::<SysEnterEvent>() bytes; every field is written before the
-    // entry is submitted. Each argument word read lies inside the `args`
-    // field (checked against its size), 8-aligned in the scratch copy
-    // (userspace accepts the field only at a multiple of 8).
-    unsafe {
-        (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
-        id = r.int(&l.id);
-        (*e).id = id;
-        let present = l.args.is_present();
-        let words = (l.args.size / 8) as usize;
-        for i in 0..SYSCALL_ARGS {
-            (*e).args[i] = if present && i < words {
-                r.at(l.args.offset + (i as u16) * 8).cast::<u64>().read()
-            } else {
-                0
-            };
+    let mut args = [0u64; SYSCALL_ARGS];
+    let present = l.args.is_present();
+    let words = (l.args.size / 8) as usize;
+    for (i, arg) in args.iter_mut().enumerate() {
+        if present && i < words {
+            // SAFETY: each argument word read lies inside the `args` field
+            // (checked against its size), 8-aligned in the scratch copy
+            // (userspace accepts the field only at a multiple of 8).
+            *arg = unsafe { r.at(l.args.offset + (i as u16) * 8).cast::<u64>().read() };
         }
     }
-    r.submit(layout, entry);
+    let id = r.int(&l.id);
+    enter(layout, ts, pid_tgid, id, &args);
     probe_stack(
         ctx.as_ptr(),
         layout,
@@ -96,19 +219,14 @@ pub fn sys_exit(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    let Some(mut entry) = reserve::<SysExitEvent>() else {
-        return 0;
-    };
-    let e = MaybeUninit::as_mut_ptr(&mut entry);
-    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
-    // size_of::<SysExitEvent>() bytes; every field is written before the
-    // entry is submitted.
-    unsafe {
-        (*e).header = header_of(EventKind::SysExit, ts, pid_tgid);
-        (*e).id = r.int(&l.id);
-        (*e).ret = r.int(&l.ret);
-    }
-    r.submit(layout, entry);
+    exit(layout, ts, pid_tgid, r.int(&l.id), r.int(&l.ret));
+    0
+}
+
+/// `sched:sched_switch`, for the system call entries waiting on this CPU.
+#[tracepoint]
+pub fn syscall_switch(_ctx: TracePointContext) -> u32 {
+    switched_out();
     0
 }
 
@@ -120,25 +238,19 @@ pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
     };
     let regs: *const u8 = ctx.arg(0);
     let id: i64 = ctx.arg(1);
-    let Some(mut entry) = reserve::<SysEnterEvent>() else {
-        return 0;
+    // SAFETY: `regs` is the tracepoint's register argument, read at the
+    // patched offsets of the argument registers.
+    let args = unsafe {
+        [
+            field(regs, MARK_REGS_ARGS[0]),
+            field(regs, MARK_REGS_ARGS[1]),
+            field(regs, MARK_REGS_ARGS[2]),
+            field(regs, MARK_REGS_ARGS[3]),
+            field(regs, MARK_REGS_ARGS[4]),
+            field(regs, MARK_REGS_ARGS[5]),
+        ]
     };
-    let e = MaybeUninit::as_mut_ptr(&mut entry);
-    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
-    // size_of::<SysEnterEvent>() bytes; every field is written before the
-    // entry is submitted. `regs` is the tracepoint's register argument,
-    // read at the patched offsets of the argument registers.
-    unsafe {
-        (*e).header = header_of(EventKind::SysEnter, ts, pid_tgid);
-        (*e).id = id;
-        (*e).args[0] = field(regs, MARK_REGS_ARGS[0]);
-        (*e).args[1] = field(regs, MARK_REGS_ARGS[1]);
-        (*e).args[2] = field(regs, MARK_REGS_ARGS[2]);
-        (*e).args[3] = field(regs, MARK_REGS_ARGS[3]);
-        (*e).args[4] = field(regs, MARK_REGS_ARGS[4]);
-        (*e).args[5] = field(regs, MARK_REGS_ARGS[5]);
-    }
-    entry.submit(wakeup_flags(layout));
+    enter(layout, ts, pid_tgid, id, &args);
     probe_stack(
         ctx.as_ptr(),
         layout,
@@ -159,19 +271,16 @@ pub fn sys_exit_btf(ctx: BtfTracePointContext) -> i32 {
     };
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
-    let Some(mut entry) = reserve::<SysExitEvent>() else {
-        return 0;
-    };
-    let e = MaybeUninit::as_mut_ptr(&mut entry);
-    // SAFETY: `e` points at a reserved, writable ring-buffer entry of
-    // size_of::<SysExitEvent>() bytes; every field is written before the
-    // entry is submitted. `regs` is read at the patched offset of the
-    // system call number.
-    unsafe {
-        (*e).header = header_of(EventKind::SysExit, ts, pid_tgid);
-        (*e).id = i64::from(field::<i32>(regs, MARK_REGS_NR));
-        (*e).ret = ret;
-    }
-    entry.submit(wakeup_flags(layout));
+    // SAFETY: `regs` is read at the patched offset of the system call number.
+    let id = i64::from(unsafe { field::<i32>(regs, MARK_REGS_NR) });
+    exit(layout, ts, pid_tgid, id, ret);
+    0
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, ...)`, for the
+/// system call entries waiting on this CPU.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn syscall_switch_btf(_ctx: BtfTracePointContext) -> i32 {
+    switched_out();
     0
 }

@@ -320,6 +320,7 @@ impl<W: Write> Session<W> {
             usdt: self.config.usdt.clone(),
             tracepoints: Arc::clone(&self.config.tracepoints),
             classic_tracepoints: false,
+            separate_syscall_events: false,
             stacks: self.config.stacks.clone(),
         })?;
         self.kernel = Some(kernel);

@@ -102,8 +102,12 @@ pub struct KernelWorkload {
     unit: &'static str,
     /// What `trace-cli record` is told to record (`-c CATEGORY`, or `-e`).
     trace_cli: &'static [&'static str],
-    /// `perf record -e` events.
-    perf_events: [&'static str; 2],
+    /// The tracepoints the peers record (`perf record -e`, `trace-cmd
+    /// record -e`, bpftrace's probes).
+    tracepoints: &'static [&'static str],
+    /// The hooks trace-cli's programs use, for the floor
+    /// (`trace_manager::kernel::floor`); none: no floor row.
+    floor: &'static [&'static str],
 }
 
 impl KernelWorkload {
@@ -112,9 +116,14 @@ impl KernelWorkload {
         KernelWorkload {
             bench: ["sched", "pipe"],
             loops,
-            unit: "pipe round trips",
+            unit: "pipe round trip",
             trace_cli: &["-c", "kernel:sched"],
-            perf_events: ["sched:sched_switch", "sched:sched_wakeup"],
+            tracepoints: &[
+                "sched:sched_switch",
+                "sched:sched_wakeup",
+                "sched:sched_wakeup_new",
+            ],
+            floor: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
         }
     }
 
@@ -123,9 +132,10 @@ impl KernelWorkload {
         KernelWorkload {
             bench: ["syscall", "basic"],
             loops,
-            unit: "getppid calls",
+            unit: "getppid call",
             trace_cli: &["-c", "kernel:syscall"],
-            perf_events: ["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
+            tracepoints: &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
+            floor: &["sys_enter", "sys_exit", "sched_switch"],
         }
     }
 
@@ -141,6 +151,7 @@ impl KernelWorkload {
                 "-e",
                 "raw_syscalls:sys_exit",
             ],
+            floor: &[],
             ..Self::getppid(loops)
         }
     }
@@ -165,69 +176,211 @@ pub fn provider_bench(iterations: u64) -> Result<()> {
     .with_context(|| format!("running the provider benchmark {}", bin.display()))
 }
 
-/// Runs the benchmark: `rounds` interleaved rounds of workload `w`; with
-/// `baseline` (another `trace-cli` binary, e.g. built from an earlier
-/// commit), that one too, in the same rounds.
+/// The tracers of a kernel benchmark, in the order each round runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tracer {
+    /// The workload alone.
+    None,
+    /// Empty programs on trace-cli's hooks.
+    Floor,
+    /// `trace-cli record -a`.
+    TraceCli,
+    /// Another trace-cli binary.
+    Baseline,
+    /// `trace-cmd record`: ftrace's own ring buffer.
+    TraceCmd,
+    /// bpftrace counting the events per probe in a map.
+    Bpftrace,
+    /// `perf record -a`.
+    Perf,
+}
+
+impl Tracer {
+    fn name(self) -> &'static str {
+        match self {
+            Tracer::None => "none",
+            Tracer::Floor => "floor",
+            Tracer::TraceCli => "trace-cli",
+            Tracer::Baseline => "baseline",
+            Tracer::TraceCmd => "trace-cmd",
+            Tracer::Bpftrace => "bpftrace (count)",
+            Tracer::Perf => "perf record",
+        }
+    }
+}
+
+/// Runs the benchmark: `rounds` interleaved rounds of workload `w` alone,
+/// with the floor, and under trace-cli, trace-cmd, bpftrace (counting) and
+/// perf; with `baseline` (another `trace-cli` binary, e.g. built from an
+/// earlier commit), that one too, in the same rounds. Prints each one's
+/// extra nanoseconds per loop, its ratio to trace-cmd's and its cost above
+/// the floor.
 pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Result<()> {
     if !is_root() {
         bail!("the benchmark loads eBPF programs: run it as root");
     }
-    if which("perf").is_none() {
-        bail!("`perf` is needed for the workload and the baseline: apt-get install linux-perf");
-    }
+    ensure_peers()?;
     run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
     let cli = workspace_root().join("target/release/trace-cli");
+    let floor = if w.floor.is_empty() {
+        None
+    } else {
+        run(cargo().args([
+            "build",
+            "--release",
+            "--package",
+            "trace-manager",
+            "--example",
+            "kernel_floor",
+        ]))?;
+        Some(target_dir().join("release/examples/kernel_floor"))
+    };
     let dir = std::env::temp_dir().join(format!("trace-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
 
-    let mut untraced = Vec::new();
-    let mut traced = Vec::new();
-    let mut before = Vec::new();
-    let mut perf = Vec::new();
+    let mut tracers = vec![Tracer::None];
+    if floor.is_some() {
+        tracers.push(Tracer::Floor);
+    }
+    tracers.push(Tracer::TraceCli);
+    if baseline.is_some() {
+        tracers.push(Tracer::Baseline);
+    }
+    tracers.extend([Tracer::TraceCmd, Tracer::Bpftrace, Tracer::Perf]);
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); tracers.len()];
     for round in 0..rounds {
         eprintln!("bench: round {}/{rounds}", round + 1);
-        untraced.push(run_untraced(&w)?);
-        traced.push(run_trace_cli(&cli, &dir, &w)?);
-        if let Some(old) = baseline {
-            before.push(run_trace_cli(old, &dir, &w)?);
+        for (tracer, samples) in tracers.iter().zip(&mut samples) {
+            let sample = match tracer {
+                Tracer::None => run_untraced(&w)?,
+                Tracer::Floor => run_floor(floor.as_deref().unwrap_or(&cli), &w)?,
+                Tracer::TraceCli => run_trace_cli(&cli, &dir, &w)?,
+                Tracer::Baseline => run_trace_cli(baseline.unwrap_or(&cli), &dir, &w)?,
+                Tracer::TraceCmd => run_trace_cmd(&dir, &w)?,
+                Tracer::Bpftrace => run_bpftrace(&w)?,
+                Tracer::Perf => run_perf(&dir, &w)?,
+            };
+            samples.push(sample);
         }
-        perf.push(run_perf(&dir, &w)?);
     }
     std::fs::remove_dir_all(&dir).ok();
 
-    let base = median(untraced.iter().map(|s| s.seconds));
+    let secs = |t: Tracer| {
+        tracers
+            .iter()
+            .position(|&x| x == t)
+            .map(|i| median(samples[i].iter().map(|s| s.seconds)))
+    };
+    let base = secs(Tracer::None).unwrap_or(0.0);
+    let per_loop = |s: f64| (s - base) * 1e9 / w.loops as f64;
+    let trace_cmd = secs(Tracer::TraceCmd).map(per_loop);
+    let floor_ns = secs(Tracer::Floor).map(per_loop);
     println!(
-        "workload: perf bench {} {} -l {} ({} {}) on CPU 0, tracer on CPU 1, {rounds} rounds, \
-         medians; trace-cli {}, perf record -e {} -e {}",
+        "workload: perf bench {} {} -l {} on CPU 0, tracer on CPU 1, {rounds} rounds, medians; \
+         trace-cli {}; peers record {}",
         w.bench[0],
         w.bench[1],
         w.loops,
-        w.loops,
-        w.unit,
         w.trace_cli.join(" "),
-        w.perf_events[0],
-        w.perf_events[1]
+        w.tracepoints.join(" ")
     );
-    println!("untraced         {:>8.3} s", base);
-    let mut rows = vec![("trace-cli", &traced)];
-    if baseline.is_some() {
-        rows.push(("baseline", &before));
-    }
-    rows.push(("perf record", &perf));
-    for (name, samples) in rows {
+    println!(
+        "{:<17} {:>8} {:>7} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>7}",
+        "tracer",
+        "seconds",
+        "slower",
+        "extra ns",
+        "x trace-",
+        "ns above",
+        "events",
+        "dropped",
+        "ns per",
+        "bytes/"
+    );
+    println!(
+        "{:<17} {:>8} {:>7} {:>9} {:>8} {:>10} {:>9} {:>10} {:>8} {:>7}",
+        "",
+        "",
+        "",
+        format!("/{}", w.unit.split(' ').next_back().unwrap_or("loop")),
+        "cmd",
+        "the floor",
+        "",
+        "",
+        "event",
+        "event"
+    );
+    for (tracer, samples) in tracers.iter().zip(&samples) {
         let secs = median(samples.iter().map(|s| s.seconds));
+        let extra = per_loop(secs);
         let events = median(samples.iter().map(|s| s.events as f64));
         let dropped = median(samples.iter().map(|s| s.dropped as f64));
         let bytes = median(samples.iter().map(|s| s.bytes as f64));
-        let extra_ns = (secs - base) * 1e9 / events.max(1.0);
+        let ratio = trace_cmd
+            .filter(|&t| t > 0.0)
+            .map_or("-".to_owned(), |t| format!("{:.2}", extra / t));
+        let above = floor_ns.map_or("-".to_owned(), |f| format!("{:.0}", extra - f));
+        let (events_s, dropped_s, per_event, per_byte) =
+            if matches!(tracer, Tracer::None | Tracer::Floor) {
+                (
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                )
+            } else {
+                (
+                    format!("{events:.0}"),
+                    format!("{dropped:.0}"),
+                    format!("{:.0}", (secs - base) * 1e9 / events.max(1.0)),
+                    if bytes > 0.0 {
+                        format!("{:.1}", bytes / events.max(1.0))
+                    } else {
+                        "-".to_owned()
+                    },
+                )
+            };
         println!(
-            "{name:<16} {secs:>8.3} s  +{:>5.1}%  {extra_ns:>6.0} ns/event  {events:>9.0} events  \
-             {dropped:>6.0} dropped  {:>5.1} bytes/event",
+            "{:<17} {secs:>8.3} {:>6.1}% {extra:>9.0} {ratio:>8} {above:>10} {events_s:>9} {dropped_s:>10} {per_event:>8} {per_byte:>7}",
+            tracer.name(),
             (secs / base - 1.0) * 100.0,
-            bytes / events.max(1.0)
         );
     }
+    println!(
+        "extra ns per {}: (seconds - none) / loops; x trace-cmd: that over trace-cmd's; above the \
+         floor: over the floor's (empty programs on trace-cli's hooks: {})",
+        w.unit,
+        if w.floor.is_empty() {
+            "none".to_owned()
+        } else {
+            w.floor.join(", ")
+        }
+    );
     Ok(())
+}
+
+/// Installs the peers the kernel benchmarks compare with (Debian's
+/// `linux-perf`, `trace-cmd`, `bpftrace`) when one is missing.
+fn ensure_peers() -> Result<()> {
+    let missing: Vec<&str> = [
+        ("perf", "linux-perf"),
+        ("trace-cmd", "trace-cmd"),
+        ("bpftrace", "bpftrace"),
+    ]
+    .into_iter()
+    .filter(|(program, _)| which(program).is_none())
+    .map(|(_, package)| package)
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("bench: installing {}", missing.join(" "));
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+    .context("installing the benchmark's peers")
 }
 
 fn workload(w: &KernelWorkload) -> Command {
@@ -266,6 +419,148 @@ fn run_untraced(w: &KernelWorkload) -> Result<Sample> {
     })
 }
 
+/// The workload with empty programs on trace-cli's hooks.
+fn run_floor(floor: &Path, w: &KernelWorkload) -> Result<Sample> {
+    let out = Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(floor)
+        .arg(w.floor.join(","))
+        .arg("--")
+        .args(workload_args(w))
+        .output()
+        .context("running the workload with the floor programs")?;
+    if !out.status.success() {
+        bail!(
+            "kernel_floor failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(Sample {
+        seconds: total_time(&String::from_utf8_lossy(&out.stdout))?,
+        ..Default::default()
+    })
+}
+
+/// `trace-cmd record`; it exits 1 at the very end where resetting the
+/// function filter is refused (the data is complete), so its status is not
+/// checked: the workload's own output and the file are.
+fn run_trace_cmd(dir: &Path, w: &KernelWorkload) -> Result<Sample> {
+    let data = dir.join("trace.dat");
+    let mut c = Command::new("taskset");
+    c.args(["-c", "1", "trace-cmd", "record", "-d", "--no-filter"]);
+    for tp in w.tracepoints {
+        c.args(["-e", tp]);
+    }
+    let out = c
+        .arg("-o")
+        .arg(&data)
+        .args(workload_args(w))
+        .output()
+        .context("running trace-cmd record")?;
+    let seconds = total_time(&String::from_utf8_lossy(&out.stdout))
+        .with_context(|| format!("trace-cmd record: {}", String::from_utf8_lossy(&out.stderr)))?;
+    // Count the events: one line each in `trace-cmd report`, after a
+    // `cpus=N` line.
+    let mut report = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(&data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("running trace-cmd report")?;
+    let mut lines = 0u64;
+    if let Some(stdout) = report.stdout.take() {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, stdout);
+        loop {
+            let buf = r.fill_buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            lines += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+            let n = buf.len();
+            r.consume(n);
+        }
+    }
+    report.wait()?;
+    let stat = Command::new("trace-cmd")
+        .args(["report", "--stat", "-i"])
+        .arg(&data)
+        .output()
+        .context("running trace-cmd report --stat")?;
+    let text = String::from_utf8_lossy(&stat.stdout);
+    let dropped = ["overrun:", "dropped events:"]
+        .iter()
+        .map(|key| {
+            text.lines()
+                .filter_map(|l| l.trim_start().strip_prefix(key))
+                .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum();
+    Ok(Sample {
+        seconds,
+        events: lines.saturating_sub(1),
+        dropped,
+        bytes: std::fs::metadata(&data)?.len(),
+    })
+}
+
+/// bpftrace counting the events per probe (a map update each, nothing
+/// else kept).
+fn run_bpftrace(w: &KernelWorkload) -> Result<Sample> {
+    let script: String = w
+        .tracepoints
+        .iter()
+        .map(|tp| format!("tracepoint:{tp} {{ @[probe] = count(); }} "))
+        .collect();
+    // bpftrace wants the command's binaries by full path.
+    let command: Vec<String> = workload_args(w)
+        .into_iter()
+        .map(|a| match a.as_str() {
+            "taskset" | "perf" => which(&a).map_or(a, |p| p.display().to_string()),
+            _ => a,
+        })
+        .collect();
+    let out = Command::new("taskset")
+        .args(["-c", "1", "bpftrace", "-e", &script, "-c"])
+        .arg(command.join(" "))
+        .output()
+        .context("running bpftrace")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "bpftrace failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // `@[tracepoint:group:name]: N` per probe.
+    let events = stdout
+        .lines()
+        .filter(|l| l.starts_with("@["))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    let lost = stdout
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stderr).lines())
+        .filter_map(|l| {
+            l.split_once(" events lost").map(|(n, _)| {
+                n.split_whitespace()
+                    .next_back()
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+        })
+        .flatten()
+        .sum();
+    Ok(Sample {
+        seconds: total_time(&stdout)?,
+        events,
+        dropped: lost,
+        bytes: 0,
+    })
+}
+
 fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     let file = dir.join("bench.fxt");
     // Every process (`-a`), as `perf record -a`.
@@ -295,10 +590,8 @@ fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
 fn run_perf(dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     let data = dir.join("perf.data");
     let out = Command::new("taskset")
-        .args(["-c", "1", "perf", "record", "-q", "-a", "-e"])
-        .arg(w.perf_events[0])
-        .arg("-e")
-        .arg(w.perf_events[1])
+        .args(["-c", "1", "perf", "record", "-q", "-a"])
+        .args(w.tracepoints.iter().flat_map(|tp| ["-e", tp]))
         .arg("-o")
         .arg(&data)
         .arg("--")

@@ -198,6 +198,9 @@ event_kinds! {
     Uprobe = 18 => UprobeEvent,
     /// A USDT probe site fired.
     Usdt = 19 => UsdtEvent,
+    /// A whole system call: entry and return in one event, written at the
+    /// return when the call ran on one CPU without being switched out.
+    Syscall = 22 => SyscallEvent,
 }
 
 /// The header every event starts with.
@@ -338,7 +341,7 @@ pub struct TaskRenameEvent {
 
 /// `raw_syscalls:sys_enter`: the current task entered a system call.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SysEnterEvent {
     /// Common header; `tid`/`tgid` are the caller's.
     pub header: EventHeader,
@@ -358,6 +361,53 @@ pub struct SysExitEvent {
     pub id: i64,
     /// Return value: a negative errno on failure.
     pub ret: i64,
+}
+
+/// A system call from entry to return, in one event: what a
+/// [`SysEnterEvent`] at `enter_ts` followed by a [`SysExitEvent`] at
+/// `header.ts` would say. The programs keep the entry on its CPU and write
+/// this at the return when the caller ran on that CPU throughout; a call
+/// whose caller was switched out in between comes as the two events.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallEvent {
+    /// Common header, stamped at the return; `tid`/`tgid` are the caller's.
+    pub header: EventHeader,
+    /// When the call was entered (CLOCK_BOOTTIME ns).
+    pub enter_ts: u64,
+    /// System call number ([`ABSENT_INT`] when the field is absent).
+    pub id: i64,
+    /// Return value: a negative errno on failure.
+    pub ret: i64,
+    /// The argument registers (zero where the record has fewer).
+    pub args: [u64; SYSCALL_ARGS],
+}
+
+impl SyscallEvent {
+    /// The entry this event stands for.
+    pub fn entry(&self) -> SysEnterEvent {
+        SysEnterEvent {
+            header: EventHeader {
+                kind: EventKind::SysEnter as u32,
+                ts: self.enter_ts,
+                ..self.header
+            },
+            id: self.id,
+            args: self.args,
+        }
+    }
+
+    /// The return this event stands for.
+    pub fn exit(&self) -> SysExitEvent {
+        SysExitEvent {
+            header: EventHeader {
+                kind: EventKind::SysExit as u32,
+                ..self.header
+            },
+            id: self.id,
+            ret: self.ret,
+        }
+    }
 }
 
 /// `irq:irq_handler_entry`: a hard IRQ handler started on this CPU.
@@ -678,6 +728,7 @@ const _: () = {
     assert!(size_of::<TaskRenameEvent>() == 64);
     assert!(size_of::<SysEnterEvent>() == 80);
     assert!(size_of::<SysExitEvent>() == 40);
+    assert!(size_of::<SyscallEvent>() == 96);
     assert!(size_of::<IrqEntryEvent>() == 64);
     assert!(size_of::<IrqExitEvent>() == 32);
     assert!(size_of::<SoftirqEvent>() == 32);

@@ -13,6 +13,14 @@ pub const FILTER_PIDS: u32 = 1;
 /// (without it they are attached only to follow new and exiting tasks).
 pub const EMIT_PROC: u32 = 2;
 
+/// [`KernelLayout::filter`] bit: the system call programs keep each entry
+/// on its CPU and write a call that returns there without its caller being
+/// switched out as one `SyscallEvent` (the entry is written on its own when
+/// the caller is switched out, or found in the pending map at the stop);
+/// without it they write a `SysEnterEvent` and a `SysExitEvent` for every
+/// call.
+pub const PAIR_SYSCALLS: u32 = 4;
+
 /// Most bytes of a raw tracepoint record the programs copy (fields must end
 /// within them); userspace treats a field beyond as absent.
 pub const MAX_RECORD_BYTES: u16 = 256;
@@ -345,7 +353,7 @@ pub struct KernelLayout {
     pub cpu_idle: PowerLayout,
     /// `power:cpu_frequency`.
     pub cpu_frequency: PowerLayout,
-    /// [`FILTER_PIDS`] and [`EMIT_PROC`] bits.
+    /// [`FILTER_PIDS`], [`EMIT_PROC`] and [`PAIR_SYSCALLS`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
     /// recorded (they would record its own reading of the events).
@@ -361,7 +369,7 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 10;
+    pub const VERSION: u16 = 11;
 }
 
 const _: () = {

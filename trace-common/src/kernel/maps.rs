@@ -36,5 +36,23 @@ pub const COUNTER_FOLLOW_FULL: u32 = 2;
 /// events (or, for [`COUNTER_FOLLOW_FULL`], lost threads).
 pub const COUNTER_COUNT: u32 = 3;
 
+/// Name of the per-CPU array (one entry) of [`PendingSyscall`]s: the
+/// system call entry the task running on each CPU has not returned from
+/// (with [`PAIR_SYSCALLS`](super::PAIR_SYSCALLS)).
+pub const MAP_PENDING_SYSCALLS: &str = "PENDING_SYSCALLS";
+
+/// A system call entry kept on its CPU until its return or until its
+/// caller is switched out: the value of [`MAP_PENDING_SYSCALLS`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingSyscall {
+    /// Nonzero while `entry` holds a call not yet written.
+    pub live: u64,
+    /// The entry, as it is written when it goes out on its own.
+    pub entry: super::SysEnterEvent,
+}
+
+const _: () = assert!(size_of::<PendingSyscall>() == 88);
+
 /// Name of the array of [`UsdtSpec`]s, indexed by the attach cookie.
 pub const MAP_USDT_SPECS: &str = "USDT_SPECS";

@@ -67,6 +67,11 @@ pub const BTF_VARIANTS: &[BtfVariant] = &[
         program: "sys_exit_btf",
         tracepoint: "sys_exit",
     },
+    BtfVariant {
+        classic: "syscall_switch",
+        program: "syscall_switch_btf",
+        tracepoint: "sched_switch",
+    },
 ];
 
 /// Marker offset of `task_struct.pid` in the BTF programs' loads (every
@@ -154,6 +159,15 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "sys_exit",
         group: "raw_syscalls",
         event: "sys_exit",
+        optional: false,
+    },
+    // Writes the entry a task switched out inside a system call left on
+    // its CPU (`PAIR_SYSCALLS`).
+    TracepointSpec {
+        category: KERNEL_SYSCALL,
+        program: "syscall_switch",
+        group: "sched",
+        event: "sched_switch",
         optional: false,
     },
     TracepointSpec {

@@ -67,6 +67,14 @@ pub enum KernelError {
         /// The known categories, comma-separated.
         known: String,
     },
+    /// A benchmark asked for a floor program on a hook that has none.
+    #[error("no floor program for hook `{name}` (known: {known})")]
+    UnknownHook {
+        /// The requested hook.
+        name: String,
+        /// The hooks with a floor program, comma-separated.
+        known: String,
+    },
     /// The eBPF object could not be loaded (maps created).
     #[error("cannot load the kernel tracing eBPF object: {source}")]
     Load {

@@ -15,7 +15,7 @@ use trace_common::kernel::stack::{
 };
 use trace_common::kernel::{
     BTF_VARIANTS, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelLayout, MAP_EVENTS, MAP_FOLLOWED,
-    MAP_LAYOUT, MAP_USDT_SPECS, TRACEPOINTS, TracepointSpec,
+    MAP_LAYOUT, MAP_USDT_SPECS, PAIR_SYSCALLS, TRACEPOINTS, TracepointSpec,
 };
 
 use super::attach::fill_array;
@@ -99,6 +99,11 @@ impl KernelProvider {
                     EMIT_PROC
                 } else {
                     0
+                }
+                | if config.separate_syscall_events {
+                    0
+                } else {
+                    PAIR_SYSCALLS
                 },
             self_tgid: std::process::id(),
             stop_ts: u64::MAX,
@@ -538,7 +543,7 @@ fn check_privileges() -> Result<(), KernelError> {
 
 /// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF memory to it
 /// (before 5.11); harmless elsewhere.
-fn raise_memlock_limit() {
+pub(super) fn raise_memlock_limit() {
     let unlimited = libc::rlimit {
         rlim_cur: libc::RLIM_INFINITY,
         rlim_max: libc::RLIM_INFINITY,

@@ -57,13 +57,14 @@ mod attach;
 pub mod btf;
 mod drain;
 mod error;
+pub mod floor;
 mod follow;
 pub mod format;
 mod load;
 mod patch;
 pub mod perf_probe;
 pub mod profile;
-mod reorder;
+pub mod reorder;
 mod stats;
 mod stop;
 pub mod syscalls;
@@ -125,6 +126,11 @@ pub struct KernelConfig {
     /// Use the classic tracepoint programs even where the kernel's BTF
     /// allows the cheaper BTF tracepoint ones (they write the same events).
     pub classic_tracepoints: bool,
+    /// Write every system call as two events, its entry and its return,
+    /// instead of one event for a call whose caller stayed on its CPU
+    /// ([`PAIR_SYSCALLS`](trace_common::kernel::PAIR_SYSCALLS) off). Both
+    /// give the same records; one event costs the traced program less.
+    pub separate_syscall_events: bool,
     /// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes).
     pub stacks: trace_common::controller::StackOptions,
 }
@@ -144,6 +150,7 @@ impl Default for KernelConfig {
             usdt: Vec::new(),
             tracepoints: Default::default(),
             classic_tracepoints: false,
+            separate_syscall_events: false,
             stacks: Default::default(),
         }
     }

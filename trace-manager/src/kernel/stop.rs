@@ -1,7 +1,7 @@
 //! Stopping at one instant: the cut every program sees, then detaching.
 
 use aya::programs::TracePoint;
-use trace_common::kernel::MAP_LAYOUT;
+use trace_common::kernel::{MAP_LAYOUT, MAP_PENDING_SYSCALLS, PendingSyscall, SysEnterEvent};
 
 use super::attach::fill_array;
 use super::load::LayoutValue;
@@ -52,6 +52,51 @@ impl KernelProvider {
                 log::warn!("detaching eBPF program `{name}`: {e}");
             }
         }
+        for entry in self.pending_syscalls() {
+            self.reorder.push(&entry);
+        }
+    }
+
+    /// The system call entries still waiting on their CPUs
+    /// (`PAIR_SYSCALLS`): calls running when the programs were detached,
+    /// whose caller was not switched out since. Each as the bytes of a
+    /// `SysEnterEvent`, for the drain to hand on with the rest; the
+    /// translator ends them at the stop, unfinished.
+    fn pending_syscalls(&mut self) -> Vec<Vec<u8>> {
+        let Some(map) = self.ebpf.map(MAP_PENDING_SYSCALLS) else {
+            return Vec::new();
+        };
+        let slots: aya::maps::PerCpuArray<_, PendingValue> =
+            match aya::maps::PerCpuArray::try_from(map) {
+                Ok(slots) => slots,
+                Err(e) => {
+                    log::warn!("reading the system calls in progress: {e}");
+                    return Vec::new();
+                }
+            };
+        let values = match slots.get(&0, 0) {
+            Ok(values) => values,
+            Err(e) => {
+                log::warn!("reading the system calls in progress: {e}");
+                return Vec::new();
+            }
+        };
+        values
+            .iter()
+            .filter(|PendingValue(p)| p.live != 0)
+            .map(|PendingValue(p)| {
+                // SAFETY: `SysEnterEvent` is plain data without padding
+                // (its size is asserted in trace-common); its bytes are
+                // read once, as a byte slice.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        std::ptr::from_ref(&p.entry).cast::<u8>(),
+                        std::mem::size_of::<SysEnterEvent>(),
+                    )
+                }
+                .to_vec()
+            })
+            .collect()
     }
 
     /// Detaches everything and frees the maps.
@@ -59,6 +104,16 @@ impl KernelProvider {
         drop(self);
     }
 }
+
+/// The `Pod` wrapper through which the pending system call slots are read.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct PendingValue(PendingSyscall);
+
+// SAFETY: `PendingSyscall` is `#[repr(C)]` plain data made of integers with
+// no padding (its size is asserted in trace-common), so any bytes are a
+// valid value.
+unsafe impl aya::Pod for PendingValue {}
 
 /// The `Pod` wrapper through which the off-CPU table's entries are read.
 #[repr(transparent)]

@@ -29,6 +29,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         usdt: Vec::new(),
         tracepoints: Default::default(),
         classic_tracepoints: false,
+        separate_syscall_events: false,
         stacks: Default::default(),
     }
 }
@@ -344,6 +345,7 @@ fn root_full_ring_buffer_counts_drops() {
         usdt: Vec::new(),
         tracepoints: Default::default(),
         classic_tracepoints: false,
+        separate_syscall_events: false,
         stacks: Default::default(),
     })
     .unwrap();
@@ -472,4 +474,117 @@ fn root_fill_level_rises_with_waiting_events_and_falls_when_drained() {
         "fill {} after draining",
         kernel.fill()
     );
+}
+
+/// A system call event of one thread, as the two-event path writes it:
+/// `(time, is return, number, arguments, return value)`.
+type CallEvent = (
+    u64,
+    bool,
+    i64,
+    [u64; trace_common::kernel::SYSCALL_ARGS],
+    i64,
+);
+
+/// The entries and returns of process `tgid` among `events`, in time order,
+/// with each whole-call event taken apart into its entry and return;
+/// and how many whole-call events there were.
+fn calls_of(tgid: u32, events: &[KernelEvent]) -> (Vec<CallEvent>, usize) {
+    let mut out = Vec::new();
+    let mut whole = 0;
+    for e in events {
+        match e {
+            KernelEvent::SysEnter(s) if s.header.tgid == tgid => {
+                out.push((s.header.ts, false, s.id, s.args, 0));
+            }
+            KernelEvent::SysExit(s) if s.header.tgid == tgid => {
+                out.push((s.header.ts, true, s.id, [0; 6], s.ret));
+            }
+            KernelEvent::Syscall(s) if s.header.tgid == tgid => {
+                whole += 1;
+                let (entry, exit) = (s.entry(), s.exit());
+                out.push((entry.header.ts, false, entry.id, entry.args, 0));
+                out.push((exit.header.ts, true, exit.id, [0; 6], exit.ret));
+            }
+            _ => {}
+        }
+    }
+    out.sort_by_key(|c| (c.0, c.1));
+    (out, whole)
+}
+
+/// The same process recorded at once by the two-event path (every call as
+/// an entry and a return) and by the one-event path (a call that stays on
+/// its CPU as one event, the others as two): the same calls, with the same
+/// numbers, arguments and return values, in the same order.
+#[test]
+fn root_one_event_and_two_event_system_calls_agree() {
+    require_root();
+    let mut separate = config(&[trace_common::category::KERNEL_SYSCALL]);
+    separate.separate_syscall_events = true;
+    let paired = config(&[trace_common::category::KERNEL_SYSCALL]);
+    let mut two = KernelProvider::start(&separate).unwrap();
+    let mut one = KernelProvider::start(&paired).unwrap();
+    // Calls that return at once (getppid, a failing stat, reads and
+    // writes) and calls that block (sleeps, a pipe read), then exit_group.
+    let script = "import os, time\n\
+        for _ in range(2000): os.getppid()\n\
+        for _ in range(20):\n\
+        \x20   try: os.stat('/nonexistent/file')\n\
+        \x20   except OSError: pass\n\
+        for _ in range(5): time.sleep(0.002)\n\
+        r, w = os.pipe()\n\
+        if os.fork() == 0:\n\
+        \x20   time.sleep(0.01); os.write(w, b'x'); os._exit(0)\n\
+        os.read(r, 1); os.wait()\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let mut events = [Vec::new(), Vec::new()];
+    for (kernel, events) in [&mut two, &mut one].into_iter().zip(&mut events) {
+        kernel.cut().unwrap();
+        kernel.detach();
+        kernel.drain(&mut |e| events.push(e));
+        assert_eq!(kernel.dropped().unwrap(), 0);
+    }
+    let (by_two, whole_in_two) = calls_of(pid, &events[0]);
+    let (by_one, whole_in_one) = calls_of(pid, &events[1]);
+    assert_eq!(whole_in_two, 0, "the two-event path wrote whole calls");
+    assert!(
+        whole_in_one >= 2000,
+        "only {whole_in_one} whole calls: the one-event path was not taken"
+    );
+    assert!(
+        by_one.len() > 2 * whole_in_one,
+        "no call went out as two events (the switch path was not taken)"
+    );
+    let getppid = by_two
+        .iter()
+        .filter(|c| c.1 && c.2 == libc::SYS_getppid)
+        .count();
+    assert!(getppid >= 2000, "{getppid} getppid returns");
+    // The same calls in the same order; the times differ by the few
+    // nanoseconds between the two programs on each hook.
+    let strip = |v: &[CallEvent]| -> Vec<(bool, i64, [u64; 6], i64)> {
+        v.iter()
+            .map(|&(_, r, id, a, ret)| (r, id, a, ret))
+            .collect()
+    };
+    let (a, b) = (strip(&by_two), strip(&by_one));
+    if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+        panic!(
+            "call event {i} differs: two-event path {:?}, one-event path {:?}",
+            by_two[i], by_one[i]
+        );
+    }
+    assert_eq!(a.len(), b.len());
+    for (x, y) in by_two.iter().zip(&by_one) {
+        assert!(
+            x.0.abs_diff(y.0) < 1_000_000,
+            "times far apart: {x:?} {y:?}"
+        );
+    }
 }

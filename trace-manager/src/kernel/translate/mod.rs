@@ -363,6 +363,9 @@ impl KernelTranslator {
         event: &KernelEvent,
     ) -> Result<(), OutputError> {
         let h = event.header();
+        if let KernelEvent::Syscall(e) = event {
+            return self.syscall(out, e);
+        }
         if !self.wants(h.ts) {
             return Ok(());
         }
@@ -376,6 +379,7 @@ impl KernelTranslator {
             KernelEvent::Rename(e) => self.rename(out, e),
             KernelEvent::SysEnter(e) => self.sys_enter(out, e),
             KernelEvent::SysExit(e) => self.sys_exit(out, e),
+            KernelEvent::Syscall(e) => self.syscall(out, e),
             KernelEvent::IrqEntry(e) => self.irq_entry(out, e),
             KernelEvent::IrqExit(e) => self.irq_exit(out, e),
             KernelEvent::Softirq(e) => self.softirq(out, e),

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use trace_common::fxt::{ArgValue, EventKind};
-use trace_common::kernel::{SysEnterEvent, SysExitEvent};
+use trace_common::kernel::{SysEnterEvent, SysExitEvent, SyscallEvent};
 
 use super::{EventRecord, KernelTranslator};
 use crate::output::{FxtStream, OutputError};
@@ -54,6 +54,27 @@ impl KernelTranslator {
             self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
         }
         Ok(())
+    }
+
+    /// A whole system call in one event: its entry, then its return, as
+    /// if they had come as two events (the return is dropped when it came
+    /// after the stop, so that the call ends there, unfinished).
+    pub fn syscall<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SyscallEvent,
+    ) -> Result<(), OutputError> {
+        let entry = e.entry();
+        if !self.wants(entry.header.ts) {
+            return Ok(());
+        }
+        self.current_task(out, &entry.header)?;
+        self.sys_enter(out, &entry)?;
+        if !self.wants(e.header.ts) {
+            return Ok(());
+        }
+        self.current_task(out, &e.header)?;
+        self.sys_exit(out, &e.exit())
     }
 
     /// The current task returned `ret` from system call `id`.
@@ -342,6 +363,57 @@ mod tests {
         assert_eq!(arg(2, "return_lost").as_deref(), Some("Bool(true)"));
         assert_eq!(arg(4, "ret"), None);
         assert_eq!(arg(5, "arg0").as_deref(), Some("Uint64(2)"));
+    }
+
+    /// A whole-call event writes the same bytes as its entry and return
+    /// would; one returning after the stop ends there, unfinished, as an
+    /// entry alone would.
+    #[test]
+    fn a_whole_call_writes_what_its_entry_and_return_write() {
+        use trace_common::kernel::{EventKind as Kind, KernelEvent};
+        let (tid, pid, write) = (4_000_001_u32, 4_000_000_u32, libc::SYS_write);
+        let whole = |enter_ts, ts, ret| trace_common::kernel::SyscallEvent {
+            header: trace_common::kernel::EventHeader {
+                kind: Kind::Syscall as u32,
+                ..ev::header(ts, 0, tid, pid)
+            },
+            enter_ts,
+            id: write,
+            ret,
+            args: [1, 0x1000, 5, 0, 0, 0],
+        };
+        let calls = [
+            whole(1_000, 1_200, 5),
+            whole(1_300, 1_350, -9),
+            whole(1_900, 2_100, 5),
+        ];
+        let run = |one: bool| {
+            let mut out = FxtStream::new(Vec::new()).unwrap();
+            let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+            t.set_start(500);
+            t.set_stop(2_000);
+            for c in &calls {
+                if one {
+                    t.translate(&mut out, &KernelEvent::Syscall(*c)).unwrap();
+                } else {
+                    t.translate(&mut out, &KernelEvent::SysEnter(c.entry()))
+                        .unwrap();
+                    t.translate(&mut out, &KernelEvent::SysExit(c.exit()))
+                        .unwrap();
+                }
+            }
+            t.finish_open(&mut out).unwrap();
+            out.into_inner()
+        };
+        let (two, one) = (run(false), run(true));
+        assert_eq!(one, two);
+        let calls = syscall_events(&one);
+        let ends: Vec<_> = calls.iter().map(|c| c.2).collect();
+        assert_eq!(
+            ends,
+            [1_200, 1_350, 2_000].map(|end_ts| EventKind::DurationComplete { end_ts })
+        );
+        assert!(calls[2].3.iter().any(|(name, _)| name == "unfinished"));
     }
 
     #[test]
