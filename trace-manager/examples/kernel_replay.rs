@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use trace_common::kernel::{Entry, parse_entry};
+use trace_common::kernel::{EntryRef, with_entry};
 use trace_manager::kernel::reorder::Reorder;
 use trace_manager::kernel::translate::KernelTranslator;
 use trace_manager::kernel::{KernelConfig, KernelProvider};
@@ -142,13 +142,13 @@ fn main() -> Result<()> {
         let mut newest: Vec<u64> = Vec::new();
         let mut failed = None;
         let mut translate = |bytes: &[u8]| {
-            let r = match parse_entry(bytes) {
-                Ok(Entry::Fixed(e)) => translator.translate(&mut out, &e),
-                Ok(Entry::Tracepoint(t)) => translator.tracepoint(&mut out, &t),
-                Ok(Entry::Stack(s)) => translator.stack(&mut out, &s),
-                Err(_) => Ok(()),
-            };
-            if let Err(e) = r {
+            // As the manager's drain does it.
+            let r = with_entry(bytes, |entry| match entry {
+                EntryRef::Fixed(e) => translator.translate(&mut out, e),
+                EntryRef::Tracepoint(t) => translator.tracepoint(&mut out, &t),
+                EntryRef::Stack(s) => translator.stack(&mut out, &s),
+            });
+            if let Ok(Err(e)) = r {
                 failed.get_or_insert(e);
             }
         };

@@ -19,7 +19,7 @@ use thiserror::Error;
 use trace_common::category::{self, KERNEL_CATEGORIES};
 use trace_common::controller::{KernelCount, KernelStats};
 use trace_common::fxt::{Record, provider_event};
-use trace_common::kernel::{Entry, parse_entry};
+use trace_common::kernel::{Entry, EntryRef, parse_entry, with_entry};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::tracepoints::Selection;
@@ -449,18 +449,18 @@ impl<W: Write> Session<W> {
                 }
                 _ => {
                     keep.used += bytes.len() as u64;
-                    match parse_entry(bytes) {
-                        Ok(Entry::Fixed(event)) if result.is_ok() => {
-                            result = translator.translate(out, &event);
+                    let translated = with_entry(bytes, |entry| {
+                        if result.is_err() {
+                            return;
                         }
-                        Ok(Entry::Tracepoint(record)) if result.is_ok() => {
-                            result = translator.tracepoint(out, &record);
-                        }
-                        Ok(Entry::Stack(record)) if result.is_ok() => {
-                            result = translator.stack(out, &record);
-                        }
-                        Ok(_) => {}
-                        Err(_) => malformed += 1,
+                        result = match entry {
+                            EntryRef::Fixed(event) => translator.translate(out, event),
+                            EntryRef::Tracepoint(record) => translator.tracepoint(out, &record),
+                            EntryRef::Stack(record) => translator.stack(out, &record),
+                        };
+                    });
+                    if translated.is_err() {
+                        malformed += 1;
                     }
                 }
             }

@@ -145,6 +145,21 @@ macro_rules! event_kinds {
                     $(EventKind::$kind => KernelEvent::$kind(read_plain(bytes)?),)*
                 })
             }
+
+            /// Decodes the event of fixed-size kind `kind` in `bytes` and
+            /// lends it to `f`: the event is copied once, at its own size,
+            /// never moved as a whole `KernelEvent` (whose size is the
+            /// largest kind's).
+            #[inline]
+            fn with_fixed<R>(
+                kind: EventKind,
+                bytes: &[u8],
+                f: impl FnOnce(&KernelEvent) -> R,
+            ) -> Result<R, ParseError> {
+                Ok(match kind {
+                    $(EventKind::$kind => f(&KernelEvent::$kind(read_plain(bytes)?)),)*
+                })
+            }
         }
 
         $(plain_data!($event $(, $shared)?);)*
@@ -679,6 +694,7 @@ pub(super) fn read_plain<T: PlainData>(bytes: &[u8]) -> Result<T, ParseError> {
 /// Checks the length against the header and the kind's struct and copies the
 /// event out; never panics, whatever the bytes. Trailing bytes beyond the
 /// kind's struct are ignored.
+#[inline]
 pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
     let header: EventHeader = read_plain(bytes)?;
     match EventKind::from_u32(header.kind) {
@@ -704,6 +720,7 @@ pub enum Entry<'a> {
 
 /// Decodes one ring-buffer entry of any kind ([`parse`] for the fixed
 /// kinds), without trusting it.
+#[inline]
 pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
     let kind = bytes
         .get(..4)
@@ -715,6 +732,36 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
         super::stack::StackRecord::parse(bytes).map(Entry::Stack)
     } else {
         parse(bytes).map(Entry::Fixed)
+    }
+}
+
+/// One ring-buffer entry of any kind, decoded, lent by [`with_entry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryRef<'a> {
+    /// A fixed-layout event.
+    Fixed(&'a KernelEvent),
+    /// An event of a tracepoint selected by name.
+    Tracepoint(super::tracepoint::TracepointRecord<'a>),
+    /// A stack.
+    Stack(super::stack::StackRecord<'a>),
+}
+
+/// Decodes one ring-buffer entry of any kind as [`parse_entry`] does, and
+/// lends it to `f`. What the manager does with every event: it copies a
+/// fixed event once, at its kind's size, where [`parse_entry`] returns the
+/// largest kind's size.
+#[inline]
+pub fn with_entry<R>(bytes: &[u8], f: impl FnOnce(EntryRef<'_>) -> R) -> Result<R, ParseError> {
+    let header: EventHeader = read_plain(bytes)?;
+    if header.kind == super::tracepoint::TRACEPOINT_KIND {
+        super::tracepoint::TracepointRecord::parse(bytes).map(|r| f(EntryRef::Tracepoint(r)))
+    } else if header.kind == super::stack::STACK_KIND {
+        super::stack::StackRecord::parse(bytes).map(|r| f(EntryRef::Stack(r)))
+    } else {
+        match EventKind::from_u32(header.kind) {
+            Some(kind) => KernelEvent::with_fixed(kind, bytes, |e| f(EntryRef::Fixed(e))),
+            None => Err(ParseError::UnknownKind(header.kind)),
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use trace_common::kernel::{KernelEvent, parse};
 
-use super::{DRAIN_INTERVAL, KernelError, KernelProvider, REORDER_WINDOW};
+use super::{DRAIN_INTERVAL, KernelError, KernelProvider, RELEASE_SLICE, REORDER_WINDOW};
 use crate::clock::boottime_ns;
 
 /// The descriptor that is readable when any CPU's ring buffer has data (an
@@ -31,6 +31,9 @@ pub(super) struct CpuRing {
     /// Its positions, to tell how full it is (`None` if they could not be
     /// mapped).
     pub(super) positions: Option<RingPositions>,
+    /// The newest timestamp read from it: what it still holds is not
+    /// older (give or take the reorder window).
+    pub(super) newest: u64,
 }
 
 /// A read-only mapping of a ring buffer's first two pages: the consumer
@@ -181,9 +184,9 @@ impl KernelProvider {
     /// Entries that fail to decode are skipped and counted
     /// ([`KernelProvider::malformed`]).
     ///
-    /// A drain takes at most about one ring buffer's worth of entries from
-    /// each CPU; when it stops with more left, the next
-    /// [`KernelProvider::readable`] returns at once.
+    /// A drain reads every ring (within the backlog limit) and hands on at
+    /// most [`RELEASE_SLICE`] events; when it stops with more left or due,
+    /// the next [`KernelProvider::readable`] returns at once.
     pub fn drain(&mut self, f: &mut dyn FnMut(KernelEvent)) -> usize {
         let (mut delivered, mut malformed) = (0usize, 0u64);
         self.drain_raw(&mut |bytes| match parse(bytes) {
@@ -207,10 +210,10 @@ impl KernelProvider {
     ///
     /// Every CPU's ring is read, and the entries stamped before the
     /// watermark are handed on oldest first: [`REORDER_WINDOW`] before the
-    /// time reading began, and no later than the newest entry of a ring that
-    /// had more than `drain_limit` entries (what it still holds may be
-    /// older than what other rings gave). After [`KernelProvider::detach`]
-    /// everything read is handed on.
+    /// time reading began, and no later than the newest entry of a ring
+    /// left with entries unread (what it still holds may be older than what
+    /// other rings gave). After [`KernelProvider::detach`] everything read
+    /// is handed on.
     pub fn drain_raw(&mut self, f: &mut dyn FnMut(&[u8])) -> usize {
         self.drain_raw_seeing(&mut |_| {}, f)
     }
@@ -218,6 +221,14 @@ impl KernelProvider {
     /// [`KernelProvider::drain_raw`], showing `arrived` every entry as it is
     /// read from its ring, before it waits for its turn (what must be done
     /// while the process it is about still lives).
+    ///
+    /// Reading the rings comes first: they are small, and the kernel drops
+    /// what does not fit in them, so everything they hold is taken out at
+    /// once into the backlog (up to [`KernelProvider::backlog_limit`]
+    /// bytes), and at most [`RELEASE_SLICE`] events of the backlog are
+    /// handed on per call; [`KernelProvider::readable`] returns at once
+    /// while more are due. After [`KernelProvider::detach`] everything is
+    /// handed on.
     pub fn drain_raw_seeing(
         &mut self,
         arrived: &mut dyn FnMut(&[u8]),
@@ -231,24 +242,50 @@ impl KernelProvider {
             began.saturating_sub(REORDER_WINDOW.as_nanos() as u64)
         };
         let mut pending = false;
+        let room = self.detached || self.reorder.bytes() < self.backlog_limit;
         for cpu in &mut self.rings {
+            if !room {
+                // Left unread: what it holds is no older than what was read
+                // from it last.
+                if cpu.positions.as_ref().is_none_or(|p| p.backlog() > 0) {
+                    watermark = watermark.min(cpu.newest);
+                    pending = true;
+                }
+                continue;
+            }
             let mut taken = 0usize;
-            let mut newest = 0u64;
             while let Some(item) = cpu.ring.next() {
                 arrived(&item);
                 self.reorder.push(&item);
                 if let Some(ts) = item.get(8..16).and_then(|b| b.try_into().ok()) {
-                    newest = newest.max(u64::from_ne_bytes(ts));
+                    cpu.newest = cpu.newest.max(u64::from_ne_bytes(ts));
                 }
                 taken += 1;
                 if taken >= limit {
                     pending = true;
-                    watermark = watermark.min(newest);
+                    watermark = watermark.min(cpu.newest);
                     break;
                 }
             }
         }
-        self.pending = pending;
-        self.reorder.release(watermark, f)
+        let slice = if self.detached {
+            usize::MAX
+        } else {
+            RELEASE_SLICE
+        };
+        let n = self.reorder.release_at_most(watermark, slice, f);
+        self.pending = pending || self.reorder.has_before(watermark);
+        n
+    }
+
+    /// Bytes of events read from the rings and not yet handed on.
+    pub fn backlog(&self) -> usize {
+        self.reorder.bytes()
+    }
+
+    /// Most bytes of events read from the rings and not yet handed on:
+    /// past it the rings are left to fill (and the kernel to drop).
+    pub fn backlog_limit(&self) -> usize {
+        self.backlog_limit
     }
 }

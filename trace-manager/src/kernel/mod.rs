@@ -96,6 +96,19 @@ pub const DEFAULT_RING_BUFFER_BYTES: usize = 8 << 20;
 /// another (a virtual CPU can be paused in between).
 pub const REORDER_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// Most events a drain hands on ([`KernelProvider::drain`]): about ten
+/// milliseconds of translation, after which the rings are read again.
+pub const RELEASE_SLICE: usize = 65_536;
+
+/// Bytes of events read from the rings and not yet translated that the
+/// manager holds at most, per byte of ring buffer (within
+/// [`MIN_BACKLOG_BYTES`] and [`MAX_BACKLOG_BYTES`]).
+pub const BACKLOG_PER_RING_BYTE: usize = 32;
+/// The backlog allowed at the smallest ring buffers.
+pub const MIN_BACKLOG_BYTES: usize = 64 << 20;
+/// The backlog allowed at the largest ring buffers.
+pub const MAX_BACKLOG_BYTES: usize = 1 << 30;
+
 /// Longest time events wait in the ring buffer before
 /// [`KernelProvider::readable`] returns anyway.
 pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -179,8 +192,11 @@ pub struct KernelProvider {
     /// Most entries one [`KernelProvider::drain`] takes from one ring, so a
     /// flood cannot keep it looping forever.
     drain_limit: usize,
-    /// The last drain stopped at `drain_limit` with entries left.
+    /// The last drain left entries in a ring, or events due in the
+    /// backlog.
     pending: bool,
+    /// [`KernelProvider::backlog_limit`].
+    backlog_limit: usize,
     /// When [`KernelProvider::readable`] returns at the latest.
     next_tick: Option<tokio::time::Instant>,
     /// Recursion misses of the programs when they were detached.

@@ -16,18 +16,22 @@ const TS_OFFSET: usize = 8;
 #[derive(Clone, Copy, Debug)]
 struct Held {
     ts: u64,
-    /// Arrival order, so equal timestamps keep the order they came in.
-    seq: u64,
     start: usize,
     len: usize,
 }
 
-/// Events held until their turn.
+/// Events held until their turn: their bytes back to back in an arena,
+/// and where each is, in time order from `done` on once sorted.
 #[derive(Debug, Default)]
 pub struct Reorder {
     held: Vec<Held>,
     arena: Vec<u8>,
-    seq: u64,
+    /// Events before it have been handed on.
+    done: usize,
+    /// Events from here on were pushed since the last sort.
+    unsorted: usize,
+    /// Bytes of the events from `done` on.
+    bytes: usize,
 }
 
 impl Reorder {
@@ -41,50 +45,97 @@ impl Reorder {
             .map_or(0, u64::from_ne_bytes);
         self.held.push(Held {
             ts,
-            seq: self.seq,
             start: self.arena.len(),
             len: event.len(),
         });
-        self.seq += 1;
         self.arena.extend_from_slice(event);
+        self.bytes += event.len();
     }
 
     /// Events held now.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.held.len()
+        self.held.len() - self.done
     }
 
     /// Whether nothing is held.
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
+        self.len() == 0
+    }
+
+    /// Bytes of the events held now (what a backlog costs in memory, the
+    /// arena's bookkeeping aside).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether an event stamped before `watermark` is held.
+    pub fn has_before(&mut self, watermark: u64) -> bool {
+        self.sort();
+        self.held.get(self.done).is_some_and(|h| h.ts < watermark)
     }
 
     /// Hands every held event stamped before `watermark` to `f`, oldest
     /// first, and keeps the rest; returns how many were handed on.
     pub fn release(&mut self, watermark: u64, f: &mut dyn FnMut(&[u8])) -> usize {
-        // Mostly sorted already (each CPU's events come in order), which
-        // the sort is quick on.
-        self.held.sort_unstable_by_key(|h| (h.ts, h.seq));
-        let n = self.held.partition_point(|h| h.ts < watermark);
-        for h in &self.held[..n] {
+        self.release_at_most(watermark, usize::MAX, f)
+    }
+
+    /// [`Reorder::release`], handing on at most `limit` events (the oldest).
+    pub fn release_at_most(
+        &mut self,
+        watermark: u64,
+        limit: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        self.sort();
+        let from = self.done;
+        let end = from
+            + self.held[from..]
+                .partition_point(|h| h.ts < watermark)
+                .min(limit);
+        for h in &self.held[from..end] {
             f(&self.arena[h.start..h.start + h.len]);
+            self.bytes -= h.len;
         }
-        if n == self.held.len() {
+        self.done = end;
+        self.compact();
+        end - from
+    }
+
+    /// Sorts what was pushed since the last sort in among the rest. Each
+    /// CPU's events come mostly in time order, so the events are a few
+    /// sorted runs, which the stable sort finds and merges in about linear
+    /// time; it keeps equal timestamps in the order they came in.
+    fn sort(&mut self) {
+        if self.unsorted < self.held.len() {
+            self.held[self.done..].sort_by_key(|h| h.ts);
+        }
+        self.unsorted = self.held.len();
+    }
+
+    /// Forgets what was handed on: at once when nothing is left, else once
+    /// it is most of what is held (so each byte is moved about once).
+    fn compact(&mut self) {
+        if self.done == self.held.len() {
             self.held.clear();
             self.arena.clear();
-        } else if n > 0 {
-            let mut arena = Vec::with_capacity(self.arena.len());
-            for h in &mut self.held[n..] {
-                let start = arena.len();
-                arena.extend_from_slice(&self.arena[h.start..h.start + h.len]);
-                h.start = start;
-            }
-            self.held.drain(..n);
-            self.arena = arena;
+            self.done = 0;
+            self.unsorted = 0;
+            return;
         }
-        n
+        if self.done < 1024 || self.done < self.held.len() / 2 {
+            return;
+        }
+        let mut arena = Vec::with_capacity(self.arena.len() / 2);
+        for h in &mut self.held[self.done..] {
+            let start = arena.len();
+            arena.extend_from_slice(&self.arena[h.start..h.start + h.len]);
+            h.start = start;
+        }
+        self.held.drain(..self.done);
+        self.arena = arena;
+        self.unsorted -= self.done;
+        self.done = 0;
     }
 }
 
@@ -136,15 +187,44 @@ mod tests {
         assert_eq!(out, [vec![1, 2, 3]]);
     }
 
+    #[test]
+    fn hands_on_a_large_backlog_a_slice_at_a_time() {
+        let mut r = Reorder::default();
+        // Two CPUs' runs, interleaved in time.
+        for i in 0..3000u64 {
+            r.push(&entry(2 * i, i as u32));
+        }
+        for i in 0..3000u64 {
+            r.push(&entry(2 * i + 1, 3000 + i as u32));
+        }
+        assert_eq!(r.len(), 6000);
+        let mut out = Vec::new();
+        while !r.is_empty() {
+            let n = r.release_at_most(u64::MAX, 700, &mut |b| out.push(decode(b)));
+            assert!(n > 0 && n <= 700);
+            // More arrives while the backlog is worked off.
+            if out.len() == 1400 {
+                r.push(&entry(7000, 9999));
+            }
+            assert_eq!(r.bytes(), r.len() * 20);
+        }
+        assert_eq!(out.len(), 6001);
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(out[6000], (7000, 9999));
+    }
+
     proptest! {
         /// Per-CPU streams, each in time order, read in arbitrary chunks
-        /// with the watermark at the oldest time a stream may still add:
-        /// everything comes out once, in time order.
+        /// with the watermark at the oldest time a stream may still add,
+        /// and handed on a few at a time: everything comes out once, in
+        /// time order.
         #[test]
         fn merges_per_cpu_streams_in_time_order(
             streams in prop::collection::vec(prop::collection::vec(0u64..1000, 0..40), 1..4),
             chunks in prop::collection::vec(1usize..7, 1..50),
+            limits in prop::collection::vec(1usize..10, 1..20),
         ) {
+            let mut limit = limits.iter().cycle();
             let mut streams: Vec<Vec<u64>> = streams;
             for s in &mut streams { s.sort(); }
             let total: usize = streams.iter().map(Vec::len).sum();
@@ -169,7 +249,7 @@ mod tests {
                     .filter_map(|(s, &p)| s.get(p).copied())
                     .min()
                     .unwrap_or(u64::MAX);
-                r.release(watermark, &mut |b| out.push(decode(b)));
+                r.release_at_most(watermark, *limit.next().unwrap(), &mut |b| out.push(decode(b)));
             }
             r.release(u64::MAX, &mut |b| out.push(decode(b)));
             prop_assert_eq!(out.len(), total);

@@ -178,6 +178,8 @@ pub struct KernelRecordCounts {
 /// Translates kernel events into records of one provider in the output.
 pub struct KernelTranslator {
     strings: StringTable,
+    /// The string indexes of each system call number seen, by number.
+    call_strings: Vec<Option<std::rc::Rc<syscall::CallStrings>>>,
     threads: Map<u32, ThreadEntry>,
     /// Process koids whose name was written, with that name.
     processes: Map<u32, String>,
@@ -269,6 +271,7 @@ impl KernelTranslator {
     pub fn with_syscalls(table: SyscallTable) -> Self {
         KernelTranslator {
             strings: StringTable::new(),
+            call_strings: Vec::new(),
             threads: Map::default(),
             processes: Map::default(),
             counts: KernelRecordCounts::default(),

@@ -3,10 +3,13 @@
 
 use std::io::Write;
 
-use trace_common::fxt::{ArgValue, EventKind};
+use std::rc::Rc;
+
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef};
 use trace_common::kernel::{SysEnterEvent, SysExitEvent, SyscallEvent};
 
 use super::{EventRecord, KernelTranslator};
+use crate::kernel::syscalls::SyscallInfo;
 use crate::output::{FxtStream, OutputError};
 
 /// How a system call ended, as far as the events tell.
@@ -29,6 +32,30 @@ pub(super) struct ThreadCalls {
     pub(super) call: Option<PendingSyscall>,
     /// When its last call written ended (0: none yet).
     last_end: u64,
+}
+
+/// System call numbers whose strings are kept by number
+/// ([`KernelTranslator::call_strings`]); higher ones are looked up each time.
+const CALL_STRINGS_CACHED: usize = 4096;
+
+/// The string indexes every system call record uses.
+#[derive(Clone, Copy, Debug)]
+struct FixedStrings {
+    category: u16,
+    nr: u16,
+    ret: u16,
+    return_lost: u16,
+    unfinished: u16,
+}
+
+/// The string indexes of one system call number's records.
+#[derive(Debug)]
+pub(super) struct CallStrings {
+    info: Rc<SyscallInfo>,
+    name: u16,
+    /// Each argument's name, in `info.args` order.
+    args: Vec<u16>,
+    fixed: FixedStrings,
 }
 
 /// A system call entered and not yet returned.
@@ -177,6 +204,54 @@ impl KernelTranslator {
             CallEnd::Running { ts } => (ts, Some(("unfinished", ArgValue::Bool(true)))),
         };
         self.call_ended(tid, call.ts, end_ts);
+        if let Some(strings) = self.call_strings(out, call.nr)? {
+            // Every string already has its index: the record is written
+            // without a look-up or an allocation.
+            let fixed = strings.fixed;
+            let mut list: [Arg<'_>; 2 + trace_common::kernel::SYSCALL_ARGS] =
+                std::array::from_fn(|_| Arg {
+                    name: StringRef::Empty,
+                    value: ArgValue::Null,
+                });
+            list[0] = Arg {
+                name: StringRef::Index(fixed.nr),
+                value: ArgValue::Int64(call.nr),
+            };
+            let mut n = 1;
+            for ((&name, spec), raw) in strings.args.iter().zip(&strings.info.args).zip(call.args) {
+                list[n] = Arg {
+                    name: StringRef::Index(name),
+                    value: spec.kind.value(raw),
+                };
+                n += 1;
+            }
+            if let Some((name, value)) = last {
+                let name = match name {
+                    "ret" => fixed.ret,
+                    "return_lost" => fixed.return_lost,
+                    _ => fixed.unfinished,
+                };
+                list[n] = Arg {
+                    name: StringRef::Index(name),
+                    value,
+                };
+                n += 1;
+            }
+            self.know_thread(out, tid, call.tgid)?;
+            out.write(&Record::Event {
+                ts: call.ts,
+                thread: ThreadRef::Inline {
+                    process: u64::from(call.tgid),
+                    thread: u64::from(tid),
+                },
+                category: StringRef::Index(fixed.category),
+                name: StringRef::Index(strings.name),
+                args: std::borrow::Cow::Borrowed(&list[..n]),
+                kind: EventKind::DurationComplete { end_ts },
+            })?;
+            self.counts.syscalls += 1;
+            return Ok(());
+        }
         let info = self.syscall_table.get(call.nr);
         let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
         args.push(("nr", ArgValue::Int64(call.nr)));
@@ -196,6 +271,79 @@ impl KernelTranslator {
                 kind,
             },
         )
+    }
+
+    /// The string indexes of system call `nr`'s records, interned the
+    /// first time (`None` once the string table is full: the caller then
+    /// writes the strings inline).
+    fn call_strings<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        nr: i64,
+    ) -> Result<Option<Rc<CallStrings>>, OutputError> {
+        let slot = usize::try_from(nr)
+            .ok()
+            .filter(|&n| n < CALL_STRINGS_CACHED);
+        if let Some(n) = slot
+            && let Some(Some(cached)) = self.call_strings.get(n)
+        {
+            return Ok(Some(Rc::clone(cached)));
+        }
+        let mut index = |s: &str| -> Result<Option<u16>, OutputError> {
+            Ok(match self.strings.intern(out, s)? {
+                StringRef::Index(i) => Some(i),
+                _ => None,
+            })
+        };
+        let fixed = (|| -> Result<Option<FixedStrings>, OutputError> {
+            Ok(Some(FixedStrings {
+                category: match index(trace_common::category::KERNEL_SYSCALL)? {
+                    Some(i) => i,
+                    None => return Ok(None),
+                },
+                nr: match index("nr")? {
+                    Some(i) => i,
+                    None => return Ok(None),
+                },
+                ret: match index("ret")? {
+                    Some(i) => i,
+                    None => return Ok(None),
+                },
+                return_lost: match index("return_lost")? {
+                    Some(i) => i,
+                    None => return Ok(None),
+                },
+                unfinished: match index("unfinished")? {
+                    Some(i) => i,
+                    None => return Ok(None),
+                },
+            }))
+        })()?;
+        let Some(fixed) = fixed else { return Ok(None) };
+        let info = self.syscall_table.get(nr);
+        let Some(name) = index(&info.name)? else {
+            return Ok(None);
+        };
+        let mut args = Vec::with_capacity(info.args.len());
+        for spec in &info.args {
+            let Some(i) = index(&spec.name)? else {
+                return Ok(None);
+            };
+            args.push(i);
+        }
+        let strings = Rc::new(CallStrings {
+            info,
+            name,
+            args,
+            fixed,
+        });
+        if let Some(n) = slot {
+            if self.call_strings.len() <= n {
+                self.call_strings.resize(n + 1, None);
+            }
+            self.call_strings[n] = Some(Rc::clone(&strings));
+        }
+        Ok(Some(strings))
     }
 
     /// A call that returned `ret` at `end` whose entry was not seen (its
