@@ -140,6 +140,7 @@ fn main() -> Result<()> {
         let mut out = FxtStream::new(Buffer::default())?;
         let mut reorder = Reorder::default();
         let mut newest: Vec<u64> = Vec::new();
+        let mut last_cpu = None;
         let mut failed = None;
         let mut translate = |bytes: &[u8]| {
             // As the manager's drain does it.
@@ -157,17 +158,25 @@ fn main() -> Result<()> {
         for chunk in all.chunks(CHUNK) {
             newest.clear();
             for entry in chunk {
-                reorder.push(entry);
                 let (Some(cpu), Some(ts)) = (word(entry, 4), quad(entry, 8)) else {
+                    reorder.push(entry);
                     continue;
                 };
                 let cpu = cpu as usize;
+                // Each ring is read in turn: a new ring's entries begin.
+                if last_cpu != Some(cpu) {
+                    reorder.end_run();
+                    last_cpu = Some(cpu);
+                }
+                reorder.push(entry);
                 if newest.len() <= cpu {
                     newest.resize(cpu + 1, 0);
                 }
                 newest[cpu] = newest[cpu].max(ts);
             }
             // What a ring still holds is no older than its newest entry.
+            reorder.end_run();
+            last_cpu = None;
             let watermark = newest.iter().copied().filter(|&t| t > 0).min().unwrap_or(0);
             reorder.release(watermark, &mut translate);
         }

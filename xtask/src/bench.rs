@@ -40,9 +40,11 @@
 
 mod analysis;
 mod profile;
+mod throughput;
 
 pub use analysis::analysis_bench;
 pub use profile::profile_bench;
+pub use throughput::throughput_bench;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +85,10 @@ pub enum What {
     /// and 999 Hz with trace-cli, against `perf record -g` and `perf record
     /// --call-graph dwarf` (root): ns of CPU per sample.
     Profile,
+    /// The manager's rate of kernel events into FXT (replayed on one CPU),
+    /// a system call storm on every CPU recorded by trace-cli and by perf,
+    /// and the highest sustained rate recorded without a drop (root).
+    Throughput,
     /// Reading a large recording (every kernel category, at least 500 MB
     /// by default) into `report` and a Parquet `export`, beside `dump >
     /// /dev/null`: MB/s and peak memory (root to make the recording).
@@ -361,7 +367,7 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
 
 /// Installs the peers the kernel benchmarks compare with (Debian's
 /// `linux-perf`, `trace-cmd`, `bpftrace`) when one is missing.
-fn ensure_peers() -> Result<()> {
+pub(crate) fn ensure_peers() -> Result<()> {
     let missing: Vec<&str> = [
         ("perf", "linux-perf"),
         ("trace-cmd", "trace-cmd"),
@@ -621,7 +627,7 @@ fn run_perf(dir: &Path, w: &KernelWorkload) -> Result<Sample> {
 }
 
 /// The first count `perf report --stats` gives for `key` (the aggregate).
-fn perf_stat(text: &str, key: &str) -> u64 {
+pub(crate) fn perf_stat(text: &str, key: &str) -> u64 {
     text.lines()
         .find_map(|l| l.trim_start().strip_prefix(key))
         .and_then(|rest| rest.split_whitespace().next())
@@ -630,7 +636,7 @@ fn perf_stat(text: &str, key: &str) -> u64 {
 }
 
 /// The number just before `label` in `text` ("… 123 kernel events …").
-fn number_before(text: &str, label: &str) -> Result<u64> {
+pub(crate) fn number_before(text: &str, label: &str) -> Result<u64> {
     let at = text
         .find(label)
         .with_context(|| format!("no {label:?} in {text:?}"))?;

@@ -67,6 +67,10 @@ enum Command {
         /// getppid calls per run of `perf bench syscall basic`.
         #[arg(long, default_value_t = 2_000_000)]
         syscalls: u64,
+        /// getppid calls of each of the two processes of the storm in
+        /// `throughput`.
+        #[arg(long, default_value_t = 3_000_000)]
+        storm_calls: u64,
         /// Events per thread per run of the provider benchmark.
         #[arg(long, default_value_t = 3_000_000)]
         iterations: u64,
@@ -109,6 +113,7 @@ fn main() -> Result<()> {
             rounds,
             loops,
             syscalls,
+            storm_calls,
             iterations,
             spin_batches,
             baseline,
@@ -138,6 +143,10 @@ fn main() -> Result<()> {
             if matches!(what, What::Profile | What::All) {
                 setup::setup()?;
                 bench::profile_bench(rounds, spin_batches, baseline)?;
+            }
+            if matches!(what, What::Throughput | What::All) {
+                setup::setup()?;
+                bench::throughput_bench(storm_calls)?;
             }
             if matches!(what, What::Analysis | What::All) {
                 setup::setup()?;

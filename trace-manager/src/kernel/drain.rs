@@ -267,6 +267,7 @@ impl KernelProvider {
                     break;
                 }
             }
+            self.reorder.end_run();
         }
         let slice = if self.detached {
             usize::MAX
