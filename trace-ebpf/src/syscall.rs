@@ -22,7 +22,7 @@ use aya_ebpf::{
 };
 use trace_common::kernel::stack::SOURCE_SYSCALL;
 use trace_common::kernel::{
-    EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, PAIR_SYSCALLS, PendingSyscall,
+    EventHeader, EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, PAIR_SYSCALLS, PendingSyscall,
     SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent,
 };
 
@@ -107,10 +107,15 @@ fn enter(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, args: &[u64; SY
     entry.submit(wakeup_flags(layout));
 }
 
-/// A system call return: the whole call as one event when its entry waits
-/// in this CPU's slot, else the return alone.
+/// A system call return at `ts`: the whole call as one event when its entry
+/// waits in this CPU's slot (the caller was checked at the entry then), else
+/// the return alone, if the caller is recorded.
+///
+/// An entry waiting on this CPU is the running task's: `syscall_switch`,
+/// attached before the entry and return programs, writes out any entry of a
+/// task that is switched out. So the task is not asked for its ids again.
 #[inline(always)]
-fn exit(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, ret: i64) {
+fn exit(layout: &KernelLayout, ts: u64, id: i64, ret: i64) {
     if layout.filter & PAIR_SYSCALLS != 0
         && let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0)
     {
@@ -119,28 +124,32 @@ fn exit(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, ret: i64) {
             // `rt_sigreturn` returns with the number -1 (the registers it
             // restored say "no system call"): its entry and return go out
             // as two events, as they say different things.
-            if (*slot).live != 0
-                && (*slot).entry.header.tid == pid_tgid as u32
-                && (*slot).entry.id == id
-            {
+            if (*slot).live != 0 && (*slot).entry.id == id {
                 (*slot).live = 0;
                 let Some(mut entry) = reserve::<SyscallEvent>() else {
                     return;
                 };
                 let e = MaybeUninit::as_mut_ptr(&mut entry);
                 // Every field is written before the entry is submitted.
-                (*e).header = header_of(EventKind::Syscall, ts, pid_tgid);
+                (*e).header = EventHeader {
+                    kind: EventKind::Syscall as u32,
+                    ts,
+                    ..(*slot).entry.header
+                };
                 (*e).enter_ts = (*slot).entry.header.ts;
-                (*e).id = (*slot).entry.id;
+                (*e).id = id;
                 (*e).ret = ret;
                 (*e).args = (*slot).entry.args;
                 entry.submit(wakeup_flags(layout));
                 return;
             }
-            // Another task's entry (a switch that was not seen), or another
-            // call's: on its own.
+            // Another call's entry (a return that was not seen): on its own.
             flush(slot, layout);
         }
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !syscall_wanted(layout, pid_tgid) {
+        return;
     }
     let Some(mut entry) = reserve::<SysExitEvent>() else {
         return;
@@ -212,14 +221,13 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
 /// `raw_syscalls:sys_exit`.
 #[tracepoint]
 pub fn sys_exit(ctx: TracePointContext) -> u32 {
-    let Some((ts, layout, pid_tgid)) = syscall_start() else {
-        return 0;
-    };
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
     let l = &layout.sys_exit;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    exit(layout, ts, pid_tgid, r.int(&l.id), r.int(&l.ret));
+    exit(layout, ts, r.int(&l.id), r.int(&l.ret));
     0
 }
 
@@ -266,14 +274,13 @@ pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
 /// `sys_exit(struct pt_regs *regs, long ret)`.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit_btf(ctx: BtfTracePointContext) -> i32 {
-    let Some((ts, layout, pid_tgid)) = syscall_start() else {
-        return 0;
-    };
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
     // SAFETY: `regs` is read at the patched offset of the system call number.
     let id = i64::from(unsafe { field::<i32>(regs, MARK_REGS_NR) });
-    exit(layout, ts, pid_tgid, id, ret);
+    exit(layout, ts, id, ret);
     0
 }
 

@@ -96,7 +96,8 @@ pub const MARK_REGS_ARGS: [i16; 6] = [0x7f40, 0x7f48, 0x7f50, 0x7f58, 0x7f60, 0x
 pub const MARK_REGS_NR: i16 = 0x7f70;
 
 /// Every program in the eBPF object, with its category and tracepoint.
-/// Userspace loads and attaches only those of the enabled categories.
+/// Userspace loads and attaches only those of the enabled categories, in
+/// this order.
 pub const TRACEPOINTS: &[TracepointSpec] = &[
     TracepointSpec {
         category: KERNEL_SCHED,
@@ -147,6 +148,18 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         event: "task_rename",
         optional: false,
     },
+    // Writes the entry a task switched out inside a system call left on
+    // its CPU (`PAIR_SYSCALLS`). Attached before the two below (programs
+    // are attached in this order): the return trusts that an entry waiting
+    // on its CPU is the running task's, which holds only while every
+    // switch is seen.
+    TracepointSpec {
+        category: KERNEL_SYSCALL,
+        program: "syscall_switch",
+        group: "sched",
+        event: "sched_switch",
+        optional: false,
+    },
     TracepointSpec {
         category: KERNEL_SYSCALL,
         program: "sys_enter",
@@ -159,15 +172,6 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "sys_exit",
         group: "raw_syscalls",
         event: "sys_exit",
-        optional: false,
-    },
-    // Writes the entry a task switched out inside a system call left on
-    // its CPU (`PAIR_SYSCALLS`).
-    TracepointSpec {
-        category: KERNEL_SYSCALL,
-        program: "syscall_switch",
-        group: "sched",
-        event: "sched_switch",
         optional: false,
     },
     TracepointSpec {
