@@ -7,7 +7,7 @@ use aya_ebpf::{
     macros::{btf_map, map},
     maps::{Array, HashMap, PerCpuArray},
 };
-use trace_common::kernel::{COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, PendingSyscall, UsdtSpec};
+use trace_common::kernel::{COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, SyscallStage, UsdtSpec};
 
 use crate::record::SCRATCH_LEN;
 
@@ -33,11 +33,11 @@ pub(crate) static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(FOLLOWE
 #[map(name = "COUNTERS")]
 pub(crate) static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
 
-/// The system call entry the task running on each CPU has not returned
-/// from (`PAIR_SYSCALLS`); read by userspace at the stop.
-#[map(name = "PENDING_SYSCALLS")]
-pub(crate) static PENDING_SYSCALLS: PerCpuArray<PendingSyscall> =
-    PerCpuArray::with_max_entries(1, 0);
+/// On each CPU, the whole system calls not yet written and the entry of
+/// the call the running task is in (`PAIR_SYSCALLS`); read by userspace at
+/// the stop.
+#[map(name = "SYSCALL_STAGE")]
+pub(crate) static SYSCALL_STAGE: PerCpuArray<SyscallStage> = PerCpuArray::with_max_entries(1, 0);
 
 /// Where the arguments of each USDT probe site are, indexed by the site's
 /// attach cookie. Userspace sizes it (one entry per site) and fills it before

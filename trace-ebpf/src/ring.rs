@@ -47,12 +47,18 @@ pub(crate) fn ring_backlog() -> u64 {
 /// Counts one lost event under `counter`.
 #[inline(always)]
 pub(crate) fn count_lost(counter: u32) {
+    count_lost_n(counter, 1);
+}
+
+/// Counts `n` lost events under `counter`.
+#[inline(always)]
+pub(crate) fn count_lost_n(counter: u32, n: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter) {
         // SAFETY: `slot` points at this CPU's `u64` in the per-CPU map value.
         // Tracepoint programs do not nest on one CPU (the kernel skips a BPF
         // program that would run while another runs on the same CPU), so a
         // plain read-modify-write cannot race.
-        unsafe { *slot += 1 };
+        unsafe { *slot += n };
     }
 }
 
@@ -126,6 +132,18 @@ pub(crate) fn reserve<T: 'static>() -> Option<RingBufEntry<T>> {
 /// can bound).
 #[inline(always)]
 pub(crate) unsafe fn output(data: *const u8, size: usize, flags: u64) {
+    // SAFETY: as the caller promises.
+    unsafe { output_events(data, size, flags, 1) }
+}
+
+/// [`output`] for an entry holding `events` events: as many are counted
+/// lost when it does not fit.
+///
+/// # Safety
+///
+/// As for [`output`].
+#[inline(always)]
+pub(crate) unsafe fn output_events(data: *const u8, size: usize, flags: u64, events: u64) {
     let written = match cpu_ring() {
         // SAFETY: `ring` is this CPU's ring buffer map; the caller vouches
         // for `data` and `size`.
@@ -140,7 +158,7 @@ pub(crate) unsafe fn output(data: *const u8, size: usize, flags: u64) {
         None => false,
     };
     if !written {
-        count_lost(COUNTER_RINGBUF_FULL);
+        count_lost_n(COUNTER_RINGBUF_FULL, events);
     }
 }
 

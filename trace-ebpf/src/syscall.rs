@@ -1,15 +1,17 @@
 //! `kernel:syscall`: system calls, from the classic tracepoints and from
 //! their BTF variants; never for the recorder's own process.
 //!
-//! With [`PAIR_SYSCALLS`] (the default) an entry is not written at once: it
-//! waits in this CPU's [`PENDING_SYSCALLS`] slot, and the return writes the
-//! whole call as one [`SyscallEvent`] — one ring-buffer reservation per call
-//! instead of two. The slot can only hold the entry of the task running on
-//! the CPU: when that task is switched out inside the call (it blocks, is
-//! preempted, or exits in `exit`), `syscall_switch` writes the entry on its
-//! own, and the return, wherever it happens, is written as a
-//! [`SysExitEvent`]. Entries still waiting when the recording stops are read
-//! from the map by userspace.
+//! With [`PAIR_SYSCALLS`] (the default) nothing is written at a call's
+//! entry: the entry waits in this CPU's [`SYSCALL_STAGE`], and the return
+//! makes the whole call one [`SyscallEvent`], kept there too until
+//! [`STAGED_CALLS`] of them go out as one ring-buffer entry — one
+//! reservation for several calls instead of two per call. The stage holds
+//! only calls of the task running on the CPU: when that task is switched
+//! out (it blocks inside a call, is preempted, or exits in `exit`),
+//! `syscall_switch` writes what is staged and the entry of the call it is
+//! in on its own; that call's return, wherever it happens, is then written
+//! as a [`SysExitEvent`]. What is still staged when the recording stops is
+//! read from the map by userspace.
 
 use core::mem::{MaybeUninit, size_of};
 use core::ptr;
@@ -22,14 +24,14 @@ use aya_ebpf::{
 };
 use trace_common::kernel::stack::SOURCE_SYSCALL;
 use trace_common::kernel::{
-    EventHeader, EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, PAIR_SYSCALLS, PendingSyscall,
-    SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent,
+    EventHeader, EventKind, KernelLayout, MARK_REGS_ARGS, MARK_REGS_NR, PAIR_SYSCALLS,
+    STAGED_CALLS, SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent, SyscallStage,
 };
 
 use crate::follow::wanted;
-use crate::maps::PENDING_SYSCALLS;
+use crate::maps::SYSCALL_STAGE;
 use crate::record::Record;
-use crate::ring::{header_of, layout, now, output, reserve, wakeup_flags};
+use crate::ring::{header_of, layout, now, output, output_events, reserve, wakeup_flags};
 use crate::stack::probe_stack;
 use crate::task::field;
 
@@ -50,22 +52,41 @@ pub(crate) fn syscall_start() -> Option<(u64, &'static KernelLayout, u64)> {
     syscall_wanted(layout, pid_tgid).then_some((ts, layout, pid_tgid))
 }
 
-/// Writes the entry waiting in `slot` on its own, if one is, and empties
-/// the slot.
+/// Writes the whole calls staged in `stage` as one entry, and then the
+/// entry of the call in progress on its own, if there is one; empties the
+/// stage.
 ///
 /// # Safety
 ///
-/// `slot` must point at this CPU's [`PENDING_SYSCALLS`] value.
+/// `stage` must point at this CPU's [`SYSCALL_STAGE`] value.
 #[inline(always)]
-unsafe fn flush(slot: *mut PendingSyscall, layout: &KernelLayout) {
-    // SAFETY: the caller vouches for `slot`; the programs that use it
+unsafe fn flush(stage: *mut SyscallStage, layout: &KernelLayout) {
+    // SAFETY: the caller vouches for `stage`; the programs that use it
     // (system call entry and return, the switch) never run nested on one
     // CPU: none of them runs in interrupt context.
     unsafe {
-        if (*slot).live != 0 {
-            (*slot).live = 0;
+        // The size written, in a form the verifier can bound: all the
+        // calls, or fewer than STAGED_CALLS (a power of two).
+        const _: () = assert!(STAGED_CALLS.is_power_of_two());
+        let n = (*stage).staged as usize;
+        let size = if n >= STAGED_CALLS {
+            STAGED_CALLS * size_of::<SyscallEvent>()
+        } else {
+            (n & (STAGED_CALLS - 1)) * size_of::<SyscallEvent>()
+        };
+        if size > 0 {
+            output_events(
+                ptr::addr_of!((*stage).calls).cast(),
+                size,
+                wakeup_flags(layout),
+                (size / size_of::<SyscallEvent>()) as u64,
+            );
+        }
+        (*stage).staged = 0;
+        if (*stage).live != 0 {
+            (*stage).live = 0;
             output(
-                ptr::addr_of!((*slot).entry).cast(),
+                ptr::addr_of!((*stage).entry).cast(),
                 size_of::<SysEnterEvent>(),
                 wakeup_flags(layout),
             );
@@ -73,22 +94,25 @@ unsafe fn flush(slot: *mut PendingSyscall, layout: &KernelLayout) {
     }
 }
 
-/// A system call entry: kept in this CPU's slot with [`PAIR_SYSCALLS`],
+/// A system call entry: kept in this CPU's stage with [`PAIR_SYSCALLS`],
 /// else written at once.
 #[inline(always)]
 fn enter(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, args: &[u64; SYSCALL_ARGS]) {
     if layout.filter & PAIR_SYSCALLS != 0
-        && let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0)
+        && let Some(stage) = SYSCALL_STAGE.get_ptr_mut(0)
     {
-        // SAFETY: `slot` is this CPU's value; see `flush`. An entry still
-        // waiting belongs to a call whose return was not seen (its program
-        // was skipped); it is written before being replaced.
+        // SAFETY: `stage` is this CPU's value; see `flush`.
         unsafe {
-            flush(slot, layout);
-            (*slot).entry.header = header_of(EventKind::SysEnter, ts, pid_tgid);
-            (*slot).entry.id = id;
-            (*slot).entry.args = *args;
-            (*slot).live = 1;
+            // An entry still waiting belongs to a call whose return was not
+            // seen (its program was skipped): it goes out, after the calls
+            // before it, before it is replaced.
+            if (*stage).live != 0 {
+                flush(stage, layout);
+            }
+            (*stage).entry.header = header_of(EventKind::SysEnter, ts, pid_tgid);
+            (*stage).entry.id = id;
+            (*stage).entry.args = *args;
+            (*stage).live = 1;
         }
         return;
     }
@@ -107,44 +131,46 @@ fn enter(layout: &KernelLayout, ts: u64, pid_tgid: u64, id: i64, args: &[u64; SY
     entry.submit(wakeup_flags(layout));
 }
 
-/// A system call return at `ts`: the whole call as one event when its entry
-/// waits in this CPU's slot (the caller was checked at the entry then), else
-/// the return alone, if the caller is recorded.
+/// A system call return at `ts`: the whole call, staged, when its entry
+/// waits in this CPU's stage (the caller was checked at the entry then),
+/// else the return alone, if the caller is recorded.
 ///
 /// An entry waiting on this CPU is the running task's: `syscall_switch`,
-/// attached before the entry and return programs, writes out any entry of a
-/// task that is switched out. So the task is not asked for its ids again.
+/// attached before the entry and return programs, writes out the entry of
+/// any task that is switched out. So the task is not asked for its ids again.
 #[inline(always)]
 fn exit(layout: &KernelLayout, ts: u64, id: i64, ret: i64) {
     if layout.filter & PAIR_SYSCALLS != 0
-        && let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0)
+        && let Some(stage) = SYSCALL_STAGE.get_ptr_mut(0)
     {
-        // SAFETY: `slot` is this CPU's value; see `flush`.
+        // SAFETY: `stage` is this CPU's value; see `flush`.
         unsafe {
             // `rt_sigreturn` returns with the number -1 (the registers it
             // restored say "no system call"): its entry and return go out
             // as two events, as they say different things.
-            if (*slot).live != 0 && (*slot).entry.id == id {
-                (*slot).live = 0;
-                let Some(mut entry) = reserve::<SyscallEvent>() else {
-                    return;
-                };
-                let e = MaybeUninit::as_mut_ptr(&mut entry);
-                // Every field is written before the entry is submitted.
-                (*e).header = EventHeader {
-                    kind: EventKind::Syscall as u32,
-                    ts,
-                    ..(*slot).entry.header
-                };
-                (*e).enter_ts = (*slot).entry.header.ts;
-                (*e).id = id;
-                (*e).ret = ret;
-                (*e).args = (*slot).entry.args;
-                entry.submit(wakeup_flags(layout));
+            if (*stage).live != 0 && (*stage).entry.id == id {
+                (*stage).live = 0;
+                let n = (*stage).staged as usize;
+                if n < STAGED_CALLS {
+                    let call = ptr::addr_of_mut!((*stage).calls[n]);
+                    (*call).header = EventHeader {
+                        kind: EventKind::Syscall as u32,
+                        ts,
+                        ..(*stage).entry.header
+                    };
+                    (*call).enter_ts = (*stage).entry.header.ts;
+                    (*call).id = id;
+                    (*call).ret = ret;
+                    (*call).args = (*stage).entry.args;
+                    (*stage).staged = n as u32 + 1;
+                }
+                if n + 1 >= STAGED_CALLS {
+                    flush(stage, layout);
+                }
                 return;
             }
             // Another call's entry (a return that was not seen): on its own.
-            flush(slot, layout);
+            flush(stage, layout);
         }
     }
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -166,19 +192,19 @@ fn exit(layout: &KernelLayout, ts: u64, id: i64, ret: i64) {
     entry.submit(wakeup_flags(layout));
 }
 
-/// A task is switched out: the entry it left waiting goes out on its own.
+/// A task is switched out: what it left staged goes out.
 #[inline(always)]
 fn switched_out() {
-    let Some(slot) = PENDING_SYSCALLS.get_ptr_mut(0) else {
+    let Some(stage) = SYSCALL_STAGE.get_ptr_mut(0) else {
         return;
     };
-    // SAFETY: `slot` is this CPU's value; see `flush`. The entry was
-    // stamped while the layout was filled in, so it is there now.
+    // SAFETY: `stage` is this CPU's value; see `flush`. What is staged was
+    // made while the layout was filled in, so it is there now.
     unsafe {
-        if (*slot).live != 0
+        if ((*stage).live != 0 || (*stage).staged != 0)
             && let Some(layout) = crate::maps::LAYOUT.get(0)
         {
-            flush(slot, layout);
+            flush(stage, layout);
         }
     }
 }

@@ -380,11 +380,12 @@ pub struct SysExitEvent {
 
 /// A system call from entry to return, in one event: what a
 /// [`SysEnterEvent`] at `enter_ts` followed by a [`SysExitEvent`] at
-/// `header.ts` would say. The programs keep the entry on its CPU and write
+/// `header.ts` would say. The programs keep the entry on its CPU and make
 /// this at the return when the caller ran on that CPU throughout; a call
-/// whose caller was switched out in between comes as the two events.
+/// whose caller was switched out in between comes as the two events. Such
+/// events are written several in one ring-buffer entry ([`events_in`]).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyscallEvent {
     /// Common header, stamped at the return; `tid`/`tgid` are the caller's.
     pub header: EventHeader,
@@ -733,6 +734,26 @@ pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
     } else {
         parse(bytes).map(Entry::Fixed)
     }
+}
+
+/// The events of one ring-buffer entry: the entry itself, or, for an
+/// entry of whole system calls ([`SyscallEvent`]s written together), each
+/// of them. An entry that is not a whole number of them is one event (and
+/// decoding tells what is wrong with it).
+pub fn events_in(entry: &[u8]) -> core::slice::ChunksExact<'_, u8> {
+    const CALL: usize = size_of::<SyscallEvent>();
+    let kind = entry
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_ne_bytes);
+    let size =
+        if kind == Some(EventKind::Syscall as u32) && entry.len() > CALL && entry.len() % CALL == 0
+        {
+            CALL
+        } else {
+            entry.len().max(1)
+        };
+    entry.chunks_exact(size)
 }
 
 /// One ring-buffer entry of any kind, decoded, lent by [`with_entry`].

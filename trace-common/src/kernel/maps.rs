@@ -36,23 +36,36 @@ pub const COUNTER_FOLLOW_FULL: u32 = 2;
 /// events (or, for [`COUNTER_FOLLOW_FULL`], lost threads).
 pub const COUNTER_COUNT: u32 = 3;
 
-/// Name of the per-CPU array (one entry) of [`PendingSyscall`]s: the
-/// system call entry the task running on each CPU has not returned from
-/// (with [`PAIR_SYSCALLS`](super::PAIR_SYSCALLS)).
-pub const MAP_PENDING_SYSCALLS: &str = "PENDING_SYSCALLS";
+/// Name of the per-CPU array (one entry) of [`SyscallStage`]s: on each
+/// CPU, the whole calls not yet written and the entry of the call the
+/// running task is in (with [`PAIR_SYSCALLS`](super::PAIR_SYSCALLS)).
+pub const MAP_SYSCALL_STAGE: &str = "SYSCALL_STAGE";
 
-/// A system call entry kept on its CPU until its return or until its
-/// caller is switched out: the value of [`MAP_PENDING_SYSCALLS`].
+/// Whole system calls a CPU keeps before writing them, in one ring-buffer
+/// entry ([`SyscallStage::calls`]).
+pub const STAGED_CALLS: usize = 8;
+
+/// What a CPU keeps of system calls before writing them: the value of
+/// [`MAP_SYSCALL_STAGE`]. Calls that returned where they were entered are
+/// kept until [`STAGED_CALLS`] of them are written together as one
+/// ring-buffer entry (the `SyscallEvent`s back to back), or until the
+/// running task is switched out; the entry of a call in progress is kept
+/// until its return, or is written alone when its task is switched out.
+/// The staged calls always precede the entry in time.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PendingSyscall {
+pub struct SyscallStage {
     /// Nonzero while `entry` holds a call not yet written.
-    pub live: u64,
+    pub live: u32,
+    /// How many of `calls` hold whole calls not yet written.
+    pub staged: u32,
     /// The entry, as it is written when it goes out on its own.
     pub entry: super::SysEnterEvent,
+    /// Whole calls, oldest first.
+    pub calls: [super::SyscallEvent; STAGED_CALLS],
 }
 
-const _: () = assert!(size_of::<PendingSyscall>() == 88);
+const _: () = assert!(size_of::<SyscallStage>() == 8 + 80 + 96 * STAGED_CALLS);
 
 /// Name of the array of [`UsdtSpec`]s, indexed by the attach cookie.
 pub const MAP_USDT_SPECS: &str = "USDT_SPECS";

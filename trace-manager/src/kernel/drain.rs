@@ -7,7 +7,7 @@ use std::io;
 use aya::maps::{MapData, RingBuf};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use trace_common::kernel::{KernelEvent, parse};
+use trace_common::kernel::{KernelEvent, events_in, parse};
 
 use super::{DRAIN_INTERVAL, KernelError, KernelProvider, RELEASE_SLICE, REORDER_WINDOW};
 use crate::clock::boottime_ns;
@@ -255,10 +255,12 @@ impl KernelProvider {
             }
             let mut taken = 0usize;
             while let Some(item) = cpu.ring.next() {
-                arrived(&item);
-                self.reorder.push(&item);
-                if let Some(ts) = item.get(8..16).and_then(|b| b.try_into().ok()) {
-                    cpu.newest = cpu.newest.max(u64::from_ne_bytes(ts));
+                for event in events_in(&item) {
+                    arrived(event);
+                    self.reorder.push(event);
+                    if let Some(ts) = event.get(8..16).and_then(|b| b.try_into().ok()) {
+                        cpu.newest = cpu.newest.max(u64::from_ne_bytes(ts));
+                    }
                 }
                 taken += 1;
                 if taken >= limit {

@@ -1,7 +1,9 @@
 //! Stopping at one instant: the cut every program sees, then detaching.
 
 use aya::programs::TracePoint;
-use trace_common::kernel::{MAP_LAYOUT, MAP_PENDING_SYSCALLS, PendingSyscall, SysEnterEvent};
+use trace_common::kernel::{
+    MAP_LAYOUT, MAP_SYSCALL_STAGE, STAGED_CALLS, SysEnterEvent, SyscallEvent, SyscallStage,
+};
 
 use super::attach::fill_array;
 use super::load::LayoutValue;
@@ -57,46 +59,40 @@ impl KernelProvider {
         }
     }
 
-    /// The system call entries still waiting on their CPUs
-    /// (`PAIR_SYSCALLS`): calls running when the programs were detached,
-    /// whose caller was not switched out since. Each as the bytes of a
-    /// `SysEnterEvent`, for the drain to hand on with the rest; the
-    /// translator ends them at the stop, unfinished.
+    /// What the CPUs still keep of system calls (`PAIR_SYSCALLS`): whole
+    /// calls not yet written, and the entries of calls running when the
+    /// programs were detached, whose caller was not switched out since.
+    /// Each as the bytes of one event, oldest first per CPU, for the drain
+    /// to hand on with the rest; the translator ends the running calls at
+    /// the stop, unfinished.
     fn pending_syscalls(&mut self) -> Vec<Vec<u8>> {
-        let Some(map) = self.ebpf.map(MAP_PENDING_SYSCALLS) else {
+        let Some(map) = self.ebpf.map(MAP_SYSCALL_STAGE) else {
             return Vec::new();
         };
-        let slots: aya::maps::PerCpuArray<_, PendingValue> =
+        let stages: aya::maps::PerCpuArray<_, StageValue> =
             match aya::maps::PerCpuArray::try_from(map) {
-                Ok(slots) => slots,
+                Ok(stages) => stages,
                 Err(e) => {
                     log::warn!("reading the system calls in progress: {e}");
                     return Vec::new();
                 }
             };
-        let values = match slots.get(&0, 0) {
+        let values = match stages.get(&0, 0) {
             Ok(values) => values,
             Err(e) => {
                 log::warn!("reading the system calls in progress: {e}");
                 return Vec::new();
             }
         };
-        values
-            .iter()
-            .filter(|PendingValue(p)| p.live != 0)
-            .map(|PendingValue(p)| {
-                // SAFETY: `SysEnterEvent` is plain data without padding
-                // (its size is asserted in trace-common); its bytes are
-                // read once, as a byte slice.
-                unsafe {
-                    std::slice::from_raw_parts(
-                        std::ptr::from_ref(&p.entry).cast::<u8>(),
-                        std::mem::size_of::<SysEnterEvent>(),
-                    )
-                }
-                .to_vec()
-            })
-            .collect()
+        let mut events = Vec::new();
+        for StageValue(stage) in values.iter() {
+            let staged = (stage.staged as usize).min(STAGED_CALLS);
+            events.extend(stage.calls[..staged].iter().map(|call| plain_bytes(call)));
+            if stage.live != 0 {
+                events.push(plain_bytes(&stage.entry));
+            }
+        }
+        events
     }
 
     /// Detaches everything and frees the maps.
@@ -105,15 +101,28 @@ impl KernelProvider {
     }
 }
 
-/// The `Pod` wrapper through which the pending system call slots are read.
+/// The bytes of `value`.
+fn plain_bytes<T: PlainEvent>(value: &T) -> Vec<u8> {
+    // SAFETY: `T` is plain data without padding (`PlainEvent`: sizes
+    // asserted in trace-common); its bytes are read once, as a byte slice.
+    unsafe { std::slice::from_raw_parts(std::ptr::from_ref(value).cast::<u8>(), size_of::<T>()) }
+        .to_vec()
+}
+
+/// Events whose bytes are all their fields (no padding).
+trait PlainEvent {}
+impl PlainEvent for SysEnterEvent {}
+impl PlainEvent for SyscallEvent {}
+
+/// The `Pod` wrapper through which the system call stages are read.
 #[repr(transparent)]
 #[derive(Clone, Copy)]
-struct PendingValue(PendingSyscall);
+struct StageValue(SyscallStage);
 
-// SAFETY: `PendingSyscall` is `#[repr(C)]` plain data made of integers with
-// no padding (its size is asserted in trace-common), so any bytes are a
-// valid value.
-unsafe impl aya::Pod for PendingValue {}
+// SAFETY: `SyscallStage` is `#[repr(C)]` plain data made of integers with no
+// padding (its size is asserted in trace-common), so any bytes are a valid
+// value.
+unsafe impl aya::Pod for StageValue {}
 
 /// The `Pod` wrapper through which the off-CPU table's entries are read.
 #[repr(transparent)]
