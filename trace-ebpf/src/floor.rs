@@ -1,9 +1,18 @@
 //! Programs that do nothing, one per hook the provider's hot paths use:
 //! what the kernel charges for running a program there at all, the floor
-//! the benchmarks compare the real programs with (`cargo xtask bench`).
-//! Never attached while recording.
+//! the benchmarks compare the real programs with (`cargo xtask bench`);
+//! and programs that do one thing on the system call hooks (read the clock,
+//! ask for the task's ids, store a word), to tell what each step of the
+//! real programs costs. Never attached while recording.
 
-use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{btf_tracepoint, map},
+    maps::PerCpuArray,
+    programs::BtfTracePointContext,
+};
+
+use crate::ring::now;
 
 /// `sys_enter`, doing nothing.
 #[btf_tracepoint(function = "sys_enter")]
@@ -32,5 +41,62 @@ pub fn floor_sched_wakeup(_ctx: BtfTracePointContext) -> i32 {
 /// `sched_wakeup_new`, doing nothing.
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn floor_sched_wakeup_new(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
+/// Where the measuring programs below put what they read, so that the
+/// reads are kept.
+#[map(name = "FLOOR_SINK")]
+static FLOOR_SINK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Stores `value` in this CPU's sink.
+#[inline(always)]
+fn keep(value: u64) {
+    if let Some(slot) = FLOOR_SINK.get_ptr_mut(0) {
+        // SAFETY: `slot` is this CPU's value; a store of a whole `u64`.
+        unsafe { *slot = value };
+    }
+}
+
+/// `sys_enter`, reading the clock (what one clock read costs above the
+/// floor and the sink's store).
+#[btf_tracepoint(function = "sys_enter")]
+pub fn floor_clock_sys_enter(_ctx: BtfTracePointContext) -> i32 {
+    keep(now());
+    0
+}
+
+/// `sys_exit`, reading the clock.
+#[btf_tracepoint(function = "sys_exit")]
+pub fn floor_clock_sys_exit(_ctx: BtfTracePointContext) -> i32 {
+    keep(now());
+    0
+}
+
+/// `sys_enter`, asking for the current task's ids.
+#[btf_tracepoint(function = "sys_enter")]
+pub fn floor_ids_sys_enter(_ctx: BtfTracePointContext) -> i32 {
+    keep(bpf_get_current_pid_tgid());
+    0
+}
+
+/// `sys_exit`, asking for the current task's ids.
+#[btf_tracepoint(function = "sys_exit")]
+pub fn floor_ids_sys_exit(_ctx: BtfTracePointContext) -> i32 {
+    keep(bpf_get_current_pid_tgid());
+    0
+}
+
+/// `sys_enter`, storing a constant in the sink (what the store costs).
+#[btf_tracepoint(function = "sys_enter")]
+pub fn floor_store_sys_enter(_ctx: BtfTracePointContext) -> i32 {
+    keep(1);
+    0
+}
+
+/// `sys_exit`, storing a constant in the sink.
+#[btf_tracepoint(function = "sys_exit")]
+pub fn floor_store_sys_exit(_ctx: BtfTracePointContext) -> i32 {
+    keep(1);
     0
 }

@@ -1,8 +1,10 @@
 //! Runs a command with empty eBPF programs on some of the kernel
-//! provider's hooks: the floor `cargo xtask bench` measures tracers above.
+//! provider's hooks: the floor `cargo xtask bench` measures tracers above
+//! (and programs doing one step there: `HOOK:clock`, `HOOK:ids`,
+//! `HOOK:store`; see `trace_manager::kernel::floor::FLOOR_PROGRAMS`).
 //!
-//! `kernel_floor HOOK[,HOOK...] -- COMMAND [ARGS...]` (as root), e.g.
-//! `kernel_floor sys_enter,sys_exit -- perf bench syscall basic`.
+//! `kernel_floor PROGRAM[,PROGRAM...] -- COMMAND [ARGS...]` (as root),
+//! e.g. `kernel_floor sys_enter,sys_exit -- perf bench syscall basic`.
 
 use std::process::{Command, ExitCode};
 
@@ -12,7 +14,7 @@ fn main() -> Result<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (hooks, command) = match args.iter().position(|a| a == "--") {
         Some(at) if at == 1 && at + 1 < args.len() => (&args[0], &args[at + 1..]),
-        _ => bail!("usage: kernel_floor HOOK[,HOOK...] -- COMMAND [ARGS...]"),
+        _ => bail!("usage: kernel_floor PROGRAM[,PROGRAM...] -- COMMAND [ARGS...]"),
     };
     let hooks: Vec<&str> = hooks.split(',').collect();
     let _floor = trace_manager::kernel::floor::attach(&hooks)

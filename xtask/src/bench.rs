@@ -114,6 +114,11 @@ pub struct KernelWorkload {
     /// The hooks trace-cli's programs use, for the floor
     /// (`trace_manager::kernel::floor`); none: no floor row.
     floor: &'static [&'static str],
+    /// Steps above the floor, each a row: what the programs on the system
+    /// call hooks do (`store`, `clock`, `ids`: see
+    /// `trace_manager::kernel::floor::FloorProgram`), with the floor on the
+    /// other hooks.
+    steps: &'static [&'static str],
 }
 
 impl KernelWorkload {
@@ -130,6 +135,7 @@ impl KernelWorkload {
                 "sched:sched_wakeup_new",
             ],
             floor: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
+            steps: &[],
         }
     }
 
@@ -142,6 +148,7 @@ impl KernelWorkload {
             trace_cli: &["-c", "kernel:syscall"],
             tracepoints: &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
             floor: &["sys_enter", "sys_exit", "sched_switch"],
+            steps: &["store", "clock", "ids"],
         }
     }
 
@@ -158,6 +165,7 @@ impl KernelWorkload {
                 "raw_syscalls:sys_exit",
             ],
             floor: &[],
+            steps: &[],
             ..Self::getppid(loops)
         }
     }
@@ -189,6 +197,8 @@ enum Tracer {
     None,
     /// Empty programs on trace-cli's hooks.
     Floor,
+    /// Programs doing one step on the system call hooks, on the floor.
+    Step(&'static str),
     /// `trace-cli record -a`.
     TraceCli,
     /// Another trace-cli binary.
@@ -206,6 +216,10 @@ impl Tracer {
         match self {
             Tracer::None => "none",
             Tracer::Floor => "floor",
+            Tracer::Step("store") => "floor + store",
+            Tracer::Step("clock") => "floor + clock",
+            Tracer::Step("ids") => "floor + ids",
+            Tracer::Step(_) => "floor + step",
             Tracer::TraceCli => "trace-cli",
             Tracer::Baseline => "baseline",
             Tracer::TraceCmd => "trace-cmd",
@@ -247,6 +261,7 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
     let mut tracers = vec![Tracer::None];
     if floor.is_some() {
         tracers.push(Tracer::Floor);
+        tracers.extend(w.steps.iter().map(|&s| Tracer::Step(s)));
     }
     tracers.push(Tracer::TraceCli);
     if baseline.is_some() {
@@ -259,7 +274,8 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
         for (tracer, samples) in tracers.iter().zip(&mut samples) {
             let sample = match tracer {
                 Tracer::None => run_untraced(&w)?,
-                Tracer::Floor => run_floor(floor.as_deref().unwrap_or(&cli), &w)?,
+                Tracer::Floor => run_floor(floor.as_deref().unwrap_or(&cli), &w, None)?,
+                Tracer::Step(step) => run_floor(floor.as_deref().unwrap_or(&cli), &w, Some(step))?,
                 Tracer::TraceCli => run_trace_cli(&cli, &dir, &w)?,
                 Tracer::Baseline => run_trace_cli(baseline.unwrap_or(&cli), &dir, &w)?,
                 Tracer::TraceCmd => run_trace_cmd(&dir, &w)?,
@@ -327,7 +343,7 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
             .map_or("-".to_owned(), |t| format!("{:.2}", extra / t));
         let above = floor_ns.map_or("-".to_owned(), |f| format!("{:.0}", extra - f));
         let (events_s, dropped_s, per_event, per_byte) =
-            if matches!(tracer, Tracer::None | Tracer::Floor) {
+            if matches!(tracer, Tracer::None | Tracer::Floor | Tracer::Step(_)) {
                 (
                     "-".to_owned(),
                     "-".to_owned(),
@@ -350,6 +366,22 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
             "{:<17} {secs:>8.3} {:>6.1}% {extra:>9.0} {ratio:>8} {above:>10} {events_s:>9} {dropped_s:>10} {per_event:>8} {per_byte:>7}",
             tracer.name(),
             (secs / base - 1.0) * 100.0,
+        );
+    }
+    if let (Some(store), Some(clock), Some(ids)) = (
+        secs(Tracer::Step("store")),
+        secs(Tracer::Step("clock")),
+        secs(Tracer::Step("ids")),
+    ) {
+        // Two system call hooks per call.
+        let each = |a: f64, b: f64| (a - b) * 1e9 / w.loops as f64 / 2.0;
+        let floor = secs(Tracer::Floor).unwrap_or(base);
+        println!(
+            "per program run above the floor: a store to a per-CPU map {:.0} ns, a clock read \
+             {:.0} ns, the task's ids {:.0} ns (two runs per call)",
+            each(store, floor),
+            each(clock, store),
+            each(ids, store)
         );
     }
     println!(
@@ -425,12 +457,21 @@ fn run_untraced(w: &KernelWorkload) -> Result<Sample> {
     })
 }
 
-/// The workload with empty programs on trace-cli's hooks.
-fn run_floor(floor: &Path, w: &KernelWorkload) -> Result<Sample> {
+/// The workload with empty programs on trace-cli's hooks; with `step`,
+/// programs doing that on the system call hooks.
+fn run_floor(floor: &Path, w: &KernelWorkload, step: Option<&str>) -> Result<Sample> {
+    let programs: Vec<String> = w
+        .floor
+        .iter()
+        .map(|&hook| match step {
+            Some(step) if hook.starts_with("sys_") => format!("{hook}:{step}"),
+            _ => hook.to_owned(),
+        })
+        .collect();
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .arg(floor)
-        .arg(w.floor.join(","))
+        .arg(programs.join(","))
         .arg("--")
         .args(workload_args(w))
         .output()

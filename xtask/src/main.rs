@@ -44,15 +44,17 @@ enum Command {
         args: Vec<String>,
     },
     /// Measure what tracing costs: the userspace engine per event
-    /// (`cargo xtask bench provider`, no root needed), and recording
-    /// scheduling (`kernel`), system calls (`syscall`), the system call
+    /// (`cargo xtask bench provider`, no root needed); recording
+    /// scheduling (`kernel`) and system calls (`syscall`) against the
+    /// floor, trace-cmd, bpftrace and `perf record`, the system call
     /// tracepoints selected by name (`tracepoint`) and sampled stacks
     /// (`profile`, ns of CPU per sample at 99 and 999 Hz) against `perf
-    /// record` (root and perf), and reading a large trace into `report` and
-    /// `export` (`analysis`); all by default.
+    /// record` (root); the manager's event rate and storms (`throughput`);
+    /// and reading a large trace into `report` and `export` (`analysis`);
+    /// all by default.
     Bench {
         /// Which benchmarks: `provider`, `kernel`, `syscall`, `tracepoint`,
-        /// `profile`, `analysis` or `all` (the default).
+        /// `profile`, `throughput`, `analysis` or `all` (the default).
         #[arg(value_enum, conflicts_with = "what")]
         which: Option<bench::What>,
         /// Which benchmarks, as a flag: the same as the positional argument.
@@ -61,8 +63,10 @@ enum Command {
         /// Interleaved rounds (untraced, trace-cli, perf) to take medians of.
         #[arg(long, default_value_t = 5)]
         rounds: usize,
-        /// Pipe round trips per run of `perf bench sched pipe`.
-        #[arg(long, default_value_t = 50_000)]
+        /// Pipe round trips per run of `perf bench sched pipe` (its time
+        /// is printed to the millisecond: 200 000 trips make that 5 ns per
+        /// trip).
+        #[arg(long, default_value_t = 200_000)]
         loops: u64,
         /// getppid calls per run of `perf bench syscall basic`.
         #[arg(long, default_value_t = 2_000_000)]

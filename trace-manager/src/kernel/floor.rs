@@ -13,23 +13,58 @@ use super::attach::program_of;
 use super::error::program_error;
 use super::load::EBPF_OBJECT;
 
-/// The hooks with a floor program: the BTF tracepoint and the program.
-pub const FLOOR_HOOKS: &[(&str, &str)] = &[
-    ("sys_enter", "floor_sys_enter"),
-    ("sys_exit", "floor_sys_exit"),
-    ("sched_switch", "floor_sched_switch"),
-    ("sched_wakeup", "floor_sched_wakeup"),
-    ("sched_wakeup_new", "floor_sched_wakeup_new"),
+/// A program of the floor: its name for [`attach`], its BTF tracepoint,
+/// the program.
+pub struct FloorProgram {
+    /// The hook, and what the program does there beyond returning: `HOOK`
+    /// for nothing, `HOOK:clock` reads the clock, `HOOK:ids` asks for the
+    /// current task's ids, `HOOK:store` stores a word in a per-CPU map
+    /// (which the other two also do with what they read).
+    pub name: &'static str,
+    /// The BTF tracepoint.
+    pub tracepoint: &'static str,
+    /// The program in the object.
+    pub program: &'static str,
+}
+
+/// Every floor program.
+pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
+    floor("sys_enter", "sys_enter", "floor_sys_enter"),
+    floor("sys_exit", "sys_exit", "floor_sys_exit"),
+    floor("sched_switch", "sched_switch", "floor_sched_switch"),
+    floor("sched_wakeup", "sched_wakeup", "floor_sched_wakeup"),
+    floor(
+        "sched_wakeup_new",
+        "sched_wakeup_new",
+        "floor_sched_wakeup_new",
+    ),
+    floor("sys_enter:clock", "sys_enter", "floor_clock_sys_enter"),
+    floor("sys_exit:clock", "sys_exit", "floor_clock_sys_exit"),
+    floor("sys_enter:ids", "sys_enter", "floor_ids_sys_enter"),
+    floor("sys_exit:ids", "sys_exit", "floor_ids_sys_exit"),
+    floor("sys_enter:store", "sys_enter", "floor_store_sys_enter"),
+    floor("sys_exit:store", "sys_exit", "floor_store_sys_exit"),
 ];
+
+const fn floor(
+    name: &'static str,
+    tracepoint: &'static str,
+    program: &'static str,
+) -> FloorProgram {
+    FloorProgram {
+        name,
+        tracepoint,
+        program,
+    }
+}
 
 /// Empty programs attached to some hooks; dropping it detaches them.
 pub struct Floor {
     _ebpf: Ebpf,
 }
 
-/// Attaches an empty program to each of `hooks` (BTF tracepoint names
-/// from [`FLOOR_HOOKS`]).
-pub fn attach(hooks: &[&str]) -> Result<Floor, KernelError> {
+/// Attaches the floor programs named `names` ([`FloorProgram::name`]).
+pub fn attach(names: &[&str]) -> Result<Floor, KernelError> {
     super::load::raise_memlock_limit();
     let mut ebpf = EbpfLoader::new()
         .map_max_entries(MAP_EVENTS, 1)
@@ -42,23 +77,23 @@ pub fn attach(hooks: &[&str]) -> Result<Floor, KernelError> {
         reason: format!("reading the kernel's BTF: {e}"),
         source: Box::new(ProgramError::from(std::io::Error::other(e.to_string()))),
     })?;
-    for hook in hooks {
-        let Some(&(tracepoint, program)) = FLOOR_HOOKS.iter().find(|(t, _)| t == hook) else {
+    for name in names {
+        let Some(p) = FLOOR_PROGRAMS.iter().find(|p| p.name == *name) else {
             return Err(KernelError::UnknownHook {
-                name: (*hook).to_owned(),
-                known: FLOOR_HOOKS
+                name: (*name).to_owned(),
+                known: FLOOR_PROGRAMS
                     .iter()
-                    .map(|(t, _)| *t)
+                    .map(|p| p.name)
                     .collect::<Vec<_>>()
                     .join(", "),
             });
         };
-        let tp: &mut BtfTracePoint = program_of(&mut ebpf, program)?;
-        tp.load(tracepoint, &btf)
-            .map_err(|e| program_error(program, e))?;
+        let tp: &mut BtfTracePoint = program_of(&mut ebpf, p.program)?;
+        tp.load(p.tracepoint, &btf)
+            .map_err(|e| program_error(p.program, e))?;
         tp.attach().map_err(|e| KernelError::Attach {
-            program,
-            tracepoint: format!("btf:{tracepoint}"),
+            program: p.program,
+            tracepoint: format!("btf:{}", p.tracepoint),
             source: Box::new(e),
         })?;
     }

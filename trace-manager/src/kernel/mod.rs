@@ -103,11 +103,11 @@ pub const RELEASE_SLICE: usize = 65_536;
 /// Bytes of events read from the rings and not yet translated that the
 /// manager holds at most, per byte of ring buffer (within
 /// [`MIN_BACKLOG_BYTES`] and [`MAX_BACKLOG_BYTES`]).
-pub const BACKLOG_PER_RING_BYTE: usize = 32;
+pub const BACKLOG_PER_RING_BYTE: usize = 4;
 /// The backlog allowed at the smallest ring buffers.
 pub const MIN_BACKLOG_BYTES: usize = 64 << 20;
 /// The backlog allowed at the largest ring buffers.
-pub const MAX_BACKLOG_BYTES: usize = 1 << 30;
+pub const MAX_BACKLOG_BYTES: usize = 512 << 20;
 
 /// Longest time events wait in the ring buffer before
 /// [`KernelProvider::readable`] returns anyway.

@@ -34,6 +34,8 @@ pub struct Reorder {
     bytes: usize,
     /// Where the events pushed since the last [`Reorder::end_run`] begin.
     run_start: usize,
+    /// The arena before the last compaction, kept for the next one.
+    spare: Vec<u8>,
 }
 
 impl Reorder {
@@ -156,14 +158,18 @@ impl Reorder {
         if self.done < 1024 || self.done < self.held.len() / 2 {
             return;
         }
-        let mut arena = Vec::with_capacity(self.arena.len() / 2);
+        // Into the spare arena, whose memory is kept from one compaction to
+        // the next: a backlog that grows and shrinks does not make the
+        // allocator map and fault in fresh pages each time.
+        let mut arena = std::mem::take(&mut self.spare);
+        arena.clear();
         for h in &mut self.held[self.done..] {
             let start = arena.len();
             arena.extend_from_slice(&self.arena[h.start..h.start + h.len]);
             h.start = start;
         }
         self.held.drain(..self.done);
-        self.arena = arena;
+        self.spare = std::mem::replace(&mut self.arena, arena);
         self.unsorted -= self.done;
         self.run_start = self.run_start.saturating_sub(self.done);
         self.done = 0;
