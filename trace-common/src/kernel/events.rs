@@ -746,13 +746,14 @@ pub fn events_in(entry: &[u8]) -> core::slice::ChunksExact<'_, u8> {
         .get(..4)
         .and_then(|b| b.try_into().ok())
         .map(u32::from_ne_bytes);
-    let size =
-        if kind == Some(EventKind::Syscall as u32) && entry.len() > CALL && entry.len() % CALL == 0
-        {
-            CALL
-        } else {
-            entry.len().max(1)
-        };
+    let size = if kind == Some(EventKind::Syscall as u32)
+        && entry.len() > CALL
+        && entry.len().is_multiple_of(CALL)
+    {
+        CALL
+    } else {
+        entry.len().max(1)
+    };
     entry.chunks_exact(size)
 }
 

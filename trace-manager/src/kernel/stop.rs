@@ -87,7 +87,7 @@ impl KernelProvider {
         let mut events = Vec::new();
         for StageValue(stage) in values.iter() {
             let staged = (stage.staged as usize).min(STAGED_CALLS);
-            events.extend(stage.calls[..staged].iter().map(|call| plain_bytes(call)));
+            events.extend(stage.calls[..staged].iter().map(plain_bytes));
             if stage.live != 0 {
                 events.push(plain_bytes(&stage.entry));
             }
