@@ -103,7 +103,11 @@ impl KernelProvider {
                 } else {
                     0
                 }
-                | if config.separate_syscall_events {
+                // Pairs of tracepoints selected by name are kept inside the
+                // system call slices they begin or end in, which the
+                // translator can do only when it sees each call's entry
+                // before what happens inside the call.
+                | if config.separate_syscall_events || !config.tracepoints.pairs.is_empty() {
                     0
                 } else {
                     PAIR_SYSCALLS

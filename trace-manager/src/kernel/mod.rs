@@ -143,6 +143,8 @@ pub struct KernelConfig {
     /// instead of one event for a call whose caller stayed on its CPU
     /// ([`PAIR_SYSCALLS`](trace_common::kernel::PAIR_SYSCALLS) off). Both
     /// give the same records; one event costs the traced program less.
+    /// Tracepoint pairs selected by name (`tracepoints.pairs`) imply it:
+    /// keeping them inside the system call slices needs each entry first.
     pub separate_syscall_events: bool,
     /// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes).
     pub stacks: trace_common::controller::StackOptions,
