@@ -588,3 +588,72 @@ fn root_one_event_and_two_event_system_calls_agree() {
         );
     }
 }
+
+/// Calls still kept on a CPU when the recording stops (fewer than a ring
+/// entry's worth, their task still running there) are read from the stage
+/// and not lost.
+#[test]
+fn root_calls_kept_on_a_cpu_at_the_stop_are_not_lost() {
+    require_root();
+    let mut kernel =
+        KernelProvider::start(&config(&[trace_common::category::KERNEL_SYSCALL])).unwrap();
+    // Five calls, then computing without a system call until killed.
+    let script = "import os, sys\n\
+        for _ in range(5): os.getppid()\n\
+        sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
+        while True: pass\n";
+    // The child alone on the last CPU, this thread on the first: nothing
+    // else is likely to switch the child out before the programs are gone.
+    let cpus = kernel.cpus();
+    let (first, last) = (cpus[0], cpus[cpus.len() - 1]);
+    pin_this_thread(first);
+    let mut child = Command::new("taskset")
+        .args(["-c", &last.to_string(), "python3", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "ready\n");
+    kernel.cut().unwrap();
+    kernel.detach();
+    let mut events = Vec::new();
+    kernel.drain(&mut |e| events.push(e));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (calls, _) = calls_of(pid, &events);
+    // The last calls: the five getppid and the write of "ready", each
+    // entered and returned.
+    let last: Vec<(bool, i64)> = calls
+        .iter()
+        .rev()
+        .take(12)
+        .rev()
+        .map(|c| (c.1, c.2))
+        .collect();
+    let mut want: Vec<(bool, i64)> = Vec::new();
+    for _ in 0..5 {
+        want.extend([(false, libc::SYS_getppid), (true, libc::SYS_getppid)]);
+    }
+    want.extend([(false, libc::SYS_write), (true, libc::SYS_write)]);
+    assert_eq!(last, want, "the last calls of {} recorded", calls.len());
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_this_thread(cpu: u32) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it;
+    // sched_setaffinity(0) applies to the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
