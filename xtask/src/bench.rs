@@ -51,7 +51,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::ebpf::{target_dir, workspace_root};
+use crate::ebpf::target_dir;
 use crate::run::{cargo, is_root, run};
 
 /// One measured run.
@@ -171,19 +171,37 @@ impl KernelWorkload {
     }
 }
 
+/// What a benchmark runs, built for release.
+#[derive(Clone, Copy, Debug)]
+enum Built {
+    /// The `trace-cli` binary.
+    TraceCli,
+    /// Binary `name` of package `package`.
+    Bin(&'static str, &'static str),
+    /// Example `name` of package `package`.
+    Example(&'static str, &'static str),
+}
+
+/// Builds `what` for release and returns its path.
+fn build_release(what: Built) -> Result<PathBuf> {
+    let (package, flag, name) = match what {
+        Built::TraceCli => ("trace-cli", "--bin", "trace-cli"),
+        Built::Bin(package, name) => (package, "--bin", name),
+        Built::Example(package, name) => (package, "--example", name),
+    };
+    run(cargo().args(["build", "--release", "--package", package, flag, name]))?;
+    let release = target_dir().join("release");
+    Ok(match what {
+        Built::Example(..) => release.join("examples").join(name),
+        _ => release.join(name),
+    })
+}
+
 /// Runs the userspace provider engine's benchmark (`provider_bench`): ns per
 /// event for each event kind with one and two writing threads, beside the
 /// floor of reading the clock and copying the same bytes.
 pub fn provider_bench(iterations: u64) -> Result<()> {
-    run(cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "tests",
-        "--bin",
-        "provider_bench",
-    ]))?;
-    let bin = target_dir().join("release/provider_bench");
+    let bin = build_release(Built::Bin("tests", "provider_bench"))?;
     run(Command::new(&bin)
         .arg("--iterations")
         .arg(iterations.to_string()))
@@ -240,20 +258,14 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
         bail!("the benchmark loads eBPF programs: run it as root");
     }
     ensure_peers()?;
-    run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
-    let cli = workspace_root().join("target/release/trace-cli");
+    let cli = build_release(Built::TraceCli)?;
     let floor = if w.floor.is_empty() {
         None
     } else {
-        run(cargo().args([
-            "build",
-            "--release",
-            "--package",
+        Some(build_release(Built::Example(
             "trace-manager",
-            "--example",
             "kernel_floor",
-        ]))?;
-        Some(target_dir().join("release/examples/kernel_floor"))
+        ))?)
     };
     let dir = std::env::temp_dir().join(format!("trace-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;

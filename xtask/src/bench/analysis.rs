@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::{median, target_dir, which};
-use crate::ebpf::workspace_root;
-use crate::run::{cargo, is_root, run};
+use super::{Built, build_release, median, target_dir, which};
+use crate::run::is_root;
 
 /// One run of a command over the trace.
 #[derive(Clone, Copy, Debug)]
@@ -36,8 +35,7 @@ struct Measured {
 /// Runs the benchmark: makes (or reuses) a recording of at least `size_mb`
 /// MB, or takes `trace`, then `rounds` interleaved rounds.
 pub fn analysis_bench(rounds: usize, size_mb: u64, trace: Option<&Path>) -> Result<()> {
-    run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
-    let cli = workspace_root().join("target/release/trace-cli");
+    let cli = build_release(Built::TraceCli)?;
     let file = match trace {
         Some(t) => t.to_path_buf(),
         None => {

@@ -46,8 +46,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use super::{median, number_before, perf_stat, target_dir, which};
-use crate::run::{cargo, is_root, run};
+use super::{Built, build_release, median, number_before, perf_stat, which};
+use crate::run::is_root;
 
 /// The sampling rates measured, in Hz.
 const RATES: [u32; 2] = [99, 999];
@@ -181,26 +181,17 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
     if which("perf").is_none() {
         bail!("`perf` is needed for the peers: apt-get install linux-perf");
     }
-    run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
-    run(cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "tests",
-        "--bin",
-        "stack_spin",
-    ]))?;
-    let release = target_dir().join("release");
-    let spin = release.join("stack_spin");
+    let cli = build_release(Built::TraceCli)?;
+    let spin = build_release(Built::Bin("tests", "stack_spin"))?;
     let mut tracers = vec![
         Tracer::TraceCli {
             name: "trace-cli",
-            cli: release.join("trace-cli"),
+            cli: cli.clone(),
             extra: &[],
         },
         Tracer::TraceCli {
             name: "trace-cli fp",
-            cli: release.join("trace-cli"),
+            cli: cli.clone(),
             extra: &["--call-graph", "fp"],
         },
     ];

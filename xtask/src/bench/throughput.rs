@@ -24,9 +24,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use super::{number_before, perf_stat};
-use crate::ebpf::{target_dir, workspace_root};
-use crate::run::{cargo, is_root, run};
+use super::{Built, build_release, number_before, perf_stat};
+use crate::run::is_root;
 
 /// Runs the three parts; `calls` is each storm process's number of calls.
 pub fn throughput_bench(calls: u64) -> Result<()> {
@@ -34,26 +33,9 @@ pub fn throughput_bench(calls: u64) -> Result<()> {
         bail!("the benchmark loads eBPF programs: run it as root");
     }
     super::ensure_peers()?;
-    run(cargo().args(["build", "--release", "--package", "trace-cli"]))?;
-    run(cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "trace-manager",
-        "--example",
-        "kernel_replay",
-    ]))?;
-    run(cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "tests",
-        "--bin",
-        "syscall_rate",
-    ]))?;
-    let cli = workspace_root().join("target/release/trace-cli");
-    let replay = target_dir().join("release/examples/kernel_replay");
-    let rate = target_dir().join("release/syscall_rate");
+    let cli = build_release(Built::TraceCli)?;
+    let replay = build_release(Built::Example("trace-manager", "kernel_replay"))?;
+    let rate = build_release(Built::Bin("tests", "syscall_rate"))?;
     let dir = std::env::temp_dir().join(format!("trace-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
 
@@ -178,7 +160,17 @@ fn paced(cli: &Path, rate_bin: &Path, file: &Path, rate: f64) -> Result<(f64, u6
         .find_map(|w| w.strip_prefix("rate="))
         .and_then(|r| r.parse::<f64>().ok())
         .with_context(|| format!("no rate in the workload's output: {stdout}"))?;
-    Ok((reached, number_before(&stderr, "dropped")?))
+    let dropped = number_before(&stderr, "dropped")?;
+    let asked = if rate > 0.0 {
+        format!("asked {:.2} M calls/s", rate / 1e6)
+    } else {
+        "flat out".to_owned()
+    };
+    eprintln!(
+        "bench: {asked}, reached {:.2} M calls/s, {dropped} dropped",
+        reached / 1e6
+    );
+    Ok((reached, dropped))
 }
 
 /// The highest rate (asked, reached, whether that was the workload's top
@@ -186,10 +178,6 @@ fn paced(cli: &Path, rate_bin: &Path, file: &Path, rate: f64) -> Result<(f64, u6
 fn sustained(cli: &Path, rate_bin: &Path, file: &Path) -> Result<Option<(f64, f64, bool)>> {
     // The workload's top speed under the recording.
     let (top, dropped) = paced(cli, rate_bin, file, 0.0)?;
-    eprintln!(
-        "bench: flat out {:.2} M calls/s, {dropped} dropped",
-        top / 1e6
-    );
     if dropped == 0 {
         return Ok(Some((top, top, true)));
     }
@@ -197,11 +185,6 @@ fn sustained(cli: &Path, rate_bin: &Path, file: &Path) -> Result<Option<(f64, f6
     let mut asked = 250_000.0;
     while asked < bad {
         let (reached, dropped) = paced(cli, rate_bin, file, asked)?;
-        eprintln!(
-            "bench: asked {:.2} M calls/s, reached {:.2}, {dropped} dropped",
-            asked / 1e6,
-            reached / 1e6
-        );
         if dropped > 0 {
             bad = asked;
             break;
@@ -216,11 +199,6 @@ fn sustained(cli: &Path, rate_bin: &Path, file: &Path) -> Result<Option<(f64, f6
             break;
         }
         let (reached, dropped) = paced(cli, rate_bin, file, mid)?;
-        eprintln!(
-            "bench: asked {:.2} M calls/s, reached {:.2}, {dropped} dropped",
-            mid / 1e6,
-            reached / 1e6
-        );
         if dropped > 0 {
             bad = mid;
         } else {
