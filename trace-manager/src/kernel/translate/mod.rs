@@ -366,6 +366,8 @@ impl KernelTranslator {
         event: &KernelEvent,
     ) -> Result<(), OutputError> {
         let h = event.header();
+        // A whole system call stands for two events at two times: it does
+        // its own stop check and current-task update for each.
         if let KernelEvent::Syscall(e) = event {
             return self.syscall(out, e);
         }
@@ -382,6 +384,7 @@ impl KernelTranslator {
             KernelEvent::Rename(e) => self.rename(out, e),
             KernelEvent::SysEnter(e) => self.sys_enter(out, e),
             KernelEvent::SysExit(e) => self.sys_exit(out, e),
+            // Handled above.
             KernelEvent::Syscall(e) => self.syscall(out, e),
             KernelEvent::IrqEntry(e) => self.irq_entry(out, e),
             KernelEvent::IrqExit(e) => self.irq_exit(out, e),
