@@ -181,9 +181,11 @@
 
 pub mod protos;
 mod reader;
+mod restart;
 mod writer;
 
 pub use reader::{DecodedFrame, DecodedSample, PerfettoError, SampleReader};
+pub use restart::SequenceRestart;
 pub use writer::{
     CpuMode, Frame, MAX_BLOB_PAYLOAD, MAX_FRAMES, MAX_FUNCTION_NAME_LEN, MAX_INTERNED, Mapping,
     Sample, SampleWriter,

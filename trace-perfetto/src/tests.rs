@@ -760,3 +760,54 @@ fn a_long_stream_starts_new_generations_that_still_decode() {
     assert_eq!(firsts, 1);
     assert!(clearings >= 5, "{clearings} clearing packets");
 }
+
+#[test]
+fn a_stream_cut_anywhere_reads_the_same_after_the_restart_payloads() {
+    let libc = mapping("/usr/lib/libc.so.6", Some(b"\x01\x02"), 0x7f00_0000_0000);
+    let kernel = mapping("[kernel.kallsyms]", Some(b""), 0);
+    let pool: Vec<Frame> = (0..60)
+        .map(|i| match i % 2 {
+            0 => frame(&format!("libc_fn_{i}"), &libc, 0x100 * i),
+            _ => frame(&format!("kernel_fn_{i}"), &kernel, 0x8 * i),
+        })
+        .collect();
+    let names = ["cpu-clock", "off-cpu"];
+    // The second writer starts new generations, so some cuts fall after a
+    // clearing packet of its own.
+    let mut writers = [
+        SampleWriter::new(1, names[0]),
+        SampleWriter::new(2, names[1]).with_max_interned(40),
+    ];
+    let mut file = Vec::new();
+    for n in 0..1500u64 {
+        let w = (n % 2) as usize;
+        let depth = 1 + (n as usize * 7) % 20;
+        let stack: Vec<Frame> = (0..depth)
+            .map(|d| pool[(n as usize * 11 + d * 5) % pool.len()].clone())
+            .collect();
+        writers[w].push(&sample(1_000 + n, &stack));
+        if writers[w].ready() {
+            file.extend(writers[w].take());
+        }
+    }
+    for w in &mut writers {
+        file.extend(w.take());
+    }
+    assert!(file.len() > 6, "several payloads: {}", file.len());
+    let whole = read_all(&file);
+    let mut restart = SequenceRestart::new();
+    let mut before = 0;
+    for cut in 0..=file.len() {
+        let mut second = restart.restart_payloads();
+        for payload in &second {
+            assert!(payload.len() <= MAX_BLOB_PAYLOAD);
+        }
+        second.extend(file[cut..].iter().cloned());
+        let got = read_all(&second);
+        assert_eq!(got, whole[before..], "cut before payload {cut}");
+        if let Some(payload) = file.get(cut) {
+            restart.observe(payload);
+            before += read_all(&file[..=cut]).len() - read_all(&file[..cut]).len();
+        }
+    }
+}

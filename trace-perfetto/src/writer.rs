@@ -478,23 +478,36 @@ impl SampleWriter {
     /// Appends one framed packet to the pending payload, starting a new
     /// payload when it would not fit.
     fn append(&mut self, packet: &protos::TracePacket) {
-        let len = packet.encoded_len();
-        let framed = key_len(1) + encoded_len_varint(len as u64) + len;
-        debug_assert!(framed <= MAX_BLOB_PAYLOAD);
-        if self.current.len() + framed > MAX_BLOB_PAYLOAD {
-            self.full.push(std::mem::take(&mut self.current));
-        }
-        if self.current.is_empty() {
-            self.current.reserve(MAX_BLOB_PAYLOAD);
-        }
-        prost::encoding::message::encode(1, packet, &mut self.current);
+        append_packet(packet, &mut self.current, &mut self.full);
     }
+}
+
+/// Appends one framed packet to `current`, first moving `current` to
+/// `full` when the packet would not fit in it.
+pub(crate) fn append_packet(
+    packet: &protos::TracePacket,
+    current: &mut Vec<u8>,
+    full: &mut Vec<Vec<u8>>,
+) {
+    let len = packet.encoded_len();
+    let framed = key_len(1) + encoded_len_varint(len as u64) + len;
+    debug_assert!(framed <= MAX_BLOB_PAYLOAD);
+    if current.len() + framed > MAX_BLOB_PAYLOAD {
+        full.push(std::mem::take(current));
+    }
+    if current.is_empty() {
+        current.reserve(MAX_BLOB_PAYLOAD);
+    }
+    prost::encoding::message::encode(1, packet, current);
 }
 
 /// Splits interned entries into groups of at most `budget` encoded bytes,
 /// keeping their order (strings, mappings, frames, call stacks: an entry
 /// comes no later than the entries referring to it).
-fn split_interned(new: protos::InternedData, budget: usize) -> Vec<protos::InternedData> {
+pub(crate) fn split_interned(
+    new: protos::InternedData,
+    budget: usize,
+) -> Vec<protos::InternedData> {
     struct Split {
         budget: usize,
         chunks: Vec<protos::InternedData>,

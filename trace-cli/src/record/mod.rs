@@ -6,12 +6,14 @@
 //! - `command`: the recorded command, started and followed.
 //! - `run_loop`: waiting for the end while alerts and the status come.
 //! - `progress`: the live status line.
+//! - `rotation`: the trace cut into a series of files (`--rotate`).
 //! - `summary`: what is said at the end.
 
 mod command;
 mod config;
 mod connect;
 mod progress;
+mod rotation;
 mod run_loop;
 mod summary;
 
@@ -40,6 +42,16 @@ pub struct RecordArgs {
     /// recorded (a COMMAND's own output then goes to standard error).
     #[arg(short, long, default_value = "trace.fxt")]
     output: PathBuf,
+    /// Write a series of files instead of one: a new file when the current
+    /// one would grow past a size (`256M`, `64K`, `1G`) or has been written
+    /// for a time (`60s`, `5min`, `1h`). Each file reads on its own (names,
+    /// strings and open slices repeated at its start); OUTPUT `trace.fxt`
+    /// gives `trace-0001.fxt`, `trace-0002.fxt`...
+    #[arg(long, value_name = "SIZE|TIME", value_parser = trace_split::parse_limit)]
+    rotate: Option<trace_split::Limit>,
+    /// With --rotate: keep at most this many files, deleting the oldest.
+    #[arg(long, value_name = "N", requires = "rotate", value_parser = clap::value_parser!(u32).range(1..))]
+    max_files: Option<u32>,
     /// Stop after this many seconds (fractions allowed).
     #[arg(short, long, value_name = "SECONDS")]
     duration: Option<f64>,
@@ -188,8 +200,21 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let mut config = config::trace_config(&args, &categories)?;
     let needs_kernel = config::needs_kernel(&config);
 
+    if args.rotate.is_some() && to_stdout {
+        bail!("--rotate writes files: it cannot go with -o -");
+    }
     let mut conn = connect(needs_kernel)?;
-    let output = open_output(&args.output, to_stdout)?;
+    let (output, rotation) = match args.rotate {
+        Some(limit) => {
+            let (output, rotation) = rotation::start(trace_split::Rotation {
+                base: args.output.clone(),
+                limit,
+                max_files: args.max_files.map(|n| n as usize),
+            })?;
+            (output, Some(rotation))
+        }
+        None => (open_output(&args.output, to_stdout)?, None),
+    };
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.
     let mut early_child = None;
@@ -215,6 +240,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     // A file (also standard output redirected to one) is cut back to its
     // last whole record if writing fails; a pipe's reader has what it read.
     let output_is_file = File::from(output).metadata().is_ok_and(|m| m.is_file());
+    // The manager holds the pipe's other end now: the rotation ends when
+    // the manager closes it.
     let ctl = &mut conn.ctl;
     match ctl
         .call(Request::StartTracing(StartOptions::default()), None)
@@ -256,10 +283,29 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let command = command::outcome(&reason, child.as_mut()).await;
     let destination = if to_stdout {
         "standard output".to_owned()
+    } else if let Some(rotation) = &rotation {
+        rotation.destination()
     } else {
         args.output.display().to_string()
     };
-    summary::report(&reason, ended, &destination, output_is_file, command)
+    let rotated = match rotation {
+        Some(r) => Some(r.finish().await?),
+        None => None,
+    };
+    let code = summary::report(
+        &reason,
+        ended,
+        &destination,
+        output_is_file || rotated.is_some(),
+        command,
+    )?;
+    if let Some(rotated) = rotated {
+        rotation::report(&rotated);
+        if rotated.error.is_some() {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(code)
 }
 
 /// Where the trace goes: the `output` file, or standard output (`to_stdout`),

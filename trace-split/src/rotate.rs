@@ -1,0 +1,254 @@
+//! A stream written into a series of files, each standing alone.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::{RecordReader, SplitError, StreamState};
+
+/// When a file is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// It would grow past this many bytes.
+    Bytes(u64),
+    /// It was opened this long ago.
+    Time(Duration),
+}
+
+/// `256M`, `64K`, `1G`, `1000` (bytes) or `60s`, `5m`, `1h`, `500ms`.
+pub fn parse_limit(s: &str) -> Result<Limit, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a size (256M) or a time (60s)"))?;
+    if !(n.is_finite() && n > 0.0) {
+        return Err(format!("{s:?}: must be more than zero"));
+    }
+    let bytes = |m: f64| Ok(Limit::Bytes((n * m) as u64));
+    let time = |m: f64| {
+        Duration::try_from_secs_f64(n * m)
+            .map(Limit::Time)
+            .map_err(|e| format!("{s:?}: {e}"))
+    };
+    match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => bytes(1.0),
+        "k" | "kb" | "kib" => bytes(1024.0),
+        "m" | "mb" | "mib" => bytes(1024.0 * 1024.0),
+        "g" | "gb" | "gib" => bytes(1024.0 * 1024.0 * 1024.0),
+        "ms" => time(0.001),
+        "s" => time(1.0),
+        "min" => time(60.0),
+        "h" => time(3600.0),
+        other => Err(format!(
+            "{s:?}: unknown unit {other:?} (sizes: K, M, G; times: ms, s, min, h)"
+        )),
+    }
+}
+
+/// How a stream is cut into files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rotation {
+    /// The files are named after it: `trace.fxt` gives `trace-0001.fxt`,
+    /// `trace-0002.fxt`...
+    pub base: PathBuf,
+    /// When a file is full.
+    pub limit: Limit,
+    /// Files kept at most; the oldest are deleted.
+    pub max_files: Option<usize>,
+}
+
+/// What a rotation wrote.
+#[derive(Debug, Default)]
+pub struct RotationSummary {
+    /// The files kept, oldest first.
+    pub files: Vec<PathBuf>,
+    /// The files deleted to keep at most `max_files`, oldest first.
+    pub deleted: Vec<PathBuf>,
+    /// Bytes of the stream read.
+    pub stream_bytes: u64,
+    /// Bytes written into all files (with what each file repeats).
+    pub written_bytes: u64,
+    /// Why the stream was not read to its end, if it was not.
+    pub error: Option<SplitError>,
+}
+
+/// The file being written.
+struct Current {
+    out: BufWriter<File>,
+    path: PathBuf,
+    bytes: u64,
+    /// Records of the stream in it (what it repeats not counted).
+    records: u64,
+    opened: Instant,
+}
+
+/// Writes a stream into files by [`Rotation`].
+pub struct Rotator {
+    rotation: Rotation,
+    state: StreamState,
+    current: Option<Current>,
+    next_number: u32,
+    files: VecDeque<PathBuf>,
+    summary: RotationSummary,
+}
+
+/// The `n`th file of a rotation over `base`.
+pub fn numbered(base: &Path, n: u32) -> PathBuf {
+    let stem = base
+        .file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    let name = match base.extension() {
+        Some(ext) => format!("{stem}-{n:04}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n:04}"),
+    };
+    base.with_file_name(name)
+}
+
+impl Rotator {
+    /// A rotation that has written nothing yet (its first file is created
+    /// with its first record).
+    pub fn new(rotation: Rotation) -> Self {
+        Rotator {
+            rotation,
+            state: StreamState::new(),
+            current: None,
+            next_number: 1,
+            files: VecDeque::new(),
+            summary: RotationSummary::default(),
+        }
+    }
+
+    /// The path of the file being written, if any.
+    pub fn current_path(&self) -> Option<&Path> {
+        self.current.as_ref().map(|c| c.path.as_path())
+    }
+
+    fn io(what: &'static str, path: &Path, source: std::io::Error) -> SplitError {
+        SplitError::File {
+            what,
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    /// Opens the next file and writes `preamble` into it.
+    fn open(&mut self, preamble: &[u8]) -> Result<(), SplitError> {
+        let path = numbered(&self.rotation.base, self.next_number);
+        self.next_number += 1;
+        let file = File::create(&path).map_err(|e| Self::io("creating", &path, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(preamble)
+            .map_err(|e| Self::io("writing", &path, e))?;
+        self.summary.written_bytes += preamble.len() as u64;
+        self.files.push_back(path.clone());
+        self.current = Some(Current {
+            out,
+            path,
+            bytes: preamble.len() as u64,
+            records: 0,
+            opened: Instant::now(),
+        });
+        if let Some(max) = self.rotation.max_files {
+            while self.files.len() > max.max(1) {
+                if let Some(old) = self.files.pop_front() {
+                    std::fs::remove_file(&old).map_err(|e| Self::io("removing", &old, e))?;
+                    self.summary.deleted.push(old);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the current file: the durations open are ended in it, and it is
+    /// written out.
+    fn close(&mut self) -> Result<(), SplitError> {
+        let ends = self.state.close_open();
+        if let Some(mut c) = self.current.take() {
+            c.out
+                .write_all(&ends)
+                .and_then(|()| c.out.flush())
+                .map_err(|e| Self::io("writing", &c.path, e))?;
+            self.summary.written_bytes += ends.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes the next record of the stream, into a new file when the
+    /// current one is full.
+    pub fn write_record(&mut self, record: &[u8]) -> Result<(), SplitError> {
+        let len = record.len() as u64;
+        let full = self.current.as_ref().is_some_and(|c| {
+            c.records > 0
+                && match self.rotation.limit {
+                    Limit::Bytes(max) => c.bytes + len > max,
+                    Limit::Time(d) => c.opened.elapsed() >= d,
+                }
+        });
+        if full {
+            self.close()?;
+            let preamble = self.state.preamble();
+            self.open(&preamble)?;
+        } else if self.current.is_none() {
+            // The stream's own start.
+            self.open(&[])?;
+        }
+        let Some(c) = self.current.as_mut() else {
+            return Ok(());
+        };
+        c.out
+            .write_all(record)
+            .map_err(|e| Self::io("writing", &c.path, e))?;
+        c.bytes += len;
+        c.records += 1;
+        self.summary.stream_bytes += len;
+        self.summary.written_bytes += len;
+        self.state.observe(record);
+        Ok(())
+    }
+
+    /// Writes out the last file and says what was written.
+    pub fn finish(mut self) -> Result<RotationSummary, SplitError> {
+        if let Some(mut c) = self.current.take() {
+            c.out.flush().map_err(|e| Self::io("writing", &c.path, e))?;
+        }
+        self.summary.files = self.files.into();
+        Ok(self.summary)
+    }
+
+    /// Reads `stream` to its end into the files. What was written is kept
+    /// and listed also when reading or writing fails (the failure is in
+    /// [`RotationSummary::error`]).
+    pub fn copy_from(mut self, stream: impl Read) -> RotationSummary {
+        let mut reader = RecordReader::new(stream);
+        let error = loop {
+            match reader.next_record() {
+                Ok(Some(record)) => {
+                    if let Err(e) = self.write_record(record) {
+                        break Some(e);
+                    }
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        let files = self.files.clone();
+        let mut summary = match self.finish() {
+            Ok(s) => s,
+            Err(e) => RotationSummary {
+                files: files.into(),
+                error: Some(e),
+                ..Default::default()
+            },
+        };
+        if summary.error.is_none() {
+            summary.error = error;
+        }
+        summary
+    }
+}
