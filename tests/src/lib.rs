@@ -539,11 +539,23 @@ impl Daemon {
     /// Starts a daemon (as root) for test `name` and waits until it
     /// accepts connections.
     pub fn start(name: &str) -> Daemon {
+        Daemon::start_with(name, &[])
+    }
+
+    /// Starts a daemon with options `args` (`--flight-recorder ...`).
+    pub fn start_with(name: &str, args: &[&str]) -> Daemon {
         require_root();
         let dir = temp_dir(name);
         let socket = dir.join("manager.sock");
-        let child = start_daemon(&socket, &dir.join("daemon.log"), &[]);
+        let child = start_daemon(&socket, &dir.join("daemon.log"), args);
         Daemon { child, socket, dir }
+    }
+
+    /// `trace-cli ARGS` on this daemon.
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(trace_cli());
+        c.args(args).env("TRACE_MANAGER_SOCKET", &self.socket);
+        c
     }
 
     /// What the daemon logged so far.

@@ -13,6 +13,7 @@ mod query;
 mod record;
 mod report;
 mod samples;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,12 @@ enum Command {
     /// Record a trace (through the trace-manager daemon if one runs: root or
     /// the `tracing` group; else needs root, or CAP_BPF and CAP_PERFMON).
     Record(Box<record::RecordArgs>),
+    /// Write what the daemon's flight recorder holds now (the last
+    /// `--window` of events) to a complete trace file, without stopping it.
+    Snapshot(snapshot::SnapshotArgs),
+    /// List the sessions the daemon runs: its flight recorder and the
+    /// recording of a client.
+    Sessions(snapshot::SessionsArgs),
     /// List the userspace providers that register with a manager.
     Providers(providers::ProvidersArgs),
     /// List the categories `record -c` can select, with what each records.
@@ -140,6 +147,8 @@ fn main() -> ExitCode {
         Command::Record(args) => record::run(*args),
         Command::Dump(args) => dump::run(args),
         Command::Providers(args) => providers::run(args),
+        Command::Snapshot(args) => snapshot::snapshot(args),
+        Command::Sessions(args) => snapshot::sessions(args),
         Command::Convert(args) => convert::run(args),
         Command::Flamegraph(args) => flamegraph::run(args),
         Command::Check(args) => check::run(args),

@@ -35,8 +35,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use trace_common::controller::{
     Envelope, FxtVersion, KernelCount, KernelStats, ProviderInfo, ProviderProgress, ProviderSpec,
-    ProviderStats, Reply, Request, SessionState, StackOptions, StartError, StartOptions, Status,
-    StopError, StopResult, TraceConfig,
+    ProviderStats, Reply, Request, SessionInfo, SessionKind, SessionState, SnapshotResult,
+    StackOptions, StartError, StartOptions, Status, StopError, StopResult, TraceConfig,
 };
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Record, ThreadRef};
@@ -387,7 +387,7 @@ fn stop_result(rng: &mut Rng) -> StopResult {
 }
 
 fn request(rng: &mut Rng) -> Request {
-    match rng.below(10) {
+    match rng.below(12) {
         0 => Request::GetProviders,
         1 => Request::GetKnownCategories,
         2 => Request::InitializeTracing(trace_config(rng)),
@@ -402,12 +402,14 @@ fn request(rng: &mut Rng) -> Request {
         6 => Request::TerminateTracing,
         7 => Request::Follow { pid: rng.u32() },
         8 => Request::GetStatus,
+        9 => Request::Snapshot,
+        10 => Request::GetSessions,
         _ => Request::GetProviderStats { offset: rng.u32() },
     }
 }
 
 fn reply(rng: &mut Rng) -> Reply {
-    match rng.below(13) {
+    match rng.below(15) {
         0 => Reply::Providers(
             (0..rng.below(5))
                 .map(|_| ProviderInfo {
@@ -467,6 +469,24 @@ fn reply(rng: &mut Rng) -> Reply {
                 stats,
             }
         }
+        11 => Reply::Snapshot(SnapshotResult {
+            bytes: rng.next(),
+            records: rng.next(),
+        }),
+        12 => Reply::Sessions(
+            (0..rng.below(4))
+                .map(|_| SessionInfo {
+                    kind: SessionKind::from_value(1 + rng.below(2) as u8).unwrap(),
+                    owner_pid: rng.u32() as i32,
+                    state: rng.text(20),
+                    categories: rng.texts(4, 30),
+                    elapsed_ns: rng.next(),
+                    bytes: rng.next(),
+                    dropped: rng.next(),
+                    window_ns: rng.next(),
+                })
+                .collect(),
+        ),
         _ => Reply::Failed {
             fatal: rng.chance(2),
             code: rng.u32(),

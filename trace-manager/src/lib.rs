@@ -24,3 +24,4 @@ pub mod procfs;
 pub mod service;
 pub mod session;
 pub mod userspace;
+pub mod window;

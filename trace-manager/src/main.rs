@@ -40,6 +40,40 @@ struct Args {
     /// Connections one user other than root may have open at once.
     #[arg(long, value_name = "N", default_value_t = trace_manager::limits::Limits::for_this_machine().max_connections_per_uid)]
     max_connections_per_user: usize,
+    /// Run a flight recorder: record from now on, keeping the newest
+    /// `--window` of events in memory, for `trace-cli snapshot` to write out
+    /// at any moment. Recordings still run beside it.
+    #[arg(long)]
+    flight_recorder: bool,
+    /// What the flight recorder records: kernel categories (globs work) and
+    /// userspace categories, comma-separated. Default: the kernel
+    /// categories `trace-cli record` records by default.
+    #[arg(
+        short,
+        long = "categories",
+        value_name = "CAT,CAT...",
+        value_delimiter = ',',
+        requires = "flight_recorder"
+    )]
+    categories: Vec<String>,
+    /// How much the flight recorder keeps: a time (`30s`, `5min`) or a
+    /// size (`256M`).
+    #[arg(long, value_name = "TIME|SIZE", default_value = "30s", value_parser = trace_split::parse_limit, requires = "flight_recorder")]
+    window: trace_split::Limit,
+    /// With a time `--window`, the most memory the window may take; the
+    /// oldest events go first. Default: 256M, or less within the memory
+    /// budget.
+    #[arg(long, value_name = "SIZE", value_parser = trace_manager::limits::parse_size, requires = "flight_recorder")]
+    window_max: Option<u64>,
+    /// The flight recorder's kernel ring buffers, all CPUs together, in
+    /// megabytes.
+    #[arg(
+        long,
+        value_name = "MEGABYTES",
+        default_value_t = 16,
+        requires = "flight_recorder"
+    )]
+    flight_buffer_size: u64,
 }
 
 impl Args {
@@ -139,6 +173,26 @@ fn run(args: Args) -> anyhow::Result<()> {
         let mut manager = trace_manager::service::Manager::bind(Some(socket.clone()), false)
             .with_context(|| format!("listening on {}", socket.display()))?;
         manager.set_limits(limits);
+        if args.flight_recorder {
+            let default_max = (256u64 << 20).min(limits.memory_budget / 4);
+            let (window, window_bytes) = match args.window {
+                trace_split::Limit::Time(d) => (d, args.window_max.unwrap_or(default_max)),
+                trace_split::Limit::Bytes(b) => {
+                    (std::time::Duration::from_secs(u64::MAX / 4_000_000_000), b)
+                }
+            };
+            manager
+                .start_flight_recorder(trace_manager::service::FlightConfig {
+                    categories: args.categories.clone(),
+                    window,
+                    window_bytes,
+                    kernel_buffer_bytes: args.flight_buffer_size.clamp(1, 4096) << 20,
+                    provider_buffer_bytes: 4 << 20,
+                })
+                .map_err(anyhow::Error::msg)
+                .context("starting the flight recorder")?;
+        }
+        let limits = manager.limits();
         log::info!(
             "trace manager listening on {} (trace buffers: {} per session, {} in all; \
              {} connections, {} per user)",

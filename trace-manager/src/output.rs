@@ -111,6 +111,11 @@ impl<W: Write> FxtStream<W> {
         &self.out
     }
 
+    /// The underlying writer, to act on it between records.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// The underlying writer, without flushing it (after a failure, say).
     pub fn into_inner(self) -> W {
         self.out
@@ -130,6 +135,11 @@ pub struct ProviderSections {
 }
 
 impl ProviderSections {
+    /// The provider's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Provider `id`, named `name`, not yet in the output.
     pub fn new(id: u32, name: &str) -> Self {
         ProviderSections {

@@ -390,6 +390,16 @@ impl<W: Write> Session<W> {
         &mut self.out
     }
 
+    /// The output, to look at.
+    pub fn out_ref(&self) -> &FxtStream<W> {
+        &self.out
+    }
+
+    /// The kernel categories enabled (by exact name).
+    pub fn categories_enabled(&self) -> &[String] {
+        &self.categories
+    }
+
     /// Hands the records written so far to the output (for a reader at the
     /// other end of a pipe).
     pub fn flush(&mut self) -> Result<(), RecordError> {

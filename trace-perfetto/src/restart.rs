@@ -25,7 +25,7 @@ struct PacketBytes {
 }
 
 /// The state of one sequence since it was last cleared.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Sequence {
     defaults: Option<protos::TracePacketDefaults>,
     interned: protos::InternedData,
@@ -36,7 +36,7 @@ struct Sequence {
 }
 
 /// The incremental state of every packet sequence of a stream.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SequenceRestart {
     sequences: BTreeMap<u32, Sequence>,
 }

@@ -95,7 +95,7 @@ impl Provider {
 /// rate, string and thread tables, the names of kernel objects, the
 /// durations still open, and the Perfetto packet sequences' interned data.
 /// Feed it every record in stream order with [`StreamState::observe`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct StreamState {
     providers: BTreeMap<u32, Provider>,
     current: u32,

@@ -25,6 +25,65 @@ pub struct ProviderInfo {
     pub categories: Vec<String>,
 }
 
+/// What kind of session [`SessionInfo`] describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    /// A recording a client drives (`trace-cli record`).
+    Recording,
+    /// The daemon's flight recorder: the newest window of events, kept in
+    /// memory for snapshots.
+    FlightRecorder,
+}
+
+impl SessionKind {
+    /// The value on the wire.
+    pub fn value(self) -> u8 {
+        match self {
+            SessionKind::Recording => 1,
+            SessionKind::FlightRecorder => 2,
+        }
+    }
+
+    /// The kind of a value on the wire.
+    pub fn from_value(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(SessionKind::Recording),
+            2 => Some(SessionKind::FlightRecorder),
+            _ => None,
+        }
+    }
+}
+
+/// A session that runs (`GetSessions`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Recording or flight recorder.
+    pub kind: SessionKind,
+    /// The process of the client that owns it (0: the manager itself).
+    pub owner_pid: i32,
+    /// Its state (`started`, `stopped`...).
+    pub state: String,
+    /// The categories it records (empty: all).
+    pub categories: Vec<String>,
+    /// How long it has been recording, in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Bytes written (a recording) or held (a flight recorder).
+    pub bytes: u64,
+    /// Kernel events lost.
+    pub dropped: u64,
+    /// A flight recorder's window, in nanoseconds (0 for a recording).
+    pub window_ns: u64,
+}
+
+/// What a snapshot wrote (`Snapshot`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotResult {
+    /// Bytes written.
+    pub bytes: u64,
+    /// Records written.
+    pub records: u64,
+}
+
 /// What a client asks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -60,6 +119,11 @@ pub enum Request {
         /// The index of the first one wanted.
         offset: u32,
     },
+    /// Write what the flight recorder holds now, as a whole trace, to the
+    /// descriptor that travels beside the request; recording goes on.
+    Snapshot,
+    /// The sessions that run.
+    GetSessions,
 }
 
 /// What the manager answers or announces.
@@ -100,6 +164,10 @@ pub enum Reply {
         /// while `offset` is below `total`).
         stats: Vec<ProviderStats>,
     },
+    /// A snapshot was written.
+    Snapshot(SnapshotResult),
+    /// The sessions that run.
+    Sessions(Vec<SessionInfo>),
     /// The request failed; with `fatal`, the manager closes the connection.
     Failed {
         /// Whether the connection is closed after this.

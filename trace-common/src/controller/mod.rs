@@ -23,7 +23,9 @@ mod stats;
 pub use codec::{is_controller_message, kind, provider_stats_page};
 pub use config::{FxtVersion, ProviderSpec, StackOptions, StartOptions, TraceConfig};
 pub use errors::{SessionState, StartError, StopError, fail};
-pub use messages::{Envelope, ProviderInfo, Reply, Request};
+pub use messages::{
+    Envelope, ProviderInfo, Reply, Request, SessionInfo, SessionKind, SnapshotResult,
+};
 pub use stats::{KernelCount, KernelStats, ProviderProgress, ProviderStats, Status, StopResult};
 
 /// First word of every controller message ("TMCC" in memory).
@@ -46,6 +48,8 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// The most providers a list holds (as `vector<ProviderInfo>:100`).
 pub const MAX_PROVIDERS: usize = 100;
+/// Sessions listed in one reply at most.
+pub const MAX_SESSIONS: usize = 64;
 
 /// The most providers a stop result may say took part
 /// ([`StopResult::providers_total`]); a client pages through them.

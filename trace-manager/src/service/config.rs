@@ -19,25 +19,31 @@ pub(super) fn new_session(
     output: OwnedFd,
     creds: Option<&crate::creds::ClientCreds>,
 ) -> Result<Session<Sink>, String> {
-    let (uprobes, usdt) = resolve_probes(config, creds)?;
-    let tracepoints = std::sync::Arc::new(resolve_tracepoints(&config.tracepoints)?);
+    let record = record_config(config, creds)?;
     let sink = Sink::new(output, config.defer_transfer)
         .map_err(|e| format!("setting up the output: {e}"))?;
-    Session::new(
-        RecordConfig {
-            categories: config.categories.clone(),
-            buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
-            pids: config.pids.clone(),
-            uprobes,
-            usdt,
-            tracepoints,
-            kernel_mode: config.kernel_buffering_mode,
-            stacks: config.stacks.clone(),
-        },
-        // The sink batches records itself, in whole records.
-        sink,
-    )
-    .map_err(|e| e.to_string())
+    // The sink batches records itself, in whole records.
+    Session::new(record, sink).map_err(|e| e.to_string())
+}
+
+/// What the kernel provider records for `config`, its probes resolved with
+/// the rights of the client `creds` describes.
+pub(super) fn record_config(
+    config: &TraceConfig,
+    creds: Option<&crate::creds::ClientCreds>,
+) -> Result<RecordConfig, String> {
+    let (uprobes, usdt) = resolve_probes(config, creds)?;
+    let tracepoints = std::sync::Arc::new(resolve_tracepoints(&config.tracepoints)?);
+    Ok(RecordConfig {
+        categories: config.categories.clone(),
+        buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
+        pids: config.pids.clone(),
+        uprobes,
+        usdt,
+        tracepoints,
+        kernel_mode: config.kernel_buffering_mode,
+        stacks: config.stacks.clone(),
+    })
 }
 
 /// The memory the kernel's buffers take for `config`, when it is within
@@ -60,7 +66,7 @@ pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<
 /// none without a kernel category or probe, else each online CPU's ring
 /// (rounded up to a power of two pages, as the kernel wants), and the stack
 /// maps when stacks are recorded.
-fn kernel_memory(config: &TraceConfig) -> u64 {
+pub(super) fn kernel_memory(config: &TraceConfig) -> u64 {
     let kernel = !crate::session::kernel_categories(&config.categories).is_empty()
         || !config.uprobes.is_empty()
         || !config.usdt.is_empty()

@@ -41,6 +41,8 @@ pub(super) enum Event {
     Closed { id: u64 },
     /// A terminated session's output has been written out.
     Drained { id: u64, txid: u32, reply: Reply },
+    /// The answer to a request carried out on another thread (a snapshot).
+    Answer { id: u64, txid: u32, reply: Reply },
 }
 
 /// A client's connection.
@@ -141,7 +143,9 @@ impl Manager {
         if self.active.as_ref().is_some_and(|a| a.owner == id) {
             log::info!("the session's client went away; aborting the session");
             self.set_state(SessionState::Terminating);
-            self.registry.end();
+            if !self.flight_holds_providers() {
+                self.registry.end();
+            }
             // Dropping the output abandons what it has not written.
             self.active = None;
             log::info!("session state READY");

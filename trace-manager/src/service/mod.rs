@@ -20,6 +20,7 @@
 //! - `requests`: the controller's requests, alerts and their watchers.
 //! - `state`: the session state machine (initialize, start, stop,
 //!   terminate).
+//! - `flight`: the daemon's flight recorder and its snapshots.
 //! - `config`: a session's configuration mapped to the kernel and
 //!   userspace providers', within the memory budget.
 //! - `sink`: the output thread.
@@ -28,6 +29,7 @@
 
 mod config;
 mod connections;
+mod flight;
 mod requests;
 mod sink;
 mod state;
@@ -47,6 +49,7 @@ use trace_common::controller::SessionState;
 pub use crate::userspace::Listener;
 use crate::userspace::{Registry, UserspaceError};
 use connections::{Client, Event, read_client};
+pub use flight::FlightConfig;
 pub use sink::{OutputFailure, Sink};
 use state::{Active, Terminating};
 
@@ -72,6 +75,8 @@ pub struct Manager {
     clients: HashMap<u64, Client>,
     next_client: u64,
     active: Option<Active>,
+    /// The daemon's flight recorder, beside any session.
+    flight: Option<flight::Flight>,
     events_tx: mpsc::UnboundedSender<Event>,
     events_rx: mpsc::UnboundedReceiver<Event>,
     /// The client whose disconnection ends an embedded manager.
@@ -103,6 +108,7 @@ impl Manager {
             clients: HashMap::new(),
             next_client: 1,
             active: None,
+            flight: None,
             events_tx,
             events_rx,
             local: None,
@@ -166,6 +172,12 @@ impl Manager {
                     _ => std::future::pending().await,
                 }
             };
+            let flight = async {
+                match self.flight.as_mut() {
+                    Some(f) if f.failed.is_none() => f.session.readable().await,
+                    _ => std::future::pending().await,
+                }
+            };
             // Unbiased: a busy source (a chatty client, a flooded kernel
             // ring) cannot starve the others.
             tokio::select! {
@@ -183,7 +195,22 @@ impl Manager {
                         self.abort_session(&format!("reading the kernel provider: {e}"));
                     }
                 }
+                r = flight => {
+                    let r = r.and_then(|()| match self.flight.as_mut() {
+                        Some(f) => f.session.drain(),
+                        None => Ok(()),
+                    });
+                    self.flight_drained(r);
+                }
                 note = self.registry.next_note() => {
+                    if self.flight_holds_providers() {
+                        let out = self.flight.as_mut().map(|f| f.session.out());
+                        if let Err(e) = self.registry.handle(note, out) {
+                            log::error!("flight recorder: writing a provider's records: {e}");
+                        }
+                        self.after_provider_news();
+                        continue;
+                    }
                     let out = self.active.as_mut().map(|a| a.session.out());
                     if let Err(e) = self.registry.handle(note, out) {
                         self.abort_session(&format!("writing a provider's records: {e}"));
@@ -216,6 +243,7 @@ impl Manager {
         {
             self.abort_session(&format!("writing the trace: {e}"));
         }
+        self.flight_tick();
         self.finish_start(false);
         self.finish_stop();
     }
@@ -238,6 +266,7 @@ impl Manager {
                 }
             }
             Event::Drained { id, txid, reply } => return self.on_drained(id, txid, reply),
+            Event::Answer { id, txid, reply } => self.reply(id, txid, reply),
         }
         false
     }

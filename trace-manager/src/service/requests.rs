@@ -67,13 +67,13 @@ impl Manager {
     }
 
     pub(super) fn on_request(&mut self, id: u64, txid: u32, req: Request, fds: Vec<OwnedFd>) {
-        if !fds.is_empty() && !matches!(req, Request::InitializeTracing(_)) {
+        if !fds.is_empty() && !matches!(req, Request::InitializeTracing(_) | Request::Snapshot) {
             self.fail(
                 id,
                 txid,
                 true,
                 fail::MALFORMED,
-                "only InitializeTracing carries a descriptor".into(),
+                "only InitializeTracing and Snapshot carry a descriptor".into(),
             );
             return;
         }
@@ -123,6 +123,11 @@ impl Manager {
                 self.reply(id, txid, Reply::KnownCategories(list));
             }
             Request::InitializeTracing(config) => self.initialize(id, txid, config, fds),
+            Request::Snapshot => self.snapshot(id, txid, fds),
+            Request::GetSessions => {
+                let list = self.sessions();
+                self.reply(id, txid, Reply::Sessions(list));
+            }
             Request::StartTracing(options) => self.start(id, txid, options),
             Request::StopTracing { write_results } => self.stop(id, txid, write_results),
             Request::TerminateTracing => self.terminate(id, txid),
@@ -215,7 +220,11 @@ impl Manager {
                     },
                     Some(a) => {
                         let p = a.session.progress();
-                        let providers = self.registry.stats();
+                        let providers = if self.flight_holds_providers() {
+                            Vec::new()
+                        } else {
+                            self.registry.stats()
+                        };
                         Status {
                             state: Some(a.state),
                             elapsed_ns: p.elapsed.as_nanos() as u64,

@@ -75,10 +75,11 @@ impl Manager {
             return;
         };
         let timed_out = tokio::time::Instant::now() >= deadline;
-        if !(force || timed_out || self.registry.all_started()) {
+        let held = self.flight.as_ref().is_some_and(|f| f.providers);
+        if !(force || timed_out || held || self.registry.all_started()) {
             return;
         }
-        if timed_out {
+        if timed_out && !held {
             let late: Vec<String> = self
                 .registry
                 .stats()
@@ -272,7 +273,10 @@ impl Manager {
             Ok(session) => {
                 let userspace = userspace_config(&config, budget - kernel_bytes);
                 let categories = userspace.categories.clone();
-                self.registry.initialize_all(userspace);
+                // Providers write into the flight recorder meanwhile.
+                if !self.flight_holds_providers() {
+                    self.registry.initialize_all(userspace);
+                }
                 self.active = Some(Active {
                     owner: id,
                     state: SessionState::Ready,
@@ -353,8 +357,10 @@ impl Manager {
             self.fail(id, txid, false, fail::START_FAILED, message);
             return;
         }
-        self.registry
-            .start_all(options.buffer_disposition, &additional);
+        if !self.flight_holds_providers() {
+            self.registry
+                .start_all(options.buffer_disposition, &additional);
+        }
         if let Some(a) = self.active.as_mut() {
             a.pending_start = Some((txid, tokio::time::Instant::now() + timeout));
         }
@@ -391,7 +397,9 @@ impl Manager {
         terminate: Option<u32>,
     ) {
         self.set_state(SessionState::Stopping);
-        self.registry.begin_stop();
+        if !self.flight_holds_providers() {
+            self.registry.begin_stop();
+        }
         if let Some(a) = self.active.as_mut() {
             a.pending_stop = Some(PendingStop {
                 txid,
@@ -413,16 +421,19 @@ impl Manager {
         let Some(pending) = &a.pending_stop else {
             return;
         };
-        if !(self.registry.all_stopped() || tokio::time::Instant::now() >= pending.deadline) {
+        let held = self.flight.as_ref().is_some_and(|f| f.providers);
+        if !(held || self.registry.all_stopped() || tokio::time::Instant::now() >= pending.deadline)
+        {
             return;
         }
         let Some(pending) = a.pending_stop.take() else {
             return;
         };
         let mut failed = None;
-        if let Err(e) = self
-            .registry
-            .finish_stop(a.session.out(), pending.write_results)
+        if !held
+            && let Err(e) = self
+                .registry
+                .finish_stop(a.session.out(), pending.write_results)
         {
             failed = Some(format!("writing providers' records: {e}"));
         }
@@ -454,7 +465,11 @@ impl Manager {
 
     /// The session's numbers so far.
     pub(super) fn results(&mut self) -> StopResult {
-        let providers = self.registry.stats();
+        let providers = if self.flight_holds_providers() {
+            Vec::new()
+        } else {
+            self.registry.stats()
+        };
         self.results_with(&providers)
     }
 
@@ -552,7 +567,11 @@ impl Manager {
             return;
         };
         let mut providers_failed = None;
-        let providers = match self.registry.terminate(a.session.out()) {
+        let held = self.flight_holds_providers();
+        let providers = match (!held)
+            .then(|| self.registry.terminate(a.session.out()))
+            .unwrap_or(Ok(Vec::new()))
+        {
             Ok(p) => p,
             Err(e) => {
                 providers_failed = Some(format!("writing providers' records: {e}"));

@@ -69,6 +69,7 @@ pub fn anchor() -> TimeAnchor {
 }
 
 /// The state of one provider's part of the output.
+#[derive(Clone)]
 pub struct Forwarder {
     section: ProviderSections,
     /// For TSC providers: the anchor taken when the trace started.
@@ -103,6 +104,18 @@ impl Forwarder {
             durable_forwarded: 0,
             stats: CollectStats::default(),
         }
+    }
+
+    /// A forwarder for another output that has not seen this provider:
+    /// its section begins with the provider's declaration, and its durable
+    /// buffer (names and threads) is forwarded from the start; the clock
+    /// mapping is this one's.
+    pub fn for_other_output(&self) -> Forwarder {
+        let mut f = self.clone();
+        f.section = ProviderSections::new(self.section.id(), self.section.name());
+        f.durable_forwarded = 0;
+        f.stats = CollectStats::default();
+        f
     }
 
     /// The provider is (re)started at `ns` (CLOCK_BOOTTIME): where its

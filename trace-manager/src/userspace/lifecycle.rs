@@ -251,6 +251,36 @@ impl Registry {
         Ok(())
     }
 
+    /// The records providers have written and not yet handed over (a
+    /// streaming session's current buffers), as they would be written at a
+    /// stop, into whole records for another output: each provider declared
+    /// with its names and threads again. Nothing changes here: the same
+    /// records are still collected when the buffers are saved.
+    pub fn peek(&self) -> Result<Vec<u8>, UserspaceError> {
+        let Some(mode) = self.config.as_ref().map(|c| c.mode) else {
+            return Ok(Vec::new());
+        };
+        let mut out = FxtStream::new(Vec::new())?;
+        for p in &self.providers {
+            let Some(t) = p.trace.as_ref() else { continue };
+            let snap = t.buffer.snapshot(mode);
+            let mut fwd = t.fwd.for_other_output();
+            collect::collect(
+                &mut out,
+                &mut fwd,
+                &snap,
+                mode,
+                Rolling::Final {
+                    last_saved: t.last_saved,
+                },
+            )?;
+        }
+        let mut bytes = out.finish()?;
+        // Without the stream's own magic number record.
+        bytes.drain(..bytes.len().min(8));
+        Ok(bytes)
+    }
+
     /// Ends the session after its last stop: writes what was not
     /// written, and terminates every provider's trace. Providers stay
     /// registered; those that went away are forgotten.

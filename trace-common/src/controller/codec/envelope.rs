@@ -4,9 +4,10 @@ use alloc::vec::Vec;
 
 use super::{Decoder, Encoder, kind};
 use crate::controller::{
-    Envelope, MAX_PROVIDER_STATS, MAX_PROVIDERS, OLDEST_READABLE_FAILED, ProviderInfo,
-    ProviderProgress, ProviderStats, Reply, Request, SessionState, StartError, StartOptions,
-    Status, StopError, StopResult, TraceConfig, VERSION,
+    Envelope, MAX_PROVIDER_STATS, MAX_PROVIDERS, MAX_SESSIONS, OLDEST_READABLE_FAILED,
+    ProviderInfo, ProviderProgress, ProviderStats, Reply, Request, SessionInfo, SessionKind,
+    SessionState, SnapshotResult, StartError, StartOptions, Status, StopError, StopResult,
+    TraceConfig, VERSION,
 };
 use crate::provider::BufferDisposition;
 use crate::provider::control::ControlError;
@@ -47,6 +48,8 @@ impl Envelope<Request> {
                 e.u32(*offset);
                 e
             }
+            Request::Snapshot => Encoder::new(kind::SNAPSHOT, t),
+            Request::GetSessions => Encoder::new(kind::GET_SESSIONS, t),
         };
         e.finish()
     }
@@ -71,6 +74,8 @@ impl Envelope<Request> {
             kind::FOLLOW => Request::Follow { pid: d.u32()? },
             kind::GET_STATUS => Request::GetStatus,
             kind::GET_PROVIDER_STATS => Request::GetProviderStats { offset: d.u32()? },
+            kind::SNAPSHOT => Request::Snapshot,
+            kind::GET_SESSIONS => Request::GetSessions,
             other => return Err(ControlError::UnknownKind(other)),
         };
         d.end()?;
@@ -175,6 +180,30 @@ impl Envelope<Reply> {
                 e.u32(*offset);
                 e.u32(*total);
                 ProviderStats::encode_list(stats, &mut e)?;
+                e
+            }
+            Reply::Snapshot(r) => {
+                let mut e = Encoder::new(kind::SNAPSHOT_TAKEN, t);
+                e.u64(r.bytes);
+                e.u64(r.records);
+                e
+            }
+            Reply::Sessions(list) => {
+                let mut e = Encoder::new(kind::SESSIONS, t);
+                if list.len() > MAX_SESSIONS {
+                    return Err(ControlError::TooLong("session list"));
+                }
+                e.count(list.len())?;
+                for s in list {
+                    e.u8(s.kind.value());
+                    e.u32(s.owner_pid as u32);
+                    e.str(&s.state)?;
+                    e.strs(&s.categories)?;
+                    e.u64(s.elapsed_ns);
+                    e.u64(s.bytes);
+                    e.u64(s.dropped);
+                    e.u64(s.window_ns);
+                }
                 e
             }
             Reply::Failed {
@@ -282,6 +311,33 @@ impl Envelope<Reply> {
                     total,
                     stats,
                 }
+            }
+            kind::SNAPSHOT_TAKEN => Reply::Snapshot(SnapshotResult {
+                bytes: d.u64()?,
+                records: d.u64()?,
+            }),
+            kind::SESSIONS => {
+                let n = d.count(45)?;
+                if n > MAX_SESSIONS {
+                    return Err(ControlError::TooLong("session list"));
+                }
+                Reply::Sessions(
+                    (0..n)
+                        .map(|_| {
+                            Ok(SessionInfo {
+                                kind: SessionKind::from_value(d.u8()?)
+                                    .ok_or(ControlError::BadValue("session kind"))?,
+                                owner_pid: d.u32()? as i32,
+                                state: d.str()?,
+                                categories: d.strs()?,
+                                elapsed_ns: d.u64()?,
+                                bytes: d.u64()?,
+                                dropped: d.u64()?,
+                                window_ns: d.u64()?,
+                            })
+                        })
+                        .collect::<Result<_, ControlError>>()?,
+                )
             }
             kind::FAILED => Reply::Failed {
                 fatal: d.bool("fatal")?,

@@ -39,6 +39,11 @@ pub mod kind {
     pub const GET_STATUS: u16 = 0x0109;
     /// Client → manager: more of the last stop result's provider stats.
     pub const GET_PROVIDER_STATS: u16 = 0x010A;
+    /// Client → manager: write what the flight recorder holds (with the
+    /// output descriptor).
+    pub const SNAPSHOT: u16 = 0x010B;
+    /// Client → manager: the sessions that run.
+    pub const GET_SESSIONS: u16 = 0x010C;
     /// Manager → client: the registered providers.
     pub const PROVIDERS: u16 = 0x0181;
     /// Manager → client: the known categories.
@@ -63,6 +68,10 @@ pub mod kind {
     pub const FAILED: u16 = 0x018B;
     /// Manager → client: a page of the last stop result's provider stats.
     pub const PROVIDER_STATS: u16 = 0x018C;
+    /// Manager → client: a snapshot was written.
+    pub const SNAPSHOT_TAKEN: u16 = 0x018D;
+    /// Manager → client: the sessions that run.
+    pub const SESSIONS: u16 = 0x018E;
 }
 
 struct Encoder(Vec<u8>);

@@ -64,6 +64,8 @@ fn every_request_round_trips() {
     roundtrip_request(Request::Follow { pid: 42 });
     roundtrip_request(Request::GetStatus);
     roundtrip_request(Request::GetProviderStats { offset: 120 });
+    roundtrip_request(Request::Snapshot);
+    roundtrip_request(Request::GetSessions);
 }
 
 #[test]
@@ -160,6 +162,32 @@ fn every_reply_round_trips() {
         code: fail::MALFORMED,
         message: "bad".to_string(),
     });
+    roundtrip_reply(Reply::Snapshot(SnapshotResult {
+        bytes: 1 << 40,
+        records: 12,
+    }));
+    roundtrip_reply(Reply::Sessions(vec![
+        SessionInfo {
+            kind: SessionKind::FlightRecorder,
+            owner_pid: 0,
+            state: "started".to_string(),
+            categories: vec!["kernel:sched".to_string()],
+            elapsed_ns: 5,
+            bytes: 6,
+            dropped: 7,
+            window_ns: 30_000_000_000,
+        },
+        SessionInfo {
+            kind: SessionKind::Recording,
+            owner_pid: 42,
+            state: "stopped".to_string(),
+            categories: vec![],
+            elapsed_ns: 1,
+            bytes: 2,
+            dropped: 0,
+            window_ns: 0,
+        },
+    ]));
 }
 
 #[test]

@@ -1,0 +1,276 @@
+//! The daemon's flight recorder: a session the manager itself owns, started
+//! with the daemon and never stopped, whose output is a [`Window`] of the
+//! newest records instead of a client's file. `Snapshot` writes what it
+//! holds, as a whole trace, to a client's descriptor while it goes on.
+//!
+//! It has its own kernel provider (its own programs and rings), so a
+//! client's recording runs beside it with its own categories and buffers.
+//! Userspace providers speak to one trace at a time: while no recording
+//! holds them, they write in streaming mode into the flight recorder; a
+//! recording that begins takes them only if the flight recorder does not
+//! record any userspace category.
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use trace_common::controller::{
+    Reply, SessionInfo, SessionKind, SnapshotResult, TraceConfig, fail,
+};
+use trace_common::provider::{BufferDisposition, BufferingMode};
+
+use super::Manager;
+use super::config::{kernel_memory, record_config, userspace_config};
+use super::connections::Event;
+use crate::clock::boottime_ns;
+use crate::limits::mib;
+use crate::session::Session;
+use crate::window::Window;
+
+/// What the flight recorder keeps.
+#[derive(Clone, Debug)]
+pub struct FlightConfig {
+    /// Categories (kernel and userspace; globs work; empty: every kernel
+    /// category recorded by default).
+    pub categories: Vec<String>,
+    /// How long events are kept after they arrived.
+    pub window: Duration,
+    /// Bytes of records kept at most.
+    pub window_bytes: u64,
+    /// Bytes of kernel ring buffers, all CPUs together.
+    pub kernel_buffer_bytes: u64,
+    /// Each userspace provider's buffer, in bytes.
+    pub provider_buffer_bytes: u64,
+}
+
+/// The flight recorder while it runs.
+pub(super) struct Flight {
+    pub(super) config: FlightConfig,
+    pub(super) session: Session<Window>,
+    pub(super) started: Instant,
+    /// Userspace providers write into it.
+    pub(super) providers: bool,
+    /// Reading the kernel failed: it records nothing more (said once).
+    pub(super) failed: Option<String>,
+    /// Snapshots taken.
+    pub(super) snapshots: u64,
+}
+
+impl Manager {
+    /// Starts the flight recorder: its kernel provider now, and the
+    /// providers registered (and those that register later) in streaming
+    /// mode. Its memory (rings, providers' buffers, the window) comes out
+    /// of the daemon's memory budget, and sessions get at most what is left.
+    pub fn start_flight_recorder(&mut self, config: FlightConfig) -> Result<(), String> {
+        let trace = TraceConfig {
+            categories: config.categories.clone(),
+            buffer_size_megabytes_hint: (config.provider_buffer_bytes >> 20).clamp(1, 4096) as u32,
+            buffering_mode: BufferingMode::Streaming,
+            kernel_buffer_bytes: config.kernel_buffer_bytes,
+            kernel_buffering_mode: BufferingMode::Streaming,
+            ..TraceConfig::default()
+        };
+        let kernel = kernel_memory(&trace);
+        let userspace: Vec<String> = config
+            .categories
+            .iter()
+            .filter(|c| !c.starts_with("kernel"))
+            .cloned()
+            .collect();
+        let providers = !userspace.is_empty();
+        let provider_budget = if providers {
+            (self.limits.memory_budget / 4).min(64 << 20)
+        } else {
+            0
+        };
+        let total = kernel + config.window_bytes + provider_budget;
+        if total > self.limits.memory_budget {
+            return Err(format!(
+                "the flight recorder needs {} (kernel buffers {}, window {}, providers {}); the \
+                 memory budget is {} (--memory-budget)",
+                mib(total),
+                mib(kernel),
+                mib(config.window_bytes),
+                mib(provider_budget),
+                mib(self.limits.memory_budget)
+            ));
+        }
+        let record = record_config(&trace, None)?;
+        let window = Window::new(
+            config.window.as_nanos().min(u128::from(u64::MAX)) as u64,
+            usize::try_from(config.window_bytes).unwrap_or(usize::MAX),
+        );
+        let mut session = Session::new(record, window).map_err(|e| e.to_string())?;
+        session
+            .start(BufferDisposition::ClearEntire, &[])
+            .map_err(|e| format!("starting the flight recorder's kernel provider: {e}"))?;
+        self.limits.memory_budget -= total;
+        self.limits.session_memory_budget = self
+            .limits
+            .session_memory_budget
+            .min(self.limits.memory_budget);
+        if providers {
+            self.registry
+                .initialize_all(userspace_config(&trace, provider_budget));
+            self.registry.start_all(BufferDisposition::ClearEntire, &[]);
+        }
+        log::info!(
+            "flight recorder: {} kept for {:.1} s, at most {} ({}{})",
+            if config.categories.is_empty() {
+                "kernel events".to_owned()
+            } else {
+                config.categories.join(",")
+            },
+            config.window.as_secs_f64(),
+            mib(config.window_bytes),
+            session.categories_enabled().join(","),
+            if providers {
+                "; userspace providers in streaming mode"
+            } else {
+                ""
+            }
+        );
+        self.flight = Some(Flight {
+            config,
+            session,
+            started: Instant::now(),
+            providers,
+            failed: None,
+            snapshots: 0,
+        });
+        Ok(())
+    }
+
+    /// Whether the flight recorder holds the userspace providers (a
+    /// recording then leaves them alone).
+    pub(super) fn flight_holds_providers(&self) -> bool {
+        self.flight.as_ref().is_some_and(|f| f.providers)
+    }
+
+    /// The flight recorder read the kernel; on failure it stops recording.
+    pub(super) fn flight_drained(&mut self, result: Result<(), crate::session::RecordError>) {
+        if let (Some(f), Err(e)) = (self.flight.as_mut(), result) {
+            log::error!("flight recorder: reading the kernel provider failed: {e}");
+            f.failed = Some(e.to_string());
+        }
+    }
+
+    /// The manager's tick: what arrived is handed to the window, and what
+    /// is older than the window dropped.
+    pub(super) fn flight_tick(&mut self) {
+        let Some(f) = self.flight.as_mut() else {
+            return;
+        };
+        let _ = f.session.flush();
+        f.session.out().get_mut().expire(boottime_ns());
+    }
+
+    /// `Snapshot`: writes what the flight recorder holds now to the
+    /// descriptor in `fds`, on a thread of its own; the answer comes when
+    /// it is written.
+    pub(super) fn snapshot(&mut self, id: u64, txid: u32, mut fds: Vec<OwnedFd>) {
+        if fds.len() != 1 {
+            self.fail(
+                id,
+                txid,
+                true,
+                fail::MALFORMED,
+                format!("Snapshot carries one output descriptor, not {}", fds.len()),
+            );
+            return;
+        }
+        let peek = self.flight_holds_providers();
+        let Some(f) = self.flight.as_mut() else {
+            self.fail(
+                id,
+                txid,
+                false,
+                fail::OTHER,
+                "no flight recorder runs (start the daemon with --flight-recorder)".into(),
+            );
+            return;
+        };
+        // What the rings hold now, as far as its order is settled.
+        if f.failed.is_none() {
+            let drained = f.session.drain().and_then(|()| f.session.flush());
+            if let Err(e) = drained {
+                f.failed = Some(e.to_string());
+            }
+        }
+        let contents = f.session.out().get_mut().contents(boottime_ns());
+        f.snapshots += 1;
+        // What providers wrote into buffers they have not handed over yet.
+        let tail = if peek {
+            self.registry.peek().unwrap_or_else(|e| {
+                log::warn!("snapshot: reading the providers' buffers: {e}");
+                Vec::new()
+            })
+        } else {
+            Vec::new()
+        };
+        let Some(fd) = fds.pop() else {
+            return;
+        };
+        let tx = self.events_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let began = Instant::now();
+            let file = std::fs::File::from(fd);
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let reply = match contents.write_to(&mut out, &tail) {
+                Ok(w) => {
+                    log::info!(
+                        "snapshot: {} records, {} in {:.0} ms",
+                        w.records,
+                        mib(w.bytes),
+                        began.elapsed().as_secs_f64() * 1000.0
+                    );
+                    Reply::Snapshot(SnapshotResult {
+                        bytes: w.bytes,
+                        records: w.records,
+                    })
+                }
+                Err(e) => Reply::Failed {
+                    fatal: false,
+                    code: fail::OTHER,
+                    message: format!("writing the snapshot: {e}"),
+                },
+            };
+            let _ = tx.send(Event::Answer { id, txid, reply });
+        });
+    }
+
+    /// `GetSessions`: the flight recorder and the recording, if they run.
+    pub(super) fn sessions(&self) -> Vec<SessionInfo> {
+        let mut list = Vec::new();
+        if let Some(f) = &self.flight {
+            let p = f.session.progress();
+            list.push(SessionInfo {
+                kind: SessionKind::FlightRecorder,
+                owner_pid: 0,
+                state: if f.failed.is_some() {
+                    "failed".into()
+                } else {
+                    "started".into()
+                },
+                categories: f.config.categories.clone(),
+                elapsed_ns: f.started.elapsed().as_nanos() as u64,
+                bytes: f.session.out_ref().get_ref().bytes() as u64,
+                dropped: p.dropped,
+                window_ns: f.config.window.as_nanos() as u64,
+            });
+        }
+        if let Some(a) = &self.active {
+            let p = a.session.progress();
+            list.push(SessionInfo {
+                kind: SessionKind::Recording,
+                owner_pid: self.clients.get(&a.owner).map_or(0, |c| c.pid),
+                state: a.state.name().to_owned(),
+                categories: a.config.categories.clone(),
+                elapsed_ns: p.elapsed.as_nanos() as u64,
+                bytes: p.bytes,
+                dropped: p.dropped,
+                window_ns: 0,
+            });
+        }
+        list
+    }
+}
