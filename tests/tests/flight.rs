@@ -121,8 +121,8 @@ fn a_snapshot_holds_the_last_window_without_gaps_and_recording_goes_on() {
     std::thread::sleep(Duration::from_millis(4500));
 
     let s1 = d.dir.join("s1.fxt");
+    let asked = tests::boottime_ns();
     let said = snapshot(&d, &s1);
-    let taken = tests::boottime_ns();
     assert!(said.contains("snapshot of "), "{said}");
     std::thread::sleep(Duration::from_millis(1000));
     let s2 = d.dir.join("s2.fxt");
@@ -151,16 +151,16 @@ fn a_snapshot_holds_the_last_window_without_gaps_and_recording_goes_on() {
             // ms to be put in order; the providers' are read then.
             let newest_call = *calls.values().last().unwrap();
             assert!(
-                taken - newest_call < 600_000_000,
-                "the newest call is {} ms old",
-                (taken - newest_call) / 1_000_000
+                newest_call + 300_000_000 > asked,
+                "the newest call is {} ms older than the request",
+                asked.saturating_sub(newest_call) / 1_000_000
             );
             for seqs in ticks.values() {
                 let newest = *seqs.values().last().unwrap();
                 assert!(
-                    taken - newest < 300_000_000,
-                    "the newest tick is {} ms old",
-                    (taken - newest) / 1_000_000
+                    newest + 100_000_000 > asked,
+                    "the newest tick is {} ms older than the request",
+                    asked.saturating_sub(newest) / 1_000_000
                 );
             }
             last.insert(0, *calls.keys().last().unwrap());
@@ -192,45 +192,83 @@ fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
         &[
             "--flight-recorder",
             "-c",
-            "kernel:syscall",
+            "kernel:syscall,app",
             "--window",
             "5s",
         ],
     );
-    let (calls_child, calls_pid) = numbered_calls(6.0, 300);
-    let _running = Killed(vec![calls_child]);
+    let (app, app_pid, _) =
+        tests::start_provider(env!("CARGO_BIN_EXE_provider_app"), &d.socket, 7.0, 500);
+    let (calls_child, calls_pid) = numbered_calls(7.0, 300);
+    let _running = Killed(vec![app, calls_child]);
     std::thread::sleep(Duration::from_millis(1000));
     let out = d.dir.join("rec.fxt");
     let pid = calls_pid.to_string();
-    let rec = d
+    let recording = d
         .record(
             &out,
-            &["-c", "kernel:syscall,kernel:sched", "-p", &pid, "-d", "2"],
+            &[
+                "-c",
+                "kernel:syscall,kernel:sched,app",
+                "-p",
+                &pid,
+                "-d",
+                "2.5",
+            ],
         )
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    // Both listed while both run.
+    let during = d.cli(&["sessions"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&during.stdout);
+    assert!(
+        listed.contains("flight recorder") && listed.contains("recording"),
+        "{listed}"
+    );
+    let rec = recording.wait_with_output().unwrap();
     assert!(
         rec.status.success(),
         "{}",
         String::from_utf8_lossy(&rec.stderr)
     );
-    let during = d.cli(&["sessions"]).output().unwrap();
-    assert!(during.status.success());
     let s = d.dir.join("s.fxt");
     snapshot(&d, &s);
     for file in [&out, &s] {
         check(file);
     }
-    let recorded = calls(&parse(&out), calls_pid);
-    whole_run("recorded calls", &recorded, 1_800_000_000);
-    let kept = calls(&parse(&s), calls_pid);
+    let rec_trace = parse(&out);
+    let kept_trace = parse(&s);
+    let recorded = calls(&rec_trace, calls_pid);
+    whole_run("recorded calls", &recorded, 2_300_000_000);
+    let kept = calls(&kept_trace, calls_pid);
     whole_run("kept calls", &kept, 3_000_000_000);
     // The flight recorder kept every call the recording got.
     for n in recorded.keys() {
         assert!(kept.contains_key(n), "call {n} not in the flight recorder");
     }
+    // Both have the provider's events, each without a gap, the recording's
+    // up to its end.
+    let rec_ticks = ticks(&rec_trace, app_pid);
+    assert_eq!(rec_ticks.len(), 2, "main and worker in the recording");
+    let rec_end = rec_trace.switches.iter().map(|s| s.ts).max().unwrap();
+    for (tid, seqs) in &rec_ticks {
+        whole_run(&format!("recorded ticks of {tid}"), seqs, 2_300_000_000);
+        let newest = *seqs.values().last().unwrap();
+        assert!(
+            rec_end.abs_diff(newest) < 300_000_000,
+            "the recording's ticks end {} ms before it",
+            rec_end.saturating_sub(newest) / 1_000_000
+        );
+    }
+    let kept_ticks = ticks(&kept_trace, app_pid);
+    assert_eq!(kept_ticks.len(), 2, "main and worker in the snapshot");
+    for (tid, seqs) in &kept_ticks {
+        whole_run(&format!("kept ticks of {tid}"), seqs, 3_000_000_000);
+    }
     // The recording has its own categories: wake-ups, which the flight
     // recorder does not record.
-    assert!(!parse(&out).wakeups.is_empty());
-    assert!(parse(&s).wakeups.is_empty());
+    assert!(!rec_trace.wakeups.is_empty());
+    assert!(kept_trace.wakeups.is_empty());
 }

@@ -84,6 +84,18 @@ impl<W: Write> FxtStream<W> {
         Ok(())
     }
 
+    /// Appends whole records of another stream (provider records a flight
+    /// recorder collected, with their provider info and section records):
+    /// which provider is current is unknown after them, so the next
+    /// [`FxtStream::enter_provider`] writes a section record.
+    pub fn write_foreign(&mut self, bytes: &[u8], records: u64) -> Result<(), OutputError> {
+        self.out.write_all(bytes)?;
+        self.bytes += bytes.len() as u64;
+        self.records += records;
+        self.current_provider = None;
+        Ok(())
+    }
+
     /// Bytes written so far, the magic number record included.
     pub fn bytes(&self) -> u64 {
         self.bytes

@@ -45,6 +45,8 @@ pub struct Window {
     state: StreamState,
     /// Bytes of records dropped from the window so far.
     dropped_bytes: u64,
+    /// A copy of what is written, while tapped.
+    tap: Option<Vec<u8>>,
 }
 
 /// What a window held at a moment, to be written out elsewhere.
@@ -75,7 +77,20 @@ impl Window {
             max_bytes: max_bytes.max(2 * CHUNK_BYTES),
             state: StreamState::new(),
             dropped_bytes: 0,
+            tap: None,
         }
+    }
+
+    /// From now on, keeps a copy of what is written, until
+    /// [`Window::take_tap`].
+    pub fn start_tap(&mut self) {
+        self.tap = Some(Vec::new());
+    }
+
+    /// What was written since [`Window::start_tap`] (whole records), and
+    /// stops keeping a copy.
+    pub fn take_tap(&mut self) -> Vec<u8> {
+        self.tap.take().unwrap_or_default()
     }
 
     /// Bytes held.
@@ -146,6 +161,9 @@ impl Write for Window {
         }
         self.current.extend_from_slice(buf);
         self.bytes += buf.len();
+        if let Some(tap) = self.tap.as_mut() {
+            tap.extend_from_slice(buf);
+        }
         Ok(buf.len())
     }
 
@@ -195,7 +213,7 @@ impl Contents {
 }
 
 /// Records in `bytes` (whole records).
-fn count(bytes: &[u8]) -> u64 {
+pub fn count(bytes: &[u8]) -> u64 {
     let mut n = 0;
     let mut records = RecordReader::new(bytes);
     while let Ok(Some(_)) = records.next_record() {

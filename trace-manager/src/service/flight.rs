@@ -14,7 +14,7 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use trace_common::controller::{
-    Reply, SessionInfo, SessionKind, SnapshotResult, TraceConfig, fail,
+    Reply, SessionInfo, SessionKind, SessionState, SnapshotResult, TraceConfig, fail,
 };
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
@@ -53,6 +53,40 @@ pub(super) struct Flight {
     pub(super) failed: Option<String>,
     /// Snapshots taken.
     pub(super) snapshots: u64,
+    /// What a reader of the providers' records it collected knows (their
+    /// declarations, names, threads): a recording that takes them too
+    /// begins with it.
+    pub(super) provider_state: trace_split::StreamState,
+}
+
+/// Whether a recording of `config` wants userspace providers' records: all
+/// categories, or some that are not the kernel's.
+fn wants_providers(config: &TraceConfig) -> bool {
+    config.categories.is_empty() || config.categories.iter().any(|c| !c.starts_with("kernel"))
+}
+
+/// Writes provider records the flight recorder collected (`bytes`, whole
+/// records) into a recording's output too; the first time, after what a
+/// reader must know of them (`state`).
+pub(super) fn tee(
+    active: &mut super::state::Active,
+    state: &trace_split::StreamState,
+    bytes: &[u8],
+) -> Result<(), crate::output::OutputError> {
+    if !active.tee_declared {
+        let preamble = state.preamble();
+        // Without its magic number record: the output has its own.
+        let preamble = preamble.get(8..).unwrap_or_default();
+        active
+            .session
+            .out()
+            .write_foreign(preamble, crate::window::count(preamble))?;
+        active.tee_declared = true;
+    }
+    active
+        .session
+        .out()
+        .write_foreign(bytes, crate::window::count(bytes))
 }
 
 impl Manager {
@@ -136,6 +170,7 @@ impl Manager {
             providers,
             failed: None,
             snapshots: 0,
+            provider_state: trace_split::StreamState::new(),
         });
         Ok(())
     }
@@ -144,6 +179,63 @@ impl Manager {
     /// recording then leaves them alone).
     pub(super) fn flight_holds_providers(&self) -> bool {
         self.flight.as_ref().is_some_and(|f| f.providers)
+    }
+
+    /// Hands what a provider said to the registry, which collects into the
+    /// flight recorder; what it collects goes into a recording that wants
+    /// providers' records too.
+    pub(super) fn flight_provider_note(&mut self, note: crate::userspace::Note) {
+        let Some(f) = self.flight.as_mut() else {
+            return;
+        };
+        f.session.out().get_mut().start_tap();
+        let handled = self.registry.handle(note, Some(f.session.out()));
+        let collected = f.session.out().get_mut().take_tap();
+        if let Err(e) = handled {
+            log::error!("flight recorder: writing a provider's records: {e}");
+        }
+        if collected.is_empty() {
+            return;
+        }
+        let mut failed = None;
+        if let Some(a) = self.active.as_mut()
+            && a.aborted.is_none()
+            && matches!(a.state, SessionState::Started | SessionState::Stopping)
+            && wants_providers(&a.config)
+            && let Err(e) = tee(a, &f.provider_state, &collected)
+        {
+            failed = Some(format!("writing providers' records: {e}"));
+        }
+        let mut records = trace_split::RecordReader::new(collected.as_slice());
+        while let Ok(Some(record)) = records.next_record() {
+            f.provider_state.observe(record);
+        }
+        if let Some(why) = failed {
+            self.abort_session(&why);
+        }
+    }
+
+    /// At a recording's stop, while the flight recorder holds the
+    /// providers: what they have not handed over yet goes into the
+    /// recording (the flight recorder gets it when they do).
+    pub(super) fn tee_unsaved(&mut self) -> Result<(), String> {
+        let Some(f) = self.flight.as_ref() else {
+            return Ok(());
+        };
+        let Some(a) = self.active.as_mut() else {
+            return Ok(());
+        };
+        if !(f.providers && wants_providers(&a.config)) || a.aborted.is_some() {
+            return Ok(());
+        }
+        let unsaved = self.registry.peek().map_err(|e| e.to_string())?;
+        if unsaved.is_empty() {
+            return Ok(());
+        }
+        a.session
+            .out()
+            .write_foreign(&unsaved, crate::window::count(&unsaved))
+            .map_err(|e| format!("writing providers' records: {e}"))
     }
 
     /// The flight recorder read the kernel; on failure it stops recording.

@@ -204,10 +204,7 @@ impl Manager {
                 }
                 note = self.registry.next_note() => {
                     if self.flight_holds_providers() {
-                        let out = self.flight.as_mut().map(|f| f.session.out());
-                        if let Err(e) = self.registry.handle(note, out) {
-                            log::error!("flight recorder: writing a provider's records: {e}");
-                        }
+                        self.flight_provider_note(note);
                         self.after_provider_news();
                         continue;
                     }

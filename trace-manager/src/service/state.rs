@@ -43,6 +43,10 @@ pub(super) struct Active {
     pub(super) categories: Vec<String>,
     /// A stop waiting for providers to confirm.
     pub(super) pending_stop: Option<PendingStop>,
+    /// The providers' records the flight recorder collects are written
+    /// into this session too, and what a reader must know of them was
+    /// written first.
+    pub(super) tee_declared: bool,
 }
 
 /// A stop in progress: providers were told to stop.
@@ -289,6 +293,7 @@ impl Manager {
                     before_start: SessionState::Initialized,
                     categories,
                     pending_stop: None,
+                    tee_declared: false,
                 });
                 self.set_state(SessionState::Initialized);
                 self.reply(id, txid, Reply::Initialized);
@@ -430,6 +435,15 @@ impl Manager {
             return;
         };
         let mut failed = None;
+        if held
+            && pending.write_results
+            && let Err(e) = self.tee_unsaved()
+        {
+            failed = Some(e);
+        }
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
         if !held
             && let Err(e) = self
                 .registry
