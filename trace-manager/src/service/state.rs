@@ -582,10 +582,12 @@ impl Manager {
         };
         let mut providers_failed = None;
         let held = self.flight_holds_providers();
-        let providers = match (!held)
-            .then(|| self.registry.terminate(a.session.out()))
-            .unwrap_or(Ok(Vec::new()))
-        {
+        let terminated = if held {
+            Ok(Vec::new())
+        } else {
+            self.registry.terminate(a.session.out())
+        };
+        let providers = match terminated {
             Ok(p) => p,
             Err(e) => {
                 providers_failed = Some(format!("writing providers' records: {e}"));
