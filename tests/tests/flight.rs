@@ -23,6 +23,19 @@ fn int(v: Option<&ArgValue<'_>>) -> Option<u64> {
     }
 }
 
+/// A daemon with a flight recorder, once the recorder runs (the socket
+/// accepts connections while the programs are still being loaded).
+fn flight_daemon(name: &str, args: &[&str]) -> Daemon {
+    let d = Daemon::start_with(name, args);
+    let listed = d.cli(&["sessions"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("flight recorder"),
+        "{}",
+        d.log()
+    );
+    d
+}
+
 /// `numbered_calls` started on its own; its pid.
 fn numbered_calls(secs: f64, interval_us: u64) -> (std::process::Child, u64) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
@@ -104,7 +117,7 @@ fn check(file: &Path) {
 
 #[test]
 fn a_snapshot_holds_the_last_window_without_gaps_and_recording_goes_on() {
-    let d = Daemon::start_with(
+    let d = flight_daemon(
         "flight-window",
         &[
             "--flight-recorder",
@@ -187,7 +200,7 @@ fn a_snapshot_holds_the_last_window_without_gaps_and_recording_goes_on() {
 
 #[test]
 fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
-    let d = Daemon::start_with(
+    let d = flight_daemon(
         "flight-beside",
         &[
             "--flight-recorder",
@@ -271,4 +284,221 @@ fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
     // recorder does not record.
     assert!(!rec_trace.wakeups.is_empty());
     assert!(kept_trace.wakeups.is_empty());
+}
+
+/// The trigger snapshots in `dir`, once `n` are there (at most 15 s).
+fn trigger_snapshots(dir: &Path, n: usize) -> Vec<std::path::PathBuf> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        // A file is whole once the daemon logged it; give it a moment.
+        if files.len() >= n {
+            std::thread::sleep(Duration::from_millis(500));
+            return files;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} trigger snapshots in {}",
+            files.len(),
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them() {
+    let dir = tests::temp_dir("flight-triggers");
+    let snaps = dir.join("snaps");
+    let snaps_arg = snaps.to_string_lossy().into_owned();
+    let d = flight_daemon(
+        "flight-triggers",
+        &[
+            "--flight-recorder",
+            "-c",
+            "kernel:sched,kernel:syscall,kernel:proc",
+            "--window",
+            "20s",
+            "--trigger",
+            "signal:SIGSEGV",
+            "--trigger",
+            "syscall:fsync>1ms",
+            "--pre",
+            "3",
+            "--post",
+            "0.5",
+            "--trigger-dir",
+            &snaps_arg,
+        ],
+    );
+
+    // A process that makes numbered calls for a second, then crashes.
+    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
+        .args(["1", "300", "segv"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&crash.stdout);
+    let field = |k: &str| -> u64 {
+        stdout
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {stdout:?}"))
+            .parse()
+            .unwrap()
+    };
+    let (crash_pid, crash_calls) = (field("pid="), field("calls="));
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(crash.status.signal(), Some(libc::SIGSEGV));
+    let files = trigger_snapshots(&snaps, 1);
+    let first = &files[0];
+    assert!(
+        first.to_string_lossy().contains("signal_SIGSEGV"),
+        "{}",
+        first.display()
+    );
+    check(first);
+    let t = parse(first);
+    // Where it fired is marked, on the crashing thread.
+    let marks: Vec<_> = t
+        .events
+        .iter()
+        .filter(|e| e.category == "trigger" && e.name == "signal:SIGSEGV")
+        .collect();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!((marks[0].pid, marks[0].tid), (crash_pid, crash_pid));
+    // Every call it made (the 3 s before the trigger hold them all), and
+    // its exit.
+    let made = calls(&t, crash_pid);
+    let numbers: Vec<u64> = made.keys().copied().collect();
+    assert!(
+        numbers.len() as u64 == crash_calls
+            && numbers.first() == Some(&0)
+            && numbers.last() == Some(&(crash_calls - 1)),
+        "its {crash_calls} numbered calls: {} from {:?} to {:?}",
+        numbers.len(),
+        numbers.first(),
+        numbers.last()
+    );
+    let exit = t
+        .events
+        .iter()
+        .find(|e| e.name == "exit" && e.pid == crash_pid)
+        .unwrap_or_else(|| panic!("no exit of {crash_pid}\n{}", d.log()));
+    assert!(exit.ts >= marks[0].ts);
+    assert!(*made.values().last().unwrap() <= marks[0].ts);
+
+    // A slow fsync: its own snapshot, with the call.
+    let path = dir.join("fsync.data");
+    let slow = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
+        .args(["0.5", "300"])
+        .arg(format!("fsync:{}", path.display()))
+        .output()
+        .unwrap();
+    assert!(slow.status.success());
+    let slow_pid: u64 = String::from_utf8_lossy(&slow.stdout)
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("pid=").map(|p| p.parse().unwrap()))
+        .unwrap();
+    let files = trigger_snapshots(&snaps, 2);
+    let second = &files[1];
+    assert!(
+        second.to_string_lossy().contains("syscall_fsync"),
+        "{}",
+        second.display()
+    );
+    check(second);
+    let t = parse(second);
+    let mark = t
+        .events
+        .iter()
+        .find(|e| e.category == "trigger" && e.name == "syscall:fsync>1ms")
+        .unwrap_or_else(|| panic!("no trigger mark\n{}", d.log()));
+    assert_eq!(mark.pid, slow_pid);
+    assert!(int(mark.args.get("duration_ns")).unwrap() > 1_000_000);
+    let fsync = t
+        .events
+        .iter()
+        .find(|e| e.pid == slow_pid && e.name == "fsync")
+        .expect("the fsync call");
+    assert!(!calls(&t, slow_pid).is_empty(), "the calls before it");
+    assert!(fsync.ts < mark.ts);
+    // The crash is older than the second snapshot's window start (3 s
+    // before its trigger) only if the runs were that far apart; the file
+    // holds what it must either way. The daemon goes on.
+    let sessions = d.cli(&["sessions"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&sessions.stdout).contains("flight recorder"));
+}
+
+#[test]
+fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
+    tests::require_root();
+    let dir = tests::temp_dir("record-trigger");
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args([
+            "-c",
+            "kernel:syscall,kernel:proc,kernel:sched",
+            "-a",
+            "-d",
+            "30",
+            "--trigger",
+            "signal:SIGSEGV",
+            "--post",
+            "0.5",
+        ])
+        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tests::wait_for_recording(&mut std::io::BufReader::new(rec.stderr.as_mut().unwrap()));
+    let began = std::time::Instant::now();
+    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
+        .args(["0.5", "300", "segv"])
+        .output()
+        .unwrap();
+    let pid: u64 = String::from_utf8_lossy(&crash.stdout)
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("pid=").map(|p| p.parse().unwrap()))
+        .unwrap();
+    let status = rec.wait().unwrap();
+    assert!(status.success());
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "the trigger stopped it: {:?}",
+        began.elapsed()
+    );
+    check(&out);
+    let t = parse(&out);
+    let mark = t
+        .events
+        .iter()
+        .find(|e| e.category == "trigger" && e.name == "signal:SIGSEGV")
+        .expect("the trigger is marked");
+    assert_eq!(mark.pid, pid);
+    // Recorded until at least half a second after it.
+    let last = t.switches.iter().map(|s| s.ts).max().unwrap();
+    assert!(
+        last >= mark.ts + 400_000_000,
+        "{} ms after",
+        (last - mark.ts) / 1_000_000
+    );
+    assert!(t.events.iter().any(|e| e.name == "exit" && e.pid == pid));
+    // A trigger on system calls without recording them is refused.
+    let refused = tests::record_fails(
+        &[
+            "-c",
+            "kernel:sched",
+            "--trigger",
+            "syscall:fsync>1ms",
+            "-d",
+            "1",
+        ],
+        &out,
+    );
+    assert!(refused.contains("kernel:syscall"), "{refused}");
 }

@@ -340,6 +340,7 @@ fn trace_config(rng: &mut Rng) -> TraceConfig {
             stack_bytes: rng.u32(),
             probe_stacks: rng.texts(4, 12),
         },
+        triggers: rng.texts(3, 40),
     }
 }
 

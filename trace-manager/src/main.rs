@@ -74,6 +74,41 @@ struct Args {
         requires = "flight_recorder"
     )]
     flight_buffer_size: u64,
+    /// Take a snapshot when this kernel condition is seen:
+    /// `syscall:NAME>TIME` (a slow system call, e.g. `syscall:fsync>50ms`),
+    /// `signal:SIG` (a process killed by SIGSEGV, SIGABRT...), `oom` (an
+    /// out-of-memory kill); may repeat. The condition is marked in the
+    /// snapshot where it fired.
+    #[arg(
+        long = "trigger",
+        value_name = "CONDITION",
+        requires = "flight_recorder"
+    )]
+    triggers: Vec<String>,
+    /// A trigger's snapshot holds at least this many seconds before it fired.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "triggers"
+    )]
+    pre: f64,
+    /// A trigger's snapshot is taken this many seconds after it fired.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 1.0,
+        requires = "triggers"
+    )]
+    post: f64,
+    /// Where triggers' snapshots go.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/trace-manager/snapshots",
+        requires = "triggers"
+    )]
+    trigger_dir: PathBuf,
 }
 
 impl Args {
@@ -188,6 +223,12 @@ fn run(args: Args) -> anyhow::Result<()> {
                     window_bytes,
                     kernel_buffer_bytes: args.flight_buffer_size.clamp(1, 4096) << 20,
                     provider_buffer_bytes: 4 << 20,
+                    triggers: args.triggers.clone(),
+                    pre: std::time::Duration::try_from_secs_f64(args.pre)
+                        .context("--pre wants seconds")?,
+                    post: std::time::Duration::try_from_secs_f64(args.post)
+                        .context("--post wants seconds")?,
+                    trigger_dir: args.trigger_dir.clone(),
                 })
                 .map_err(anyhow::Error::msg)
                 .context("starting the flight recorder")?;

@@ -57,6 +57,10 @@ pub struct RecordConfig {
     pub kernel_mode: BufferingMode,
     /// How stacks are recorded.
     pub stacks: trace_common::controller::StackOptions,
+    /// Conditions checked on the kernel's events (see
+    /// [`crate::kernel::translate::Trigger`]); [`Session::take_fired`]
+    /// says which fired.
+    pub triggers: Vec<crate::kernel::translate::Trigger>,
 }
 
 impl RecordConfig {
@@ -238,6 +242,7 @@ impl<W: Write> Session<W> {
         translator.set_start(boottime_ns());
         translator.set_tracepoints(Arc::clone(&config.tracepoints));
         translator.set_sample_hz(config.stacks.sample_hz);
+        translator.set_triggers(config.triggers.clone());
         translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
         translator.set_usdt_sites(
             config
@@ -561,6 +566,12 @@ impl<W: Write> Session<W> {
         Ok(())
     }
 
+    /// The triggers that fired since the last call (each is marked in the
+    /// output where it fired).
+    pub fn take_fired(&mut self) -> Vec<crate::kernel::translate::Fired> {
+        self.translator.take_fired()
+    }
+
     /// The kernel provider's numbers so far.
     pub fn stats(&self) -> RecordStats {
         let mut stats = self.stats.clone();
@@ -636,6 +647,7 @@ mod tests {
                 tracepoints: Default::default(),
                 kernel_mode: BufferingMode::Streaming,
                 stacks: Default::default(),
+                triggers: Vec::new(),
             },
             Vec::new(),
         )

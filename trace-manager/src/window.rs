@@ -53,7 +53,8 @@ pub struct Window {
 #[derive(Debug)]
 pub struct Contents {
     state: StreamState,
-    chunks: Vec<Arc<Vec<u8>>>,
+    /// Each chunk with when it was sealed.
+    chunks: Vec<(u64, Arc<Vec<u8>>)>,
 }
 
 /// What [`Contents::write_to`] wrote.
@@ -146,7 +147,11 @@ impl Window {
         self.seal(now_ns);
         Contents {
             state: self.state.clone(),
-            chunks: self.sealed.iter().map(|c| Arc::clone(&c.data)).collect(),
+            chunks: self
+                .sealed
+                .iter()
+                .map(|c| (c.sealed_ns, Arc::clone(&c.data)))
+                .collect(),
         }
     }
 }
@@ -173,6 +178,23 @@ impl Write for Window {
 }
 
 impl Contents {
+    /// Leaves out the chunks whose records all arrived before `ns`
+    /// (CLOCK_BOOTTIME): what is written begins at most a chunk before.
+    pub fn since(mut self, ns: u64) -> Contents {
+        let keep_from = self
+            .chunks
+            .iter()
+            .position(|(sealed, _)| *sealed >= ns)
+            .unwrap_or(self.chunks.len());
+        for (_, chunk) in self.chunks.drain(..keep_from) {
+            let mut records = RecordReader::new(chunk.as_slice());
+            while let Ok(Some(record)) = records.next_record() {
+                self.state.observe(record);
+            }
+        }
+        self
+    }
+
     /// Writes a whole file: the magic number record and what a reader must
     /// know at the window's start, the window's records, then `tail`
     /// (records that follow the window, such as the providers' buffers
@@ -188,7 +210,7 @@ impl Contents {
         let preamble = self.state.preamble();
         let n = count(&preamble);
         put(&preamble, n, out)?;
-        for chunk in std::mem::take(&mut self.chunks) {
+        for (_, chunk) in std::mem::take(&mut self.chunks) {
             let mut n = 0;
             let mut records = RecordReader::new(chunk.as_slice());
             while let Ok(Some(record)) = records.next_record() {

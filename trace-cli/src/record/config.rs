@@ -115,6 +115,12 @@ pub(super) fn trace_config(args: &RecordArgs, categories: &[String]) -> Result<T
         usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
         tracepoints: args.events.clone(),
         stacks: stack_options(args, categories)?,
+        triggers: args
+            .triggers
+            .iter()
+            .filter(|t| trace_manager::kernel::translate::is_kernel_trigger(t))
+            .cloned()
+            .collect(),
     })
 }
 

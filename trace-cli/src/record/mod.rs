@@ -142,10 +142,25 @@ pub struct RecordArgs {
     /// (`-e`), comma-separated, or `all`.
     #[arg(long = "stacks", value_name = "PROBES", value_delimiter = ',')]
     probe_stacks: Vec<String>,
-    /// Stop when a userspace provider raises this alert
-    /// (`trace_provider::alert`, `trace_provider_alert`); may repeat.
-    #[arg(long = "trigger", value_name = "ALERT")]
+    /// Stop when this happens: a userspace provider raises this alert
+    /// (`trace_provider::alert`, `trace_provider_alert`), or the kernel
+    /// sees this condition: `syscall:NAME>TIME` (a system call slower than
+    /// that, e.g. `syscall:fsync>50ms`; `*` for any; needs
+    /// `kernel:syscall`), `signal:SIG` (a process killed by SIGSEGV,
+    /// SIGABRT...), `oom` (an out-of-memory kill), `tracepoint:GROUP:EVENT`
+    /// (an `-e` tracepoint, with its filter), `uprobe:NAME`,
+    /// `usdt:PROVIDER:NAME`. Where it fired is marked in the trace (an
+    /// instant, category `trigger`). May repeat.
+    #[arg(long = "trigger", value_name = "ALERT|CONDITION")]
     triggers: Vec<String>,
+    /// After a trigger, go on recording this many seconds before stopping.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "triggers"
+    )]
+    post: f64,
     /// How long to wait for userspace providers to start, in seconds; one
     /// that has not answered by then is recorded from when it does.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
@@ -271,13 +286,30 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     .await?;
     // Also after an abort: the session ends, and a deferred trace's staged
     // records are still written out.
+    if let StopReason::Trigger(alert) = &reason
+        && args.post > 0.0
+    {
+        let post = seconds(args.post)?;
+        eprintln!(
+            "trace-cli: {alert:?} fired; recording {:.1} s more",
+            post.as_secs_f64()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(post) => {}
+            _ = interrupted.wait_for(|&n| n > 0) => {}
+        }
+    }
     let ended = ctl.call(Request::TerminateTracing, None).await?;
     drop(conn.ctl);
     if let Some(task) = conn.embedded {
         let _ = task.await;
     }
     if let StopReason::Trigger(alert) = &reason {
-        eprintln!("trace-cli: stopped by alert {alert:?}");
+        if trace_manager::kernel::translate::is_kernel_trigger(alert) {
+            eprintln!("trace-cli: stopped by trigger {alert:?}");
+        } else {
+            eprintln!("trace-cli: stopped by alert {alert:?}");
+        }
     }
 
     let command = command::outcome(&reason, child.as_mut()).await;

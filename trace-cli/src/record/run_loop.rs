@@ -83,9 +83,13 @@ pub(super) async fn wait_for_stop(
         for m in news {
             match m.body {
                 Reply::Alert { name, provider } => {
-                    progress.println(&format!(
-                        "trace-cli: provider {provider:?} raised alert {name:?}"
-                    ));
+                    if provider == trace_manager::session::KERNEL_PROVIDER_NAME {
+                        progress.println(&format!("trace-cli: trigger {name:?} fired"));
+                    } else {
+                        progress.println(&format!(
+                            "trace-cli: provider {provider:?} raised alert {name:?}"
+                        ));
+                    }
                     if triggered.is_none() && triggers.contains(&name) {
                         triggered = Some(name);
                     }

@@ -61,6 +61,11 @@ pub struct TraceConfig {
     pub tracepoints: Vec<String>,
     /// How stacks are recorded.
     pub stacks: StackOptions,
+    /// Conditions the kernel sees that raise an alert named by the
+    /// condition, marked in the trace where they fired
+    /// (`syscall:fsync>50ms`, `signal:SIGSEGV`, `oom`,
+    /// `tracepoint:GROUP:EVENT`, `uprobe:NAME`, `usdt:PROVIDER:NAME`).
+    pub triggers: Vec<String>,
 }
 
 /// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes'
@@ -124,6 +129,7 @@ impl Default for TraceConfig {
             usdt: Vec::new(),
             tracepoints: Vec::new(),
             stacks: StackOptions::default(),
+            triggers: Vec::new(),
         }
     }
 }

@@ -35,8 +35,10 @@ pub const MAGIC: u32 = 0x4343_4D54;
 /// providers took part (`providers_total`) and [`Request::GetProviderStats`]
 /// pages through those one message did not hold. 3: the kernel's record
 /// counts are typed ([`KernelCount`]), not named by strings. 4: the trace
-/// configuration says how stacks are recorded ([`StackOptions`]).
-pub const VERSION: u16 = 4;
+/// configuration says how stacks are recorded ([`StackOptions`]). 5: it
+/// carries kernel triggers (`TraceConfig::triggers`), and
+/// [`Request::Snapshot`] and [`Request::GetSessions`] exist.
+pub const VERSION: u16 = 5;
 
 /// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
 /// manager tells a client of such a version that it does not speak it in a

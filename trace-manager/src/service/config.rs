@@ -8,6 +8,7 @@ use std::os::fd::OwnedFd;
 use trace_common::controller::{MAX_CATEGORIES, TraceConfig};
 
 use super::Sink;
+use crate::kernel::translate::{Condition, Trigger};
 use crate::limits::mib;
 use crate::session::{RecordConfig, Session};
 use crate::userspace::UserspaceConfig;
@@ -33,7 +34,15 @@ pub(super) fn record_config(
     creds: Option<&crate::creds::ClientCreds>,
 ) -> Result<RecordConfig, String> {
     let (uprobes, usdt) = resolve_probes(config, creds)?;
-    let tracepoints = std::sync::Arc::new(resolve_tracepoints(&config.tracepoints)?);
+    let triggers = kernel_triggers(config)?;
+    // The tracepoints of the signal and out-of-memory triggers, filtered.
+    let mut specs = config.tracepoints.clone();
+    specs.extend(
+        triggers
+            .iter()
+            .filter_map(|t| t.tracepoint_spec().map(str::to_owned)),
+    );
+    let tracepoints = std::sync::Arc::new(resolve_tracepoints(&specs)?);
     Ok(RecordConfig {
         categories: config.categories.clone(),
         buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
@@ -43,7 +52,50 @@ pub(super) fn record_config(
         tracepoints,
         kernel_mode: config.kernel_buffering_mode,
         stacks: config.stacks.clone(),
+        triggers,
     })
+}
+
+/// The kernel triggers of `config`, parsed, each with what it needs
+/// recorded.
+fn kernel_triggers(config: &TraceConfig) -> Result<Vec<Trigger>, String> {
+    let categories = crate::session::kernel_categories(&config.categories);
+    let mut list = Vec::new();
+    for spec in &config.triggers {
+        let t = Trigger::parse(spec)?;
+        match &t.condition {
+            Condition::SlowSyscall { .. }
+                if !categories
+                    .iter()
+                    .any(|c| c == trace_common::category::KERNEL_SYSCALL) =>
+            {
+                return Err(format!(
+                    "trigger {spec:?} watches system calls: record kernel:syscall too"
+                ));
+            }
+            Condition::Tracepoint(name)
+                if t.tracepoint_spec().is_none()
+                    && !config.tracepoints.iter().any(|s| s.contains(name.as_str())) =>
+            {
+                return Err(format!(
+                    "trigger {spec:?}: select the tracepoint with -e {name}"
+                ));
+            }
+            Condition::Uprobe(name)
+                if !config.uprobes.iter().any(|s| s.contains(name.as_str())) =>
+            {
+                return Err(format!(
+                    "trigger {spec:?}: probe the function with --uprobe"
+                ));
+            }
+            Condition::Usdt(name) if !config.usdt.iter().any(|s| s.contains(name.as_str())) => {
+                return Err(format!("trigger {spec:?}: record the site with --usdt"));
+            }
+            _ => {}
+        }
+        list.push(t);
+    }
+    Ok(list)
 }
 
 /// The memory the kernel's buffers take for `config`, when it is within

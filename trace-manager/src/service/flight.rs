@@ -40,6 +40,25 @@ pub struct FlightConfig {
     pub kernel_buffer_bytes: u64,
     /// Each userspace provider's buffer, in bytes.
     pub provider_buffer_bytes: u64,
+    /// Kernel conditions that take a snapshot when they fire (see
+    /// [`crate::kernel::translate::Trigger`]).
+    pub triggers: Vec<String>,
+    /// A trigger's snapshot holds at least this long before it fired...
+    pub pre: Duration,
+    /// ...and is taken this long after.
+    pub post: Duration,
+    /// Where triggers' snapshots go (`trigger-NNN.fxt`).
+    pub trigger_dir: std::path::PathBuf,
+}
+
+/// A trigger that fired, waiting for its `post` time.
+#[derive(Debug)]
+pub(super) struct PendingTrigger {
+    spec: String,
+    fired_ns: u64,
+    due: Instant,
+    /// Triggers that fired while this one waited (not snapshotted apart).
+    more: u64,
 }
 
 /// The flight recorder while it runs.
@@ -57,6 +76,10 @@ pub(super) struct Flight {
     /// declarations, names, threads): a recording that takes them too
     /// begins with it.
     pub(super) provider_state: trace_split::StreamState,
+    /// A trigger that fired, whose snapshot is still to be taken.
+    pub(super) pending: Option<PendingTrigger>,
+    /// Triggers' snapshots taken.
+    pub(super) trigger_snapshots: u32,
 }
 
 /// Whether a recording of `config` wants userspace providers' records: all
@@ -128,6 +151,14 @@ impl Manager {
                 mib(self.limits.memory_budget)
             ));
         }
+        let trace = TraceConfig {
+            triggers: config.triggers.clone(),
+            ..trace
+        };
+        if !config.triggers.is_empty() {
+            std::fs::create_dir_all(&config.trigger_dir)
+                .map_err(|e| format!("creating {}: {e}", config.trigger_dir.display()))?;
+        }
         let record = record_config(&trace, None)?;
         let window = Window::new(
             config.window.as_nanos().min(u128::from(u64::MAX)) as u64,
@@ -171,6 +202,8 @@ impl Manager {
             failed: None,
             snapshots: 0,
             provider_state: trace_split::StreamState::new(),
+            pending: None,
+            trigger_snapshots: 0,
         });
         Ok(())
     }
@@ -239,11 +272,103 @@ impl Manager {
     }
 
     /// The flight recorder read the kernel; on failure it stops recording.
+    /// A trigger that fired is noted, its snapshot taken `post` after it.
     pub(super) fn flight_drained(&mut self, result: Result<(), crate::session::RecordError>) {
-        if let (Some(f), Err(e)) = (self.flight.as_mut(), result) {
+        let Some(f) = self.flight.as_mut() else {
+            return;
+        };
+        if let Err(e) = result {
             log::error!("flight recorder: reading the kernel provider failed: {e}");
             f.failed = Some(e.to_string());
         }
+        for fired in f.session.take_fired() {
+            match f.pending.as_mut() {
+                Some(p) => p.more += 1,
+                None => {
+                    log::info!(
+                        "flight recorder: trigger {} fired (thread {}); snapshot in {:.1} s",
+                        fired.spec,
+                        fired.tid,
+                        f.config.post.as_secs_f64()
+                    );
+                    f.pending = Some(PendingTrigger {
+                        spec: fired.spec,
+                        fired_ns: fired.ts,
+                        due: Instant::now() + f.config.post,
+                        more: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Takes the snapshot of a trigger whose `post` time has come: what the
+    /// window holds from `pre` before it fired, into the trigger folder.
+    fn flight_trigger_snapshot(&mut self) {
+        let peek = self.flight_holds_providers();
+        let Some(f) = self.flight.as_mut() else {
+            return;
+        };
+        if f.pending.as_ref().is_none_or(|p| Instant::now() < p.due) {
+            return;
+        }
+        let Some(pending) = f.pending.take() else {
+            return;
+        };
+        if f.failed.is_none()
+            && let Err(e) = f.session.drain().and_then(|()| f.session.flush())
+        {
+            f.failed = Some(e.to_string());
+        }
+        let since = pending
+            .fired_ns
+            .saturating_sub(f.config.pre.as_nanos() as u64);
+        let contents = f
+            .session
+            .out()
+            .get_mut()
+            .contents(boottime_ns())
+            .since(since);
+        f.trigger_snapshots += 1;
+        let name: String = pending
+            .spec
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = f
+            .config
+            .trigger_dir
+            .join(format!("trigger-{:03}-{name}.fxt", f.trigger_snapshots));
+        let tail = if peek {
+            self.registry.peek().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        tokio::task::spawn_blocking(move || {
+            let written = std::fs::File::create(&path).and_then(|file| {
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+                contents.write_to(&mut out, &tail)
+            });
+            match written {
+                Ok(w) => log::info!(
+                    "flight recorder: trigger {} snapshot: {} records, {} -> {}{}",
+                    pending.spec,
+                    w.records,
+                    mib(w.bytes),
+                    path.display(),
+                    if pending.more > 0 {
+                        format!(" ({} more fired meanwhile)", pending.more)
+                    } else {
+                        String::new()
+                    }
+                ),
+                Err(e) => log::error!(
+                    "flight recorder: writing the snapshot of trigger {} to {}: {e}",
+                    pending.spec,
+                    path.display()
+                ),
+            }
+        });
     }
 
     /// The manager's tick: what arrived is handed to the window, and what
@@ -254,6 +379,7 @@ impl Manager {
         };
         let _ = f.session.flush();
         f.session.out().get_mut().expire(boottime_ns());
+        self.flight_trigger_snapshot();
     }
 
     /// `Snapshot`: writes what the flight recorder holds now to the

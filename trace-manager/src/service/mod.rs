@@ -194,6 +194,7 @@ impl Manager {
                     if let Err(e) = r {
                         self.abort_session(&format!("reading the kernel provider: {e}"));
                     }
+                    self.kernel_triggers_fired();
                 }
                 r = flight => {
                     let r = r.and_then(|()| match self.flight.as_mut() {

@@ -35,6 +35,23 @@ impl Manager {
         }
     }
 
+    /// The kernel triggers that fired in the session: alerts named by their
+    /// condition, from provider `kernel`.
+    pub(super) fn kernel_triggers_fired(&mut self) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        let fired = a.session.take_fired();
+        if fired.is_empty() {
+            return;
+        }
+        for f in fired {
+            a.alerts
+                .push_back((crate::session::KERNEL_PROVIDER_NAME.to_owned(), f.spec));
+        }
+        self.after_provider_news();
+    }
+
     /// Alerts to watchers, and a pending start that may now be complete.
     pub(super) fn after_provider_news(&mut self) {
         let alerts = self.registry.take_alerts();

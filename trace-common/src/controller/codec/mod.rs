@@ -244,7 +244,8 @@ impl TraceConfig {
         e.u64(self.stacks.offcpu_min_us);
         e.bool(self.stacks.frame_pointers);
         e.u32(self.stacks.stack_bytes);
-        e.strs(&self.stacks.probe_stacks)
+        e.strs(&self.stacks.probe_stacks)?;
+        e.strs(&self.triggers)
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
@@ -296,6 +297,7 @@ impl TraceConfig {
                 stack_bytes: d.u32()?,
                 probe_stacks: d.strs()?,
             },
+            triggers: d.strs()?,
         })
     }
 }

@@ -105,6 +105,7 @@ mod syscall;
 mod testing;
 mod threads;
 mod tracepoint;
+mod trigger;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -118,6 +119,7 @@ pub use self::power::CPUS_PROCESS_KOID;
 pub use self::probe::UsdtSiteInfo;
 pub use self::sched::{thread_state, weight};
 pub use self::threads::ThreadTable;
+pub use self::trigger::{Condition, Fired, TRIGGER_CATEGORY, Trigger, is_kernel_trigger};
 
 use self::block::{BlockDevice, PendingBlock};
 use self::irq::CpuIrqs;
@@ -226,6 +228,8 @@ pub struct KernelTranslator {
     created: Map<u32, u64>,
     /// Tracepoints selected by name.
     tracepoints: tracepoint::Tracepoints,
+    /// Conditions checked on the events, and those that fired.
+    triggers: trigger::Triggers,
     /// Stacks: their resolver and sampling streams.
     stacks: stack::Stacks,
     /// `kernel:profile`'s sampling frequency, for its stream's description.
@@ -296,6 +300,7 @@ impl KernelTranslator {
             first_seen: Map::default(),
             created: Map::default(),
             tracepoints: tracepoint::Tracepoints::default(),
+            triggers: trigger::Triggers::default(),
             stacks: stack::Stacks::default(),
             sample_hz: 0,
         }
@@ -566,6 +571,11 @@ impl KernelTranslator {
     }
 
     /// Writes an event record on its thread, interning its strings.
+    /// The process of thread `tid`, as far as known (else the thread id).
+    fn tgid_of(&self, tid: u32) -> u32 {
+        self.threads.get(&tid).and_then(|t| t.tgid).unwrap_or(tid)
+    }
+
     fn event<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,

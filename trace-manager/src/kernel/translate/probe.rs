@@ -106,6 +106,14 @@ impl KernelTranslator {
             },
         )?;
         self.counts.usdt += 1;
+        if self.has_triggers() {
+            self.check_event(
+                out,
+                |c| matches!(c, super::Condition::Usdt(n) if *n == name),
+                ts,
+                (tgid, tid),
+            )?;
+        }
         Ok(())
     }
 
@@ -187,6 +195,14 @@ impl KernelTranslator {
             },
         )?;
         self.counts.probes += 1;
+        if !unfinished && self.has_triggers() {
+            self.check_event(
+                out,
+                |c| matches!(c, super::Condition::Uprobe(n) if *n == name),
+                end,
+                (tgid, tid),
+            )?;
+        }
         Ok(())
     }
 }

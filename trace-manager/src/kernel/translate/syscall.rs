@@ -204,6 +204,9 @@ impl KernelTranslator {
             CallEnd::Running { ts } => (ts, Some(("unfinished", ArgValue::Bool(true)))),
         };
         self.call_ended(tid, call.ts, end_ts);
+        if matches!(end, CallEnd::Returned { .. } | CallEnd::Exited { .. }) {
+            self.check_syscall(out, tid, call.nr, call.ts, end_ts)?;
+        }
         if let Some(strings) = self.call_strings(out, call.nr)? {
             // Every string already has its index: the record is written
             // without a look-up or an allocation.

@@ -177,6 +177,15 @@ impl KernelTranslator {
                 }
             }
         }
+        if self.has_triggers() {
+            let name = format!("{}:{}", tp.group, tp.event);
+            self.check_event(
+                out,
+                |c| matches!(c, super::Condition::Tracepoint(n) if *n == name),
+                h.ts,
+                thread,
+            )?;
+        }
         Ok(())
     }
 
