@@ -85,6 +85,10 @@ pub struct SnapshotResult {
 }
 
 /// What a client asks.
+// A request is decoded once per message a client sends, a few per
+// session: its size does not matter, and boxing the configuration would
+// only complicate every use.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// The registered providers.
