@@ -39,10 +39,12 @@
 //! recording, beside `trace-cli dump > /dev/null`, and the memory they hold.
 
 mod analysis;
+mod flight;
 mod profile;
 mod throughput;
 
 pub use analysis::analysis_bench;
+pub use flight::flight_bench;
 pub use profile::profile_bench;
 pub use throughput::throughput_bench;
 
@@ -93,6 +95,10 @@ pub enum What {
     /// by default) into `report` and a Parquet `export`, beside `dump >
     /// /dev/null`: MB/s and peak memory (root to make the recording).
     Analysis,
+    /// What the daemon's flight recorder costs a `getppid` loop, beside
+    /// `trace-cli record` of the same events, and how long a snapshot of a
+    /// full window takes (root).
+    Flight,
     /// All of them.
     All,
 }

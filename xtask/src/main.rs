@@ -152,6 +152,10 @@ fn main() -> Result<()> {
                 setup::setup()?;
                 bench::throughput_bench(storm_calls)?;
             }
+            if matches!(what, What::Flight | What::All) {
+                setup::setup()?;
+                bench::flight_bench(rounds, syscalls)?;
+            }
             if matches!(what, What::Analysis | What::All) {
                 setup::setup()?;
                 bench::analysis_bench(rounds, size_mb, trace.as_deref())?;
