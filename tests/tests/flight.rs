@@ -502,3 +502,73 @@ fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
     );
     assert!(refused.contains("kernel:syscall"), "{refused}");
 }
+
+#[test]
+fn with_pre_a_recording_keeps_only_the_time_around_its_trigger() {
+    tests::require_root();
+    let dir = tests::temp_dir("record-pre");
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args([
+            "-c",
+            "kernel:syscall,kernel:proc,kernel:sched",
+            "-a",
+            "-d",
+            "30",
+            "--trigger",
+            "signal:SIGSEGV",
+            "--pre",
+            "1",
+            "--post",
+            "0.3",
+        ])
+        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(rec.stderr.take().unwrap());
+    tests::wait_for_recording(&mut stderr);
+    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
+        .args(["3", "300", "segv"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&crash.stdout);
+    let field = |k: &str| -> u64 {
+        stdout
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .unwrap_or_else(|| panic!("no {k} in {stdout:?}"))
+            .parse()
+            .unwrap()
+    };
+    let (pid, made) = (field("pid="), field("calls="));
+    assert!(rec.wait().unwrap().success());
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    assert!(said.contains("kept from 1 s before the trigger"), "{said}");
+    check(&out);
+    let t = parse(&out);
+    let mark = t
+        .events
+        .iter()
+        .find(|e| e.category == "trigger" && e.name == "signal:SIGSEGV")
+        .expect("the trigger is marked");
+    let calls = calls(&t, pid);
+    whole_run("kept calls", &calls, 900_000_000);
+    let (first, first_ts) = calls.first_key_value().map(|(n, ts)| (*n, *ts)).unwrap();
+    // The calls of the 2 s before were dropped (a chunk of slack kept).
+    assert!(first > 0, "every call kept");
+    assert!(
+        first_ts + 1_700_000_000 > mark.ts,
+        "kept from {} ms before the trigger",
+        (mark.ts - first_ts) / 1_000_000
+    );
+    assert_eq!(
+        *calls.keys().last().unwrap(),
+        made - 1,
+        "up to the last call"
+    );
+    assert!(t.events.iter().any(|e| e.name == "exit" && e.pid == pid));
+}

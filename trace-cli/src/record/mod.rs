@@ -7,6 +7,7 @@
 //! - `run_loop`: waiting for the end while alerts and the status come.
 //! - `progress`: the live status line.
 //! - `rotation`: the trace cut into a series of files (`--rotate`).
+//! - `window`: only the time around a trigger kept (`--pre`).
 //! - `summary`: what is said at the end.
 
 mod command;
@@ -16,6 +17,7 @@ mod progress;
 mod rotation;
 mod run_loop;
 mod summary;
+mod window;
 
 use std::fs::File;
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -161,6 +163,16 @@ pub struct RecordArgs {
         requires = "triggers"
     )]
     post: f64,
+    /// Keep only the events of this many seconds before the trigger (before
+    /// the end, if none fires) and the `--post` seconds after, as a flight
+    /// recorder does; the rest is dropped as the recording goes.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "triggers",
+        conflicts_with = "rotate"
+    )]
+    pre: Option<f64>,
     /// How long to wait for userspace providers to start, in seconds; one
     /// that has not answered by then is recorded from when it does.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
@@ -215,11 +227,18 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let mut config = config::trace_config(&args, &categories)?;
     let needs_kernel = config::needs_kernel(&config);
 
-    if args.rotate.is_some() && to_stdout {
-        bail!("--rotate writes files: it cannot go with -o -");
+    if (args.rotate.is_some() || args.pre.is_some()) && to_stdout {
+        bail!("--rotate and --pre write files: they cannot go with -o -");
     }
     let mut conn = connect(needs_kernel)?;
+    let mut windowed = None;
     let (output, rotation) = match args.rotate {
+        None if args.pre.is_some() => {
+            let pre = seconds(args.pre.unwrap_or_default())?;
+            let (output, w) = window::start(args.output.clone(), pre, seconds(args.post)?)?;
+            windowed = Some(w);
+            (output, None)
+        }
         Some(limit) => {
             let (output, rotation) = rotation::start(trace_split::Rotation {
                 base: args.output.clone(),
@@ -286,6 +305,9 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     .await?;
     // Also after an abort: the session ends, and a deferred trace's staged
     // records are still written out.
+    if let (StopReason::Trigger(_), Some(w)) = (&reason, &windowed) {
+        w.fired();
+    }
     if let StopReason::Trigger(alert) = &reason
         && args.post > 0.0
     {
@@ -324,6 +346,21 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         Some(r) => Some(r.finish().await?),
         None => None,
     };
+    if let Some(w) = windowed {
+        let pre = args.pre.unwrap_or_default();
+        let kept = w.finish().await?;
+        eprintln!(
+            "trace-cli: kept from {pre} s before the {}: {} records, {} bytes -> {}",
+            if matches!(reason, StopReason::Trigger(_)) {
+                "trigger"
+            } else {
+                "end"
+            },
+            kept.records,
+            kept.bytes,
+            args.output.display()
+        );
+    }
     let code = summary::report(
         &reason,
         ended,

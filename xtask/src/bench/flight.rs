@@ -84,7 +84,9 @@ fn run_recorded(cli: &Path, dir: &Path, calls: u64) -> Result<(f64, u64)> {
         .arg(cli)
         .args(["record", "-a", "-c", CATEGORIES, "-o"])
         .arg(dir.join("bench.fxt"))
-        .args(["--", "taskset", "-c", "0", "perf", "bench", "syscall", "basic"])
+        .args([
+            "--", "taskset", "-c", "0", "perf", "bench", "syscall", "basic",
+        ])
         .arg("-l")
         .arg(calls.to_string())
         .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
