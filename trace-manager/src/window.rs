@@ -2,8 +2,8 @@
 //! for a span of time and within a size, from which a file that reads on
 //! its own can be made at any moment.
 //!
-//! [`Window`] is the writer under the flight recorder's [`FxtStream`]
-//! (crate::output::FxtStream): each write holds whole records, appended to
+//! [`Window`] is the writer under the flight recorder's
+//! [`FxtStream`](crate::output::FxtStream): each write holds whole records, appended to
 //! the current chunk. Chunks are sealed at each [`Window::expire`] (the
 //! manager's tick) or when full, and the oldest are dropped once they are
 //! older than the span or the window is over its size; the records dropped
