@@ -286,31 +286,48 @@ fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
     assert!(kept_trace.wakeups.is_empty());
 }
 
-/// The trigger snapshots in `dir`, once `n` are there (at most 15 s).
-fn trigger_snapshots(dir: &Path, n: usize) -> Vec<std::path::PathBuf> {
+/// Tests that make processes crash, and recordings of every process that
+/// stop on a crash, run one at a time: each would see the others' crashes.
+static CRASHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The trigger snapshot in `dir` in which trigger `name` is marked on
+/// process `pid` (waiting at most 15 s for it), and that mark.
+fn snapshot_marking(dir: &Path, name: &str, pid: u64) -> (std::path::PathBuf, tests::Event) {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .map(|d| d.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
         files.sort();
-        // A file is whole once the daemon logged it; give it a moment.
-        if files.len() >= n {
-            std::thread::sleep(Duration::from_millis(500));
-            return files;
+        for file in files {
+            // A file is whole once the daemon wrote it: read it only when
+            // its size has settled.
+            let size = std::fs::metadata(&file).map_or(0, |m| m.len());
+            std::thread::sleep(Duration::from_millis(200));
+            if std::fs::metadata(&file).map_or(0, |m| m.len()) != size || size == 0 {
+                continue;
+            }
+            let t = parse(&file);
+            if let Some(mark) = t
+                .events
+                .iter()
+                .find(|e| e.category == "trigger" && e.name == name && e.pid == pid)
+            {
+                return (file, mark.clone());
+            }
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{} of {n} trigger snapshots in {}",
-            files.len(),
+            "no snapshot in {} marks {name} on {pid}",
             dir.display()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 #[test]
 fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them() {
+    let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tests::temp_dir("flight-triggers");
     let snaps = dir.join("snaps");
     let snaps_arg = snaps.to_string_lossy().into_owned();
@@ -352,23 +369,16 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
     let (crash_pid, crash_calls) = (field("pid="), field("calls="));
     use std::os::unix::process::ExitStatusExt as _;
     assert_eq!(crash.status.signal(), Some(libc::SIGSEGV));
-    let files = trigger_snapshots(&snaps, 1);
-    let first = &files[0];
+    // Where it fired is marked, on the crashing thread.
+    let (first, mark) = snapshot_marking(&snaps, "signal:SIGSEGV", crash_pid);
     assert!(
         first.to_string_lossy().contains("signal_SIGSEGV"),
         "{}",
         first.display()
     );
-    check(first);
-    let t = parse(first);
-    // Where it fired is marked, on the crashing thread.
-    let marks: Vec<_> = t
-        .events
-        .iter()
-        .filter(|e| e.category == "trigger" && e.name == "signal:SIGSEGV")
-        .collect();
-    assert_eq!(marks.len(), 1, "{marks:?}");
-    assert_eq!((marks[0].pid, marks[0].tid), (crash_pid, crash_pid));
+    check(&first);
+    let t = parse(&first);
+    assert_eq!((mark.pid, mark.tid), (crash_pid, crash_pid));
     // Every call it made (the 3 s before the trigger hold them all), and
     // its exit.
     let made = calls(&t, crash_pid);
@@ -387,8 +397,8 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
         .iter()
         .find(|e| e.name == "exit" && e.pid == crash_pid)
         .unwrap_or_else(|| panic!("no exit of {crash_pid}\n{}", d.log()));
-    assert!(exit.ts >= marks[0].ts);
-    assert!(*made.values().last().unwrap() <= marks[0].ts);
+    assert!(exit.ts >= mark.ts);
+    assert!(*made.values().last().unwrap() <= mark.ts);
 
     // A slow fsync: its own snapshot, with the call.
     let path = dir.join("fsync.data");
@@ -402,21 +412,9 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
         .split_whitespace()
         .find_map(|f| f.strip_prefix("pid=").map(|p| p.parse().unwrap()))
         .unwrap();
-    let files = trigger_snapshots(&snaps, 2);
-    let second = &files[1];
-    assert!(
-        second.to_string_lossy().contains("syscall_fsync"),
-        "{}",
-        second.display()
-    );
-    check(second);
-    let t = parse(second);
-    let mark = t
-        .events
-        .iter()
-        .find(|e| e.category == "trigger" && e.name == "syscall:fsync>1ms")
-        .unwrap_or_else(|| panic!("no trigger mark\n{}", d.log()));
-    assert_eq!(mark.pid, slow_pid);
+    let (second, mark) = snapshot_marking(&snaps, "syscall:fsync>1ms", slow_pid);
+    check(&second);
+    let t = parse(&second);
     assert!(int(mark.args.get("duration_ns")).unwrap() > 1_000_000);
     let fsync = t
         .events
@@ -435,6 +433,7 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
 #[test]
 fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
     tests::require_root();
+    let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tests::temp_dir("record-trigger");
     let out = dir.join("trace.fxt");
     let mut rec = Command::new(trace_cli())
@@ -506,6 +505,7 @@ fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
 #[test]
 fn with_pre_a_recording_keeps_only_the_time_around_its_trigger() {
     tests::require_root();
+    let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tests::temp_dir("record-pre");
     let out = dir.join("trace.fxt");
     let mut rec = Command::new(trace_cli())
