@@ -572,3 +572,61 @@ fn with_pre_a_recording_keeps_only_the_time_around_its_trigger() {
     );
     assert!(t.events.iter().any(|e| e.name == "exit" && e.pid == pid));
 }
+
+#[test]
+fn a_running_circular_recording_can_be_snapshotted() {
+    let d = Daemon::start("circular-snapshot");
+    let (app, app_pid, _) =
+        tests::start_provider(env!("CARGO_BIN_EXE_provider_app"), &d.socket, 8.0, 500);
+    let (calls_child, calls_pid) = numbered_calls(8.0, 300);
+    let _running = Killed(vec![app, calls_child]);
+    let out = d.dir.join("rec.fxt");
+    let pid = calls_pid.to_string();
+    let mut rec = d
+        .record(
+            &out,
+            &[
+                "-c",
+                "kernel:syscall,kernel:sched,app",
+                "-p",
+                &pid,
+                "--kernel-buffering-mode",
+                "circular",
+                "--buffering-mode",
+                "circular",
+                "-d",
+                "4",
+            ],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tests::wait_for_recording(&mut std::io::BufReader::new(rec.stderr.as_mut().unwrap()));
+    std::thread::sleep(Duration::from_millis(2000));
+    let s = d.dir.join("s.fxt");
+    let asked = tests::boottime_ns();
+    snapshot(&d, &s);
+    assert!(rec.wait().unwrap().success(), "the recording goes on");
+    for file in [&s, &out] {
+        check(file);
+    }
+    let t = parse(&s);
+    let kept = calls(&t, calls_pid);
+    whole_run("snapshot's calls", &kept, 1_500_000_000);
+    let newest = *kept.values().last().unwrap();
+    assert!(
+        newest + 500_000_000 > asked,
+        "the newest call is {} ms older than the request",
+        asked.saturating_sub(newest) / 1_000_000
+    );
+    let ticks = ticks(&t, app_pid);
+    assert_eq!(ticks.len(), 2, "main and worker");
+    for seqs in ticks.values() {
+        assert!(seqs.len() > 100);
+    }
+    // The recording still has everything, the snapshot's calls included.
+    let recorded = calls(&parse(&out), calls_pid);
+    for n in kept.keys() {
+        assert!(recorded.contains_key(n), "call {n}");
+    }
+}

@@ -33,7 +33,9 @@ enum Command {
     /// the `tracing` group; else needs root, or CAP_BPF and CAP_PERFMON).
     Record(Box<record::RecordArgs>),
     /// Write what the daemon's flight recorder holds now (the last
-    /// `--window` of events) to a complete trace file, without stopping it.
+    /// `--window` of events) to a complete trace file, without stopping it;
+    /// without a flight recorder, what a recording in the circular mode
+    /// keeps now.
     Snapshot(snapshot::SnapshotArgs),
     /// List the sessions the daemon runs: its flight recorder and the
     /// recording of a client.

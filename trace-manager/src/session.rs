@@ -198,6 +198,29 @@ pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// A translator for the events `config` records, starting now.
+fn translator_for(config: &RecordConfig) -> KernelTranslator {
+    let mut translator = KernelTranslator::new();
+    translator.set_start(boottime_ns());
+    translator.set_tracepoints(Arc::clone(&config.tracepoints));
+    translator.set_sample_hz(config.stacks.sample_hz);
+    translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
+    translator.set_usdt_sites(
+        config
+            .usdt
+            .iter()
+            .map(|site| UsdtSiteInfo {
+                name: site.event_name(),
+                args: site.spec_value.args[..site.spec_value.nargs as usize]
+                    .iter()
+                    .map(|a| (a.signed != 0, a.format))
+                    .collect(),
+            })
+            .collect(),
+    );
+    translator
+}
+
 /// One session's output and kernel provider.
 pub struct Session<W: Write> {
     config: RecordConfig,
@@ -238,25 +261,8 @@ impl<W: Write> Session<W> {
             });
         }
         let out = FxtStream::new(out)?;
-        let mut translator = KernelTranslator::new();
-        translator.set_start(boottime_ns());
-        translator.set_tracepoints(Arc::clone(&config.tracepoints));
-        translator.set_sample_hz(config.stacks.sample_hz);
+        let mut translator = translator_for(&config);
         translator.set_triggers(config.triggers.clone());
-        translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
-        translator.set_usdt_sites(
-            config
-                .usdt
-                .iter()
-                .map(|site| UsdtSiteInfo {
-                    name: site.event_name(),
-                    args: site.spec_value.args[..site.spec_value.nargs as usize]
-                        .iter()
-                        .map(|a| (a.signed != 0, a.format))
-                        .collect(),
-                })
-                .collect(),
-        );
         Ok(Session {
             budget: config.buffer_bytes as u64,
             config,
@@ -536,6 +542,44 @@ impl<W: Write> Session<W> {
             self.written_at_stop = true;
         }
         Ok(())
+    }
+
+    /// Whether the kernel's events are kept in the circular mode.
+    pub fn is_circular(&self) -> bool {
+        self.config.kernel_mode == BufferingMode::Circular
+    }
+
+    /// What the circular mode keeps now, as a whole trace of its own: the
+    /// magic number record, the kernel provider, the processes and threads
+    /// that exist, and the kept events translated afresh (whatever is
+    /// still open is ended where the events end). Nothing changes here:
+    /// the events are still written at the stop. Stack samples are left
+    /// out (their processes' mappings belong to this session's resolver).
+    pub fn kept_as_trace(&self) -> Result<Vec<u8>, RecordError> {
+        let mut out = FxtStream::new(Vec::new())?;
+        let mut translator = translator_for(&self.config);
+        ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME).begin(&mut out)?;
+        let mut snapshot = procfs::snapshot();
+        if let Some(pids) = &self.config.pids {
+            snapshot.retain(|p| pids.contains(&p.pid));
+        }
+        translator.write_snapshot(&mut out, &snapshot)?;
+        let ring = &self.keep.ring;
+        let mut at = 0;
+        let mut bytes = Vec::new();
+        while at + 2 <= ring.len() {
+            let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
+            bytes.clear();
+            bytes.extend(ring.range(at + 2..(at + 2 + len).min(ring.len())));
+            at += 2 + len;
+            match parse_entry(&bytes) {
+                Ok(Entry::Fixed(event)) => translator.translate(&mut out, &event)?,
+                Ok(Entry::Tracepoint(record)) => translator.tracepoint(&mut out, &record)?,
+                Ok(Entry::Stack(_)) | Err(_) => {}
+            }
+        }
+        translator.finish_open(&mut out)?;
+        Ok(out.finish()?)
     }
 
     /// Writes the kernel events the circular mode kept, oldest first.

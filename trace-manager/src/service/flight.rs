@@ -398,13 +398,7 @@ impl Manager {
         }
         let peek = self.flight_holds_providers();
         let Some(f) = self.flight.as_mut() else {
-            self.fail(
-                id,
-                txid,
-                false,
-                fail::OTHER,
-                "no flight recorder runs (start the daemon with --flight-recorder)".into(),
-            );
+            self.snapshot_circular(id, txid, fds);
             return;
         };
         // What the rings hold now, as far as its order is settled.
@@ -446,6 +440,69 @@ impl Manager {
                         records: w.records,
                     })
                 }
+                Err(e) => Reply::Failed {
+                    fatal: false,
+                    code: fail::OTHER,
+                    message: format!("writing the snapshot: {e}"),
+                },
+            };
+            let _ = tx.send(Event::Answer { id, txid, reply });
+        });
+    }
+
+    /// `Snapshot` without a flight recorder: what a running recording in
+    /// the circular mode keeps now (its kernel events and its providers'
+    /// buffers), written to the descriptor in `fds` while it goes on.
+    fn snapshot_circular(&mut self, id: u64, txid: u32, mut fds: Vec<OwnedFd>) {
+        let circular = self.active.as_ref().filter(|a| {
+            matches!(a.state, SessionState::Started | SessionState::Stopping)
+                && a.aborted.is_none()
+                && (a.session.is_circular() || a.config.buffering_mode == BufferingMode::Circular)
+        });
+        let Some(a) = circular else {
+            self.fail(
+                id,
+                txid,
+                false,
+                fail::OTHER,
+                "nothing to snapshot: no flight recorder runs (trace-manager \
+                 --flight-recorder), and no recording in the circular mode"
+                    .into(),
+            );
+            return;
+        };
+        let kernel = match a.session.kept_as_trace() {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.fail(
+                    id,
+                    txid,
+                    false,
+                    fail::OTHER,
+                    format!("the snapshot's kernel events: {e}"),
+                );
+                return;
+            }
+        };
+        let providers = self.registry.peek().unwrap_or_else(|e| {
+            log::warn!("snapshot: reading the providers' buffers: {e}");
+            Vec::new()
+        });
+        let Some(fd) = fds.pop() else {
+            return;
+        };
+        let tx = self.events_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write as _;
+            let mut file = std::fs::File::from(fd);
+            let written = file
+                .write_all(&kernel)
+                .and_then(|()| file.write_all(&providers));
+            let reply = match written {
+                Ok(()) => Reply::Snapshot(SnapshotResult {
+                    bytes: (kernel.len() + providers.len()) as u64,
+                    records: crate::window::count(&kernel) + crate::window::count(&providers),
+                }),
                 Err(e) => Reply::Failed {
                     fatal: false,
                     code: fail::OTHER,
