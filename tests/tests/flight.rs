@@ -630,3 +630,102 @@ fn a_running_circular_recording_can_be_snapshotted() {
         assert!(recorded.contains_key(n), "call {n}");
     }
 }
+
+/// A memory cgroup (v1 or v2) limited to `bytes`, removed on drop.
+struct MemoryCgroup(std::path::PathBuf);
+
+impl MemoryCgroup {
+    fn new(name: &str, bytes: u64) -> MemoryCgroup {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let root = if v2 {
+            Path::new("/sys/fs/cgroup")
+        } else {
+            Path::new("/sys/fs/cgroup/memory")
+        };
+        let dir = root.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let limit = if v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        std::fs::write(dir.join(limit), bytes.to_string()).unwrap();
+        // No swapping instead of the kill.
+        for swap in ["memory.swap.max", "memory.memsw.limit_in_bytes"] {
+            let _ = std::fs::write(
+                dir.join(swap),
+                if v2 { "0".into() } else { bytes.to_string() },
+            );
+        }
+        MemoryCgroup(dir)
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn an_out_of_memory_kill_fires_the_oom_trigger() {
+    tests::require_root();
+    let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tests::temp_dir("record-oom");
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args([
+            "-c",
+            "kernel:proc,kernel:sched",
+            "-a",
+            "-d",
+            "30",
+            "--trigger",
+            "oom",
+            "--post",
+            "0.3",
+        ])
+        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tests::wait_for_recording(&mut std::io::BufReader::new(rec.stderr.as_mut().unwrap()));
+    let cgroup = MemoryCgroup::new("trace-oom", 32 << 20);
+    // The shell moves itself into the cgroup, then becomes the program
+    // that touches 8 times the limit.
+    let victim = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec {} 256",
+            cgroup.0.display(),
+            env!("CARGO_BIN_EXE_touch_pages")
+        ))
+        .spawn()
+        .unwrap();
+    let victim_pid = u64::from(victim.id());
+    let status = victim.wait_with_output().unwrap().status;
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "killed for memory");
+    assert!(rec.wait().unwrap().success());
+    check(&out);
+    let t = parse(&out);
+    assert!(
+        t.events
+            .iter()
+            .any(|e| e.category == "trigger" && e.name == "oom"),
+        "the trigger is marked"
+    );
+    let victim_mark = t
+        .events
+        .iter()
+        .find(|e| e.category == "oom" && e.name == "mark_victim")
+        .expect("the kill is recorded");
+    assert_eq!(int(victim_mark.args.get("pid")), Some(victim_pid));
+    assert!(
+        t.events
+            .iter()
+            .any(|e| e.name == "exit" && e.pid == victim_pid)
+    );
+}
