@@ -729,3 +729,105 @@ fn an_out_of_memory_kill_fires_the_oom_trigger() {
             .any(|e| e.name == "exit" && e.pid == victim_pid)
     );
 }
+
+/// Runs `record ARGS` until it stops by itself after `act` (at most 20 s);
+/// the trace, with the mark of trigger `name`.
+fn record_until_trigger(name: &str, args: &[&str], act: impl FnOnce()) -> (Trace, tests::Event) {
+    let dir = tests::temp_dir(&format!("trigger-{}", name.replace(':', "-")));
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(args)
+        .args(["-d", "30", "--trigger", name])
+        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(rec.stderr.take().unwrap());
+    tests::wait_for_recording(&mut stderr);
+    let began = std::time::Instant::now();
+    act();
+    assert!(rec.wait().unwrap().success());
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "stopped by the trigger"
+    );
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    assert!(
+        said.contains(&format!("stopped by trigger {name:?}")),
+        "{said}"
+    );
+    check(&out);
+    let t = parse(&out);
+    let mark = t
+        .events
+        .iter()
+        .find(|e| e.category == "trigger" && e.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no mark of {name}"));
+    (t, mark)
+}
+
+#[test]
+fn probe_and_tracepoint_triggers_stop_a_recording() {
+    tests::require_root();
+    // A return from a probed function.
+    let tests::Target {
+        child: mut target,
+        mut stdin,
+        mut stdout,
+        pid,
+    } = tests::start_target(Path::new(env!("CARGO_BIN_EXE_uprobe_target")));
+    let pid_arg = pid.to_string();
+    let (t, mark) = record_until_trigger(
+        "uprobe:c_recurse",
+        &["-c", "kernel:proc", "-p", &pid_arg, "--uprobe", "c_recurse"],
+        || {
+            use std::io::Write as _;
+            stdin.write_all(b"0 1\n").unwrap();
+            stdin.flush().unwrap();
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            assert!(line.starts_with("done"), "{line}");
+        },
+    );
+    drop(stdin);
+    assert!(target.wait().unwrap().success());
+    assert_eq!(mark.pid, pid);
+    assert!(
+        t.events
+            .iter()
+            .any(|e| e.name == "c_recurse" && e.pid == pid)
+    );
+
+    // A tracepoint event that its filter lets through, in the kernel.
+    let mut sleeper = Command::new("sleep").arg("20").spawn().unwrap();
+    let target = sleeper.id();
+    let (t, _) = record_until_trigger(
+        "tracepoint:signal:signal_generate",
+        &[
+            "-c",
+            "none",
+            "-a",
+            "-e",
+            &format!(
+                "signal:signal_generate if sig == {} && pid == {target}",
+                libc::SIGUSR1
+            ),
+        ],
+        || {
+            // SAFETY: kill() with a pid and a signal has no memory effects.
+            unsafe { libc::kill(target as i32, libc::SIGUSR1) };
+        },
+    );
+    let _ = sleeper.wait();
+    let generated: Vec<_> = t
+        .events
+        .iter()
+        .filter(|e| e.category == "signal" && e.name == "signal_generate")
+        .collect();
+    assert_eq!(generated.len(), 1, "only what the filter lets through");
+    assert_eq!(int(generated[0].args.get("pid")), Some(u64::from(target)));
+}
