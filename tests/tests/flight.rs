@@ -51,6 +51,50 @@ fn numbered_calls(secs: f64, interval_us: u64) -> (std::process::Child, u64) {
     (child, pid)
 }
 
+/// `numbered_calls ARGS` run to its end: its pid, the calls it made (when
+/// it said), and how it ended.
+fn run_numbered_calls(args: &[&str]) -> (u64, Option<u64>, std::process::ExitStatus) {
+    let run = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let field = |k: &str| -> Option<u64> {
+        stdout
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k))
+            .map(|v| v.parse().unwrap())
+    };
+    let pid = field("pid=").unwrap_or_else(|| panic!("no pid in {stdout:?}"));
+    (pid, field("calls="), run.status)
+}
+
+/// `trace-cli record -o DIR/trace.fxt ARGS` without a daemon, for test
+/// `name`, once it records: the recorder, its standard error after the
+/// "recording" line, and the file.
+fn start_recording(
+    name: &str,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+    std::path::PathBuf,
+) {
+    let dir = tests::temp_dir(name);
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(args)
+        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(rec.stderr.take().unwrap());
+    tests::wait_for_recording(&mut stderr);
+    (rec, stderr, out)
+}
+
 /// The numbered calls of `pid` in `t`: number → time.
 fn calls(t: &Trace, pid: u64) -> BTreeMap<u64, u64> {
     t.events
@@ -353,22 +397,10 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
     );
 
     // A process that makes numbered calls for a second, then crashes.
-    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
-        .args(["1", "300", "segv"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&crash.stdout);
-    let field = |k: &str| -> u64 {
-        stdout
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix(k))
-            .unwrap_or_else(|| panic!("no {k} in {stdout:?}"))
-            .parse()
-            .unwrap()
-    };
-    let (crash_pid, crash_calls) = (field("pid="), field("calls="));
+    let (crash_pid, crash_calls, status) = run_numbered_calls(&["1", "300", "segv"]);
+    let crash_calls = crash_calls.expect("the calls it made");
     use std::os::unix::process::ExitStatusExt as _;
-    assert_eq!(crash.status.signal(), Some(libc::SIGSEGV));
+    assert_eq!(status.signal(), Some(libc::SIGSEGV));
     // Where it fired is marked, on the crashing thread.
     let (first, mark) = snapshot_marking(&snaps, "signal:SIGSEGV", crash_pid);
     assert!(
@@ -402,16 +434,9 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
 
     // A slow fsync: its own snapshot, with the call.
     let path = dir.join("fsync.data");
-    let slow = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
-        .args(["0.5", "300"])
-        .arg(format!("fsync:{}", path.display()))
-        .output()
-        .unwrap();
-    assert!(slow.status.success());
-    let slow_pid: u64 = String::from_utf8_lossy(&slow.stdout)
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("pid=").map(|p| p.parse().unwrap()))
-        .unwrap();
+    let (slow_pid, _, status) =
+        run_numbered_calls(&["0.5", "300", &format!("fsync:{}", path.display())]);
+    assert!(status.success());
     let (second, mark) = snapshot_marking(&snaps, "syscall:fsync>1ms", slow_pid);
     check(&second);
     let t = parse(&second);
@@ -434,12 +459,9 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
 fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
     tests::require_root();
     let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tests::temp_dir("record-trigger");
-    let out = dir.join("trace.fxt");
-    let mut rec = Command::new(trace_cli())
-        .args(["record", "-o"])
-        .arg(&out)
-        .args([
+    let (mut rec, _stderr, out) = start_recording(
+        "record-trigger",
+        &[
             "-c",
             "kernel:syscall,kernel:proc,kernel:sched",
             "-a",
@@ -449,21 +471,10 @@ fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
             "signal:SIGSEGV",
             "--post",
             "0.5",
-        ])
-        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tests::wait_for_recording(&mut std::io::BufReader::new(rec.stderr.as_mut().unwrap()));
+        ],
+    );
     let began = std::time::Instant::now();
-    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
-        .args(["0.5", "300", "segv"])
-        .output()
-        .unwrap();
-    let pid: u64 = String::from_utf8_lossy(&crash.stdout)
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("pid=").map(|p| p.parse().unwrap()))
-        .unwrap();
+    let (pid, _, _) = run_numbered_calls(&["0.5", "300", "segv"]);
     let status = rec.wait().unwrap();
     assert!(status.success());
     assert!(
@@ -506,12 +517,9 @@ fn a_kernel_trigger_stops_a_recording_after_its_post_time() {
 fn with_pre_a_recording_keeps_only_the_time_around_its_trigger() {
     tests::require_root();
     let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tests::temp_dir("record-pre");
-    let out = dir.join("trace.fxt");
-    let mut rec = Command::new(trace_cli())
-        .args(["record", "-o"])
-        .arg(&out)
-        .args([
+    let (mut rec, mut stderr, out) = start_recording(
+        "record-pre",
+        &[
             "-c",
             "kernel:syscall,kernel:proc,kernel:sched",
             "-a",
@@ -523,27 +531,10 @@ fn with_pre_a_recording_keeps_only_the_time_around_its_trigger() {
             "1",
             "--post",
             "0.3",
-        ])
-        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(rec.stderr.take().unwrap());
-    tests::wait_for_recording(&mut stderr);
-    let crash = Command::new(env!("CARGO_BIN_EXE_numbered_calls"))
-        .args(["3", "300", "segv"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&crash.stdout);
-    let field = |k: &str| -> u64 {
-        stdout
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix(k))
-            .unwrap_or_else(|| panic!("no {k} in {stdout:?}"))
-            .parse()
-            .unwrap()
-    };
-    let (pid, made) = (field("pid="), field("calls="));
+        ],
+    );
+    let (pid, made, _) = run_numbered_calls(&["3", "300", "segv"]);
+    let made = made.expect("the calls it made");
     assert!(rec.wait().unwrap().success());
     let mut said = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
@@ -671,12 +662,9 @@ impl Drop for MemoryCgroup {
 fn an_out_of_memory_kill_fires_the_oom_trigger() {
     tests::require_root();
     let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tests::temp_dir("record-oom");
-    let out = dir.join("trace.fxt");
-    let mut rec = Command::new(trace_cli())
-        .args(["record", "-o"])
-        .arg(&out)
-        .args([
+    let (mut rec, _stderr, out) = start_recording(
+        "record-oom",
+        &[
             "-c",
             "kernel:proc,kernel:sched",
             "-a",
@@ -686,12 +674,8 @@ fn an_out_of_memory_kill_fires_the_oom_trigger() {
             "oom",
             "--post",
             "0.3",
-        ])
-        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tests::wait_for_recording(&mut std::io::BufReader::new(rec.stderr.as_mut().unwrap()));
+        ],
+    );
     let cgroup = MemoryCgroup::new("trace-oom", 32 << 20);
     // The shell moves itself into the cgroup, then becomes the program
     // that touches 8 times the limit.
@@ -733,19 +717,13 @@ fn an_out_of_memory_kill_fires_the_oom_trigger() {
 /// Runs `record ARGS` until it stops by itself after `act` (at most 20 s);
 /// the trace, with the mark of trigger `name`.
 fn record_until_trigger(name: &str, args: &[&str], act: impl FnOnce()) -> (Trace, tests::Event) {
-    let dir = tests::temp_dir(&format!("trigger-{}", name.replace(':', "-")));
-    let out = dir.join("trace.fxt");
-    let mut rec = Command::new(trace_cli())
-        .args(["record", "-o"])
-        .arg(&out)
-        .args(args)
-        .args(["-d", "30", "--trigger", name])
-        .env("TRACE_MANAGER_SOCKET", dir.join("none.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(rec.stderr.take().unwrap());
-    tests::wait_for_recording(&mut stderr);
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["-d", "30", "--trigger", name])
+        .collect();
+    let (mut rec, mut stderr, out) =
+        start_recording(&format!("trigger-{}", name.replace(':', "-")), &args);
     let began = std::time::Instant::now();
     act();
     assert!(rec.wait().unwrap().success());
