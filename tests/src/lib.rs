@@ -651,6 +651,44 @@ pub fn rss(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Every stack sample of the file at `path`; fails on a packet that does
+/// not decode or an interned id that does not resolve.
+pub fn samples(path: &Path) -> Vec<trace_perfetto::DecodedSample> {
+    let data = std::fs::read(path).unwrap();
+    let mut reader = trace_perfetto::SampleReader::new();
+    let mut all = Vec::new();
+    for item in Reader::new(&data) {
+        let (_, record) = item.unwrap();
+        if let Record::Blob {
+            blob_type, payload, ..
+        } = record
+            && blob_type == trace_perfetto::BLOB_TYPE_PERFETTO
+        {
+            let (found, errors) = reader.feed(&payload);
+            assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+            all.extend(found);
+        }
+    }
+    all
+}
+
+/// `trace-cli check FILE`: whether it passes, and what it printed.
+pub fn check(file: &Path) -> (bool, String) {
+    let out = Command::new(trace_cli())
+        .arg("check")
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -146,17 +146,8 @@ fn snapshot(d: &Daemon, out: &Path) -> String {
 }
 
 fn check(file: &Path) {
-    let out = Command::new(trace_cli())
-        .arg("check")
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let (ok, findings) = tests::check(file);
+    assert!(ok, "{}: {findings}", file.display());
 }
 
 #[test]

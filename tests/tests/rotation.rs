@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use tests::{parse, require_root, trace_cli};
+use tests::{check, parse, require_root, samples, trace_cli};
 use trace_common::fxt::ArgValue;
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -29,23 +29,6 @@ fn files(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// `trace-cli check` on `file`: passes, and its findings.
-fn check(file: &Path) -> (bool, String) {
-    let out = Command::new(trace_cli())
-        .arg("check")
-        .arg(file)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 #[test]
@@ -189,28 +172,6 @@ fn rotation_by_time_keeps_the_newest_files() {
     // --max-files without --rotate, and -o - with it, are refused.
     let refused = tests::record_fails(&["--max-files", "2", "-d", "1"], &out);
     assert!(refused.contains("--rotate"), "{refused}");
-}
-
-/// Every sample of `file`; fails on a packet that does not decode or an
-/// interned id that does not resolve.
-fn samples(file: &Path) -> Vec<trace_perfetto::DecodedSample> {
-    use trace_common::fxt::Record;
-    let data = std::fs::read(file).unwrap();
-    let mut reader = trace_perfetto::SampleReader::new();
-    let mut all = Vec::new();
-    for item in trace_common::fxt::read::Reader::new(&data) {
-        let (_, record) = item.unwrap();
-        if let Record::Blob {
-            blob_type, payload, ..
-        } = record
-            && blob_type == trace_perfetto::BLOB_TYPE_PERFETTO
-        {
-            let (found, errors) = reader.feed(&payload);
-            assert!(errors.is_empty(), "{}: {errors:?}", file.display());
-            all.extend(found);
-        }
-    }
-    all
 }
 
 #[test]

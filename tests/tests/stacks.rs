@@ -24,31 +24,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use tests::{require_root, temp_dir, trace_cli, wait_for_recording};
-use trace_common::fxt::Record;
-use trace_common::fxt::read::Reader;
-use trace_perfetto::{BLOB_TYPE_PERFETTO, DecodedSample, SampleReader};
-
-/// Every sample of the file at `path`; fails on a packet that does not
-/// decode or an interned id that does not resolve.
-fn samples(path: &Path) -> Vec<DecodedSample> {
-    let data = std::fs::read(path).unwrap();
-    let mut reader = SampleReader::new();
-    let mut all = Vec::new();
-    for item in Reader::new(&data) {
-        let (_, record) = item.unwrap();
-        if let Record::Blob {
-            blob_type, payload, ..
-        } = record
-            && blob_type == BLOB_TYPE_PERFETTO
-        {
-            let (found, errors) = reader.feed(&payload);
-            assert!(errors.is_empty(), "{errors:?}");
-            all.extend(found);
-        }
-    }
-    all
-}
+use tests::{require_root, samples, temp_dir, trace_cli, wait_for_recording};
+use trace_perfetto::DecodedSample;
 
 /// `trace-cli record ARGS -o OUT -- PROGRAM PROGRAM_ARGS`: the program's
 /// standard output, as `key=value` pairs.
