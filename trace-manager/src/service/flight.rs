@@ -24,7 +24,7 @@ use super::connections::Event;
 use crate::clock::boottime_ns;
 use crate::limits::mib;
 use crate::session::Session;
-use crate::window::Window;
+use crate::window::{Window, Written};
 
 /// What the flight recorder keeps.
 #[derive(Clone, Debug)]
@@ -422,12 +422,26 @@ impl Manager {
         let Some(fd) = fds.pop() else {
             return;
         };
+        self.answer_snapshot(id, txid, fd, move |mut out| {
+            contents.write_to(&mut out, &tail)
+        });
+    }
+
+    /// Writes a snapshot to `fd` with `write`, on a blocking thread, and
+    /// answers request `txid` of client `id` when it is written.
+    fn answer_snapshot(
+        &self,
+        id: u64,
+        txid: u32,
+        fd: OwnedFd,
+        write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<Written> + Send + 'static,
+    ) {
         let tx = self.events_tx.clone();
         tokio::task::spawn_blocking(move || {
             let began = Instant::now();
             let file = std::fs::File::from(fd);
             let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-            let reply = match contents.write_to(&mut out, &tail) {
+            let reply = match write(&mut out) {
                 Ok(w) => {
                     log::info!(
                         "snapshot: {} records, {} in {:.0} ms",
@@ -491,25 +505,14 @@ impl Manager {
         let Some(fd) = fds.pop() else {
             return;
         };
-        let tx = self.events_tx.clone();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write as _;
-            let mut file = std::fs::File::from(fd);
-            let written = file
-                .write_all(&kernel)
-                .and_then(|()| file.write_all(&providers));
-            let reply = match written {
-                Ok(()) => Reply::Snapshot(SnapshotResult {
-                    bytes: (kernel.len() + providers.len()) as u64,
-                    records: crate::window::count(&kernel) + crate::window::count(&providers),
-                }),
-                Err(e) => Reply::Failed {
-                    fatal: false,
-                    code: fail::OTHER,
-                    message: format!("writing the snapshot: {e}"),
-                },
-            };
-            let _ = tx.send(Event::Answer { id, txid, reply });
+        self.answer_snapshot(id, txid, fd, move |out| {
+            out.write_all(&kernel)?;
+            out.write_all(&providers)?;
+            out.flush()?;
+            Ok(Written {
+                bytes: (kernel.len() + providers.len()) as u64,
+                records: crate::window::count(&kernel) + crate::window::count(&providers),
+            })
         });
     }
 
