@@ -240,7 +240,7 @@ fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
         &[
             "--flight-recorder",
             "-c",
-            "kernel:syscall,app",
+            "kernel:syscall,kernel:sched,app",
             "--window",
             "5s",
         ],
@@ -315,10 +315,16 @@ fn a_recording_runs_beside_the_flight_recorder_and_both_are_complete() {
     for (tid, seqs) in &kept_ticks {
         whole_run(&format!("kept ticks of {tid}"), seqs, 3_000_000_000);
     }
-    // The recording has its own categories: wake-ups, which the flight
-    // recorder does not record.
-    assert!(!rec_trace.wakeups.is_empty());
-    assert!(kept_trace.wakeups.is_empty());
+    // The recording has its own pid filter: the app's system calls, which
+    // the flight recorder records, are not in it.
+    let app_calls = |t: &Trace| {
+        t.events
+            .iter()
+            .filter(|e| e.pid == app_pid && e.category == "kernel:syscall")
+            .count()
+    };
+    assert_eq!(app_calls(&rec_trace), 0);
+    assert!(app_calls(&kept_trace) > 0);
 }
 
 /// Tests that make processes crash, and recordings of every process that
