@@ -110,7 +110,7 @@ mod trigger;
 use std::collections::HashMap;
 use std::io::Write;
 
-use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
+use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, obj_type};
 use trace_common::kernel::KernelEvent;
 
 pub use self::block::{BLOCK_PROCESS_KOID, block_device_name, block_op};
@@ -141,6 +141,18 @@ struct ThreadEntry {
     tgid: Option<u32>,
     /// The name last written to the output (empty: never written).
     written_name: String,
+}
+
+/// What the scheduling events showed of one thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct SchedThread {
+    /// The CPU it runs on (idle tasks are never recorded as running).
+    running_on: Option<u16>,
+    /// Its priority, as last seen.
+    prio: Option<i32>,
+    /// When it was first seen in an event (its creation for a thread
+    /// created during the recording); cleared at its exit.
+    first_seen: Option<u64>,
 }
 
 /// Counts of what the translator wrote, by kind.
@@ -216,14 +228,14 @@ pub struct KernelTranslator {
     last_ts: u64,
     /// The task each CPU runs, as the events show it, by CPU.
     cpu_current: Vec<Option<Current>>,
-    /// The CPU each running thread is on (idle tasks left out).
-    running_on: Map<u32, u16>,
-    /// Each thread's priority, as last seen.
-    prio_of: Map<u32, i32>,
+    /// What scheduling events showed of each thread: one entry per thread,
+    /// so that a switch or wake-up looks each of its threads up once.
+    sched: Map<u32, SchedThread>,
+    /// Constant strings of scheduling records, each interned at its first
+    /// use ([`sched::SchedString`]).
+    sched_strings: [Option<StringRef<'static>>; sched::SchedString::COUNT],
     /// Threads that existed when the recording started (the snapshot).
     at_start: std::collections::HashSet<u32>,
-    /// When each thread was first seen in an event.
-    first_seen: Map<u32, u64>,
     /// When threads created during the recording were created.
     created: Map<u32, u64>,
     /// Tracepoints selected by name.
@@ -255,8 +267,13 @@ struct EventRecord<'a> {
 
 /// A kernel `comm` field as text: up to the first NUL, invalid UTF-8 replaced.
 pub fn comm_str(comm: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(comm_bytes(comm))
+}
+
+/// A kernel `comm` field's bytes up to the first NUL.
+fn comm_bytes(comm: &[u8]) -> &[u8] {
     let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end])
+    &comm[..end]
 }
 
 impl Default for KernelTranslator {
@@ -294,10 +311,9 @@ impl KernelTranslator {
             stop_ts: None,
             last_ts: 0,
             cpu_current: Vec::new(),
-            running_on: Map::default(),
-            prio_of: Map::default(),
+            sched: Map::default(),
+            sched_strings: Default::default(),
             at_start: std::collections::HashSet::new(),
-            first_seen: Map::default(),
             created: Map::default(),
             tracepoints: tracepoint::Tracepoints::default(),
             triggers: trigger::Triggers::default(),
@@ -333,7 +349,9 @@ impl KernelTranslator {
         if self.stop_ts.take().is_some() {
             self.start_ts = ts;
             self.cpu_current.clear();
-            self.running_on.clear();
+            for t in self.sched.values_mut() {
+                t.running_on = None;
+            }
             // Returns seen before the gap say nothing of calls after it.
             self.calls.clear();
         }
@@ -503,6 +521,45 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// [`KernelTranslator::name_thread`] with a kernel `comm` field, which
+    /// is only decoded when the thread's name or group changed.
+    fn name_thread_comm<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        tgid: u32,
+        comm: &[u8],
+    ) -> Result<(), OutputError> {
+        if tid == 0 {
+            return Ok(());
+        }
+        if let Some(e) = self.threads.get(&tid)
+            && e.tgid == Some(tgid)
+            && e.written_name.as_bytes() == comm_bytes(comm)
+        {
+            return Ok(());
+        }
+        self.name_thread(out, tid, tgid, &comm_str(comm))
+    }
+
+    /// [`KernelTranslator::see_thread`] with a kernel `comm` field, which is
+    /// only decoded when the thread's name changed; returns the thread
+    /// group, when known.
+    fn see_thread_comm<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        comm: &[u8],
+    ) -> Result<Option<u32>, OutputError> {
+        if let Some(e) = self.threads.get(&tid)
+            && e.written_name.as_bytes() == comm_bytes(comm)
+        {
+            return Ok(e.tgid);
+        }
+        self.see_thread(out, tid, &comm_str(comm))?;
+        Ok(self.threads.get(&tid).and_then(|e| e.tgid))
+    }
+
     /// Makes sure a thread seen with `comm` is named, finding its thread group
     /// in /proc if no event has told it yet.
     fn see_thread<W: Write>(
@@ -583,14 +640,31 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let category = self.strings.intern(out, e.category)?;
         let name = self.strings.intern(out, e.name)?;
-        let mut list: Vec<Arg<'_>> = Vec::with_capacity(e.args.len());
-        for (k, v) in e.args {
-            let key = self.strings.intern(out, k)?;
-            list.push(Arg {
-                name: key,
-                value: v.clone(),
-            });
+        // Most events carry a few arguments: those go on the stack.
+        const ON_STACK: usize = 8;
+        let mut stack: [Arg<'_>; ON_STACK] = std::array::from_fn(|_| Arg {
+            name: StringRef::Empty,
+            value: ArgValue::Null,
+        });
+        let mut heap = Vec::new();
+        if e.args.len() > ON_STACK {
+            heap.reserve_exact(e.args.len());
         }
+        for (i, (k, v)) in e.args.iter().enumerate() {
+            let arg = Arg {
+                name: self.strings.intern(out, k)?,
+                value: v.clone(),
+            };
+            match stack.get_mut(i) {
+                Some(slot) if e.args.len() <= ON_STACK => *slot = arg,
+                _ => heap.push(arg),
+            }
+        }
+        let list: &[Arg<'_>] = if e.args.len() <= ON_STACK {
+            &stack[..e.args.len()]
+        } else {
+            &heap
+        };
         let (tgid, tid) = e.thread;
         out.write(&Record::Event {
             ts: e.ts,
@@ -600,7 +674,7 @@ impl KernelTranslator {
             },
             category,
             name,
-            args: list.into(),
+            args: std::borrow::Cow::Borrowed(list),
             kind: e.kind,
         })
     }

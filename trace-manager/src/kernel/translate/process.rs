@@ -59,7 +59,7 @@ impl KernelTranslator {
         let (clone_flags, child_comm) = (e.clone_flags, comm_str(&e.comm));
         let child_comm: &str = &child_comm;
         self.created.insert(child_tid, ts);
-        self.first_seen.insert(child_tid, ts);
+        self.sched.entry(child_tid).or_default().first_seen = Some(ts);
         let is_thread = child_tgid == parent_tgid && child_tid != child_tgid;
         if !is_thread {
             self.name_process(out, child_tgid, child_comm)?;
@@ -117,7 +117,9 @@ impl KernelTranslator {
         // Its id may be given to a new thread.
         self.at_start.remove(&tid);
         self.created.remove(&tid);
-        self.first_seen.remove(&tid);
+        if let Some(t) = self.sched.get_mut(&tid) {
+            t.first_seen = None;
+        }
         self.name_thread(out, tid, tgid, comm)?;
         let mut args = Vec::new();
         if let Some(g) = group_dead {

@@ -4,10 +4,10 @@
 use std::io::Write;
 
 use trace_common::fxt::wire::IDLE_WEIGHT;
-use trace_common::fxt::{Arg, ArgValue, Record, ThreadRef, ThreadState};
+use trace_common::fxt::{Arg, ArgValue, Record, StringRef, ThreadRef, ThreadState};
 use trace_common::kernel::{EventHeader, SchedSwitchEvent, SchedWakeupEvent};
 
-use super::{Current, KernelTranslator, comm_str};
+use super::{Current, KernelTranslator};
 use crate::output::{FxtStream, OutputError};
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -31,6 +31,31 @@ pub fn thread_state(prev_state: i64) -> ThreadState {
     } else {
         // S, D, P (parked) and I (idle kernel thread) are all "blocked".
         ThreadState::Blocked
+    }
+}
+
+/// The constant strings of scheduling records (argument names).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum SchedString {
+    IncomingWeight,
+    OutgoingWeight,
+    Inferred,
+    Weight,
+    Waker,
+}
+
+impl SchedString {
+    /// How many there are.
+    pub(super) const COUNT: usize = 5;
+
+    fn text(self) -> &'static str {
+        match self {
+            SchedString::IncomingWeight => "incoming_weight",
+            SchedString::OutgoingWeight => "outgoing_weight",
+            SchedString::Inferred => "inferred",
+            SchedString::Weight => "weight",
+            SchedString::Waker => "waker",
+        }
     }
 }
 
@@ -86,13 +111,31 @@ impl KernelTranslator {
             self.cpu_current.resize(at + 1, None);
         }
         if let Some(old) = self.cpu_current[at].replace(now)
-            && self.running_on.get(&old.tid) == Some(&cpu)
+            && old.tid != now.tid
+            && let Some(t) = self.sched.get_mut(&old.tid)
+            && t.running_on == Some(cpu)
         {
-            self.running_on.remove(&old.tid);
+            t.running_on = None;
         }
         if now.tid != 0 {
-            self.running_on.insert(now.tid, cpu);
+            self.sched.entry(now.tid).or_default().running_on = Some(cpu);
         }
+    }
+
+    /// Constant string `which` of scheduling records, interned the first
+    /// time it is used.
+    fn sched_string<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        which: SchedString,
+    ) -> Result<StringRef<'static>, OutputError> {
+        let slot = &mut self.sched_strings[which as usize];
+        if let Some(s) = slot {
+            return Ok(s.clone());
+        }
+        let s = self.strings.intern(out, which.text())?;
+        self.sched_strings[which as usize] = Some(s.clone());
+        Ok(s)
     }
 
     /// Writes a switch on `cpu` from `from` to `to` that no event recorded,
@@ -109,7 +152,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         if to.tid != 0 {
             // The thread may still look as if it ran on another CPU.
-            if let Some(other) = self.running_on.get(&to.tid).copied()
+            if let Some(other) = self.sched.get(&to.tid).and_then(|t| t.running_on)
                 && other != cpu
             {
                 let idle = Current { tid: 0, tgid: 0 };
@@ -124,24 +167,21 @@ impl KernelTranslator {
             if tid == 0 {
                 IDLE_WEIGHT
             } else {
-                t.prio_of.get(&tid).copied().unwrap_or(120)
+                t.sched.get(&tid).and_then(|t| t.prio).unwrap_or(120)
             }
         };
         let (in_w, out_w) = (prio(self, to.tid), prio(self, from.tid));
-        let incoming = self.strings.intern(out, "incoming_weight")?;
-        let outgoing = self.strings.intern(out, "outgoing_weight")?;
-        let inferred = self.strings.intern(out, "inferred")?;
         let args = [
             Arg {
-                name: incoming,
+                name: self.sched_string(out, SchedString::IncomingWeight)?,
                 value: ArgValue::Int32(in_w),
             },
             Arg {
-                name: outgoing,
+                name: self.sched_string(out, SchedString::OutgoingWeight)?,
                 value: ArgValue::Int32(out_w),
             },
             Arg {
-                name: inferred,
+                name: self.sched_string(out, SchedString::Inferred)?,
                 value: ArgValue::Bool(true),
             },
         ];
@@ -170,8 +210,6 @@ impl KernelTranslator {
         let (prev_tid, prev_tgid, prev_prio, prev_state) =
             (e.prev_pid, e.header.tgid, e.prev_prio, e.prev_state);
         let (next_tid, next_prio) = (e.next_pid, e.next_prio);
-        let (prev_comm, next_comm) = (comm_str(&e.prev_comm), comm_str(&e.next_comm));
-        let (prev_comm, next_comm): (&str, &str) = (&prev_comm, &next_comm);
         self.runs(
             out,
             ts,
@@ -181,27 +219,27 @@ impl KernelTranslator {
                 tgid: prev_tgid,
             },
         )?;
-        self.first_seen.entry(next_tid).or_insert(ts);
         if prev_tid != 0 {
-            self.prio_of.insert(prev_tid, prev_prio);
+            self.sched.entry(prev_tid).or_default().prio = Some(prev_prio);
         }
+        let next = self.sched.entry(next_tid).or_default();
+        next.first_seen.get_or_insert(ts);
         if next_tid != 0 {
-            self.prio_of.insert(next_tid, next_prio);
+            next.prio = Some(next_prio);
             // Switched in here while it looks as if it ran elsewhere: that
             // CPU switched away from it without a record.
-            if let Some(other) = self.running_on.get(&next_tid).copied()
+            if let Some(other) = next.running_on
                 && other != cpu
                 && let Some(c) = self.cpu_current.get(usize::from(other)).copied().flatten()
             {
                 self.inferred_switch(out, ts, other, c, Current { tid: 0, tgid: 0 })?;
             }
         }
-        self.name_thread(out, prev_tid, prev_tgid, prev_comm)?;
-        self.see_thread(out, next_tid, next_comm)?;
+        self.name_thread_comm(out, prev_tid, prev_tgid, &e.prev_comm)?;
         let next_tgid = if next_tid == 0 {
             Some(0)
         } else {
-            self.threads.get(&next_tid).and_then(|e| e.tgid)
+            self.see_thread_comm(out, next_tid, &e.next_comm)?
         };
         self.set_current(
             cpu,
@@ -242,15 +280,13 @@ impl KernelTranslator {
             self.counts.context_switches += 1;
             return Ok(());
         }
-        let incoming = self.strings.intern(out, "incoming_weight")?;
-        let outgoing = self.strings.intern(out, "outgoing_weight")?;
         let args = [
             Arg {
-                name: incoming,
+                name: self.sched_string(out, SchedString::IncomingWeight)?,
                 value: ArgValue::Int32(weight(next_tid, next_prio)),
             },
             Arg {
-                name: outgoing,
+                name: self.sched_string(out, SchedString::OutgoingWeight)?,
                 value: ArgValue::Int32(weight(prev_tid, prev_prio)),
             },
         ];
@@ -300,31 +336,30 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu as u16, e.pid, e.prio);
         let (waker_tid, waker_cpu) = (e.header.tid, e.header.cpu as u16);
-        let comm = comm_str(&e.comm);
-        let comm: &str = &comm;
-        self.first_seen.entry(tid).or_insert(ts);
+        let seen = self.sched.entry(tid).or_default();
+        seen.first_seen.get_or_insert(ts);
         if tid != 0 {
-            self.prio_of.insert(tid, prio);
+            seen.prio = Some(prio);
         }
-        if self.running_on.contains_key(&tid) {
+        if seen.running_on.is_some() {
             self.counts.running_wakeups += 1;
             return Ok(());
         }
-        self.see_thread(out, tid, comm)?;
+        if tid != 0 {
+            self.see_thread_comm(out, tid, &e.comm)?;
+        }
         let waker_koid = if waker_tid == 0 {
             self.irq_track(out, u32::from(waker_cpu))?
         } else {
             waker_tid
         };
-        let w = self.strings.intern(out, "weight")?;
-        let waker = self.strings.intern(out, "waker")?;
         let args = [
             Arg {
-                name: w,
+                name: self.sched_string(out, SchedString::Weight)?,
                 value: ArgValue::Int32(weight(tid, prio)),
             },
             Arg {
-                name: waker,
+                name: self.sched_string(out, SchedString::Waker)?,
                 value: ArgValue::Koid(u64::from(waker_koid)),
             },
         ];
@@ -449,7 +484,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.counts().inferred_switches, 1);
-        assert_eq!(t.running_on.get(&69), Some(&1));
+        assert_eq!(t.sched.get(&69).and_then(|t| t.running_on), Some(1));
         assert_eq!(t.cpu_current[0].map(|c| c.tid), Some(0));
     }
 

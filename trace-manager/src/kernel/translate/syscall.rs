@@ -149,7 +149,10 @@ impl KernelTranslator {
                 } else if self.at_start.contains(&tid) {
                     self.start_ts
                 } else {
-                    self.first_seen.get(&tid).copied().unwrap_or(ts)
+                    self.sched
+                        .get(&tid)
+                        .and_then(|t| t.first_seen)
+                        .unwrap_or(ts)
                 };
                 let call = PendingSyscall {
                     ts: from.min(ts),

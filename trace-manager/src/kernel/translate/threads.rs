@@ -1,14 +1,13 @@
 //! The kernel provider's FXT thread table.
 
-use std::collections::HashMap;
-
 /// The kernel provider's thread table: FXT thread records map indexes
 /// 1..=255 to (process, thread) koids, so that a record can name a thread in
 /// one byte. Entries are replaced by a clock sweep (a used entry gets a
 /// second chance), so the threads that switch most keep theirs.
 #[derive(Debug)]
 pub struct ThreadTable {
-    index_of: HashMap<(u32, u32), u8>,
+    /// Entry of each (process, thread) pair, keyed `process << 32 | thread`.
+    index_of: super::Map<u64, u8>,
     /// Entry `i` (index 0 unused): its pair and whether it was used since
     /// the sweep last passed.
     slots: Vec<Option<((u32, u32), bool)>>,
@@ -18,7 +17,7 @@ pub struct ThreadTable {
 impl Default for ThreadTable {
     fn default() -> Self {
         ThreadTable {
-            index_of: HashMap::new(),
+            index_of: super::Map::default(),
             slots: vec![None; 256],
             hand: 1,
         }
@@ -30,7 +29,8 @@ impl ThreadTable {
     /// (its thread record must be written before it is used). Entry `keep`
     /// is not replaced (another thread of the same record holds it).
     pub fn index(&mut self, tgid: u32, tid: u32, keep: Option<u8>) -> (u8, bool) {
-        if let Some(&i) = self.index_of.get(&(tgid, tid)) {
+        let key = (u64::from(tgid) << 32) | u64::from(tid);
+        if let Some(&i) = self.index_of.get(&key) {
             if let Some((_, used)) = self.slots[usize::from(i)].as_mut() {
                 *used = true;
             }
@@ -47,11 +47,12 @@ impl ThreadTable {
                 _ => break i,
             }
         };
-        if let Some((old, _)) = self.slots[i].take() {
-            self.index_of.remove(&old);
+        if let Some(((old_tgid, old_tid), _)) = self.slots[i].take() {
+            self.index_of
+                .remove(&((u64::from(old_tgid) << 32) | u64::from(old_tid)));
         }
         self.slots[i] = Some(((tgid, tid), true));
-        self.index_of.insert((tgid, tid), i as u8);
+        self.index_of.insert(key, i as u8);
         (i as u8, true)
     }
 }
