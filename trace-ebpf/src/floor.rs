@@ -2,8 +2,9 @@
 //! what the kernel charges for running a program there at all, the floor
 //! the benchmarks compare the real programs with (`cargo xtask bench`);
 //! and programs that do one thing on the system call hooks (read the clock,
-//! ask for the task's ids, store a word), to tell what each step of the
-//! real programs costs. Never attached while recording.
+//! ask for the task's ids, store a word) and on the scheduling hooks (read
+//! the clock), to tell what each step of the real programs costs. Never
+//! attached while recording.
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
@@ -98,5 +99,27 @@ pub fn floor_store_sys_enter(_ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sys_exit")]
 pub fn floor_store_sys_exit(_ctx: BtfTracePointContext) -> i32 {
     keep(1);
+    0
+}
+
+/// `sched_switch`, reading the clock (what the clock read every scheduling
+/// event needs costs above the floor).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn floor_clock_sched_switch(_ctx: BtfTracePointContext) -> i32 {
+    keep(now());
+    0
+}
+
+/// `sched_wakeup`, reading the clock.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn floor_clock_sched_wakeup(_ctx: BtfTracePointContext) -> i32 {
+    keep(now());
+    0
+}
+
+/// `sched_wakeup_new`, reading the clock.
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn floor_clock_sched_wakeup_new(_ctx: BtfTracePointContext) -> i32 {
+    keep(now());
     0
 }

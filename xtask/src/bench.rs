@@ -120,11 +120,13 @@ pub struct KernelWorkload {
     /// The hooks trace-cli's programs use, for the floor
     /// (`trace_manager::kernel::floor`); none: no floor row.
     floor: &'static [&'static str],
-    /// Steps above the floor, each a row: what the programs on the system
-    /// call hooks do (`store`, `clock`, `ids`: see
+    /// Steps above the floor, each a row: what the programs on the
+    /// `step_hooks` do (`store`, `clock`, `ids`: see
     /// `trace_manager::kernel::floor::FloorProgram`), with the floor on the
     /// other hooks.
     steps: &'static [&'static str],
+    /// The hooks whose programs take the steps.
+    step_hooks: &'static [&'static str],
 }
 
 impl KernelWorkload {
@@ -141,7 +143,8 @@ impl KernelWorkload {
                 "sched:sched_wakeup_new",
             ],
             floor: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
-            steps: &[],
+            steps: &["clock"],
+            step_hooks: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
         }
     }
 
@@ -155,6 +158,7 @@ impl KernelWorkload {
             tracepoints: &["raw_syscalls:sys_enter", "raw_syscalls:sys_exit"],
             floor: &["sys_enter", "sys_exit", "sched_switch"],
             steps: &["store", "clock", "ids"],
+            step_hooks: &["sys_enter", "sys_exit"],
         }
     }
 
@@ -172,6 +176,7 @@ impl KernelWorkload {
             ],
             floor: &[],
             steps: &[],
+            step_hooks: &[],
             ..Self::getppid(loops)
         }
     }
@@ -402,6 +407,26 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
             each(ids, store)
         );
     }
+    let cli_events = tracers
+        .iter()
+        .position(|&x| x == Tracer::TraceCli)
+        .map(|i| median(samples[i].iter().map(|s| s.events as f64)));
+    if w.steps == ["clock"]
+        && let (Some(clock), Some(events)) = (secs(Tracer::Step("clock")), cli_events)
+        && events > 0.0
+    {
+        // Every scheduling event reads the clock once.
+        let floor = secs(Tracer::Floor).unwrap_or(base);
+        let cli = secs(Tracer::TraceCli).unwrap_or(base);
+        println!(
+            "per scheduling event ({:.1} per {}): a clock read {:.0} ns above the floor; \
+             trace-cli {:.0} ns above the floor",
+            events / w.loops as f64,
+            w.unit,
+            (clock - floor) * 1e9 / events,
+            (cli - floor) * 1e9 / events,
+        );
+    }
     println!(
         "extra ns per {}: (seconds - none) / loops; x trace-cmd: that over trace-cmd's; above the \
          floor: over the floor's (empty programs on trace-cli's hooks: {})",
@@ -482,7 +507,7 @@ fn run_floor(floor: &Path, w: &KernelWorkload, step: Option<&str>) -> Result<Sam
         .floor
         .iter()
         .map(|&hook| match step {
-            Some(step) if hook.starts_with("sys_") => format!("{hook}:{step}"),
+            Some(step) if w.step_hooks.contains(&hook) => format!("{hook}:{step}"),
             _ => hook.to_owned(),
         })
         .collect();

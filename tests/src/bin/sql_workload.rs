@@ -10,13 +10,58 @@
 //!   5 `mark` instants, 10 samples of counter `queue` (series `depth`,
 //!   values 0 to 9) and 3 `request` async spans;
 //! - spins 300 ms in `sql_spin` (CPU profile samples);
-//! - writes 4 MiB to FILE, flushes it to disk and removes it (block
-//!   requests).
+//! - writes 4 MiB to FILE with direct I/O, so that the block requests are
+//!   its own whatever the page cache's writeback does, flushes it to disk
+//!   and removes it.
 //!
 //! Then it prints `done`.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
+
+/// Writes 4 MiB to `file` and flushes it: with `O_DIRECT` where the file
+/// system takes it (each write then issues its block requests from this
+/// process, not from a writeback thread that a recording of this process
+/// leaves out), buffered otherwise.
+fn write_to_disk(file: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    const MIB: usize = 1 << 20;
+    let layout = std::alloc::Layout::from_size_align(MIB, 4096).expect("a valid layout");
+    // SAFETY: the layout has a non-zero size.
+    let buf = unsafe { std::alloc::alloc(layout) };
+    assert!(!buf.is_null(), "allocating the write buffer");
+    // SAFETY: `buf` was just allocated with MIB bytes and is not aliased.
+    let chunk = unsafe {
+        buf.write_bytes(0x5a, MIB);
+        std::slice::from_raw_parts(buf, MIB)
+    };
+    let open = |direct: bool| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+            .open(file)
+    };
+    let mut f = open(true)
+        .or_else(|_| open(false))
+        .expect("creating the file");
+    for _ in 0..4 {
+        if f.write_all(chunk).is_err() {
+            // Direct I/O refused at the first write: buffered instead.
+            f = open(false).expect("creating the file");
+            for _ in 0..4 {
+                f.write_all(chunk).unwrap();
+            }
+            break;
+        }
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    // SAFETY: `buf` came from `alloc` with `layout`; `chunk` is not used
+    // after this.
+    unsafe { std::alloc::dealloc(buf, layout) };
+}
 
 fn gettid() -> i64 {
     // SAFETY: gettid has no preconditions.
@@ -102,13 +147,7 @@ fn main() {
     }
     sql_spin(Instant::now() + Duration::from_millis(300));
 
-    let chunk = vec![0x5au8; 1 << 20];
-    let mut f = std::fs::File::create(&file).expect("creating the file");
-    for _ in 0..4 {
-        f.write_all(&chunk).unwrap();
-    }
-    f.sync_all().unwrap();
-    drop(f);
+    write_to_disk(std::path::Path::new(&file));
     std::fs::remove_file(&file).ok();
     println!("done");
 }

@@ -44,6 +44,21 @@ pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
     floor("sys_exit:ids", "sys_exit", "floor_ids_sys_exit"),
     floor("sys_enter:store", "sys_enter", "floor_store_sys_enter"),
     floor("sys_exit:store", "sys_exit", "floor_store_sys_exit"),
+    floor(
+        "sched_switch:clock",
+        "sched_switch",
+        "floor_clock_sched_switch",
+    ),
+    floor(
+        "sched_wakeup:clock",
+        "sched_wakeup",
+        "floor_clock_sched_wakeup",
+    ),
+    floor(
+        "sched_wakeup_new:clock",
+        "sched_wakeup_new",
+        "floor_clock_sched_wakeup_new",
+    ),
 ];
 
 const fn floor(

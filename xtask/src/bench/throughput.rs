@@ -7,7 +7,10 @@
 //!    of the rings, then replays them through what the manager does with
 //!    each (the merge in time order, decoding, translation, encoding) on
 //!    one CPU: events per second, for a system call workload (`perf bench
-//!    syscall basic`) and a scheduling one (`perf bench sched pipe`).
+//!    syscall basic`), a scheduling one (`perf bench sched pipe`) and a
+//!    mixed one recorded with every event category (pipes, calls, a
+//!    written and synced file, a directory walk: interrupts, block
+//!    requests, page faults and resident-set changes among them).
 //! 2. **The storm**: two processes make `getppid` calls flat out, one on
 //!    each of the first two CPUs, recorded system-wide with `-c
 //!    kernel:syscall` at the default buffer size by trace-cli, and with
@@ -40,16 +43,38 @@ pub fn throughput_bench(calls: u64) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
 
     println!("1. the manager alone: kernel events replayed on CPU 1 (kernel_replay)");
-    for (what, args) in [
-        ("getppid loop", ["syscall", "basic", "-l", "2000000"]),
-        ("sched pipe", ["sched", "pipe", "-l", "200000"]),
-    ] {
+    let scratch = dir.join("dd.out");
+    let mixed = format!(
+        "perf bench sched pipe -l 50000 >/dev/null; \
+         perf bench syscall basic -l 500000 >/dev/null; \
+         dd if=/dev/zero of={} bs=1M count=64 conv=fsync 2>/dev/null; \
+         ls -R /usr/lib >/dev/null",
+        scratch.display()
+    );
+    let workloads: [(&str, &str, Vec<&str>); 3] = [
+        (
+            "getppid loop",
+            "kernel:sched,kernel:syscall",
+            vec!["perf", "bench", "syscall", "basic", "-l", "2000000"],
+        ),
+        (
+            "sched pipe",
+            "kernel:sched,kernel:syscall",
+            vec!["perf", "bench", "sched", "pipe", "-l", "200000"],
+        ),
+        (
+            "mixed",
+            "kernel:sched,kernel:proc,kernel:syscall,kernel:irq,kernel:block,kernel:vm",
+            vec!["sh", "-c", &mixed],
+        ),
+    ];
+    for (what, categories, command) in &workloads {
         let out = Command::new("taskset")
             .args(["-c", "1"])
             .arg(&replay)
-            .args(["--categories", "kernel:sched,kernel:syscall", "--"])
-            .args(["taskset", "-c", "0", "perf", "bench"])
-            .args(args)
+            .args(["--categories", categories, "--"])
+            .args(["taskset", "-c", "0"])
+            .args(command)
             .output()
             .context("running kernel_replay")?;
         if !out.status.success() {
@@ -63,8 +88,9 @@ pub fn throughput_bench(calls: u64) -> Result<()> {
             .lines()
             .find(|l| l.starts_with("replayed"))
             .unwrap_or("no result");
-        println!("   {what:<13} (-c kernel:sched,kernel:syscall): {line}");
+        println!("   {what:<13} (-c {categories}): {line}");
     }
+    std::fs::remove_file(&scratch).ok();
 
     println!(
         "2. the storm: 2 x {calls} getppid calls, one process on each of CPUs 0 and 1, \

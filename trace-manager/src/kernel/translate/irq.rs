@@ -162,7 +162,7 @@ impl KernelTranslator {
         extra: &[(&str, ArgValue<'_>)],
     ) -> Result<(), OutputError> {
         let tid = self.irq_track(out, cpu)?;
-        let mut args: Vec<(&str, ArgValue<'_>)> = p.args.clone();
+        let mut args: Vec<(&str, ArgValue<'_>)> = p.args;
         args.extend(extra.iter().cloned());
         let kind = EventKind::DurationComplete { end_ts };
         self.event(

@@ -19,23 +19,24 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid) = (e.header.ts, e.header.tid, e.header.tgid);
         let (address, ip, error_code) = (e.address, e.ip, e.error_code);
-        let mut args = vec![
+        // x86 page fault error code: P, W/R, U/S, RSVD, I/D, PK.
+        let access = if error_code & 0x10 != 0 {
+            "exec"
+        } else if error_code & 0x2 != 0 {
+            "write"
+        } else {
+            "read"
+        };
+        let all = [
             ("address", ArgValue::Pointer(address)),
             ("ip", ArgValue::Pointer(ip)),
             ("error_code", ArgValue::Uint64(error_code)),
+            ("access", ArgValue::String(StringRef::inline(access))),
+            ("present", ArgValue::Bool(error_code & 0x1 != 0)),
         ];
-        if cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
-            // x86 page fault error code: P, W/R, U/S, RSVD, I/D, PK.
-            let access = if error_code & 0x10 != 0 {
-                "exec"
-            } else if error_code & 0x2 != 0 {
-                "write"
-            } else {
-                "read"
-            };
-            args.push(("access", ArgValue::String(StringRef::inline(access))));
-            args.push(("present", ArgValue::Bool(error_code & 0x1 != 0)));
-        }
+        // The access and presence are read from the code on x86 only.
+        let x86 = cfg!(any(target_arch = "x86_64", target_arch = "x86"));
+        let args = &all[..if x86 { 5 } else { 3 }];
         self.know_thread(out, tid, tgid)?;
         self.vm_event(
             out,
@@ -44,7 +45,7 @@ impl KernelTranslator {
                 category: trace_common::category::KERNEL_VM,
                 thread: (tgid, tid),
                 name: "page_fault",
-                args: &args,
+                args,
                 kind: EventKind::Instant,
             },
         )

@@ -143,6 +143,9 @@ struct ThreadEntry {
     written_name: String,
 }
 
+/// Slots of [`KernelTranslator::known`].
+const KNOWN_CACHE: usize = 256;
+
 /// What the scheduling events showed of one thread.
 #[derive(Clone, Copy, Debug, Default)]
 struct SchedThread {
@@ -195,6 +198,10 @@ pub struct KernelTranslator {
     /// The string indexes of each system call number seen, by number.
     call_strings: Vec<Option<std::rc::Rc<syscall::CallStrings>>>,
     threads: Map<u32, ThreadEntry>,
+    /// Threads recently found in `threads`, by `tid % KNOWN_CACHE` (0:
+    /// none): entries are never removed from it, so a thread found once
+    /// stays known, and the check most events make skips the look-up.
+    known: Box<[u32; KNOWN_CACHE]>,
     /// Process koids whose name was written, with that name.
     processes: Map<u32, String>,
     counts: KernelRecordCounts,
@@ -294,6 +301,7 @@ impl KernelTranslator {
             strings: StringTable::new(),
             call_strings: Vec::new(),
             threads: Map::default(),
+            known: Box::new([0; KNOWN_CACHE]),
             processes: Map::default(),
             counts: KernelRecordCounts::default(),
             syscall_table: table,
@@ -603,7 +611,12 @@ impl KernelTranslator {
         tid: u32,
         tgid: u32,
     ) -> Result<(), OutputError> {
-        if tid == 0 || self.threads.contains_key(&tid) {
+        let slot = tid as usize % KNOWN_CACHE;
+        if tid == 0 || self.known[slot] == tid {
+            return Ok(());
+        }
+        if self.threads.contains_key(&tid) {
+            self.known[slot] = tid;
             return Ok(());
         }
         match procfs::thread(tid) {

@@ -200,11 +200,11 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
-        let (end_ts, last) = match end {
-            CallEnd::Returned { ts, ret } => (ts, Some(("ret", ArgValue::Int64(ret)))),
-            CallEnd::Exited { ts } => (ts, None),
-            CallEnd::Lost { ts } => (ts, Some(("return_lost", ArgValue::Bool(true)))),
-            CallEnd::Running { ts } => (ts, Some(("unfinished", ArgValue::Bool(true)))),
+        let end_ts = match end {
+            CallEnd::Returned { ts, .. }
+            | CallEnd::Exited { ts }
+            | CallEnd::Lost { ts }
+            | CallEnd::Running { ts } => ts,
         };
         self.call_ended(tid, call.ts, end_ts);
         if matches!(end, CallEnd::Returned { .. } | CallEnd::Exited { .. }) {
@@ -231,16 +231,16 @@ impl KernelTranslator {
                 };
                 n += 1;
             }
+            // The last argument, made from `end` where it is stored.
+            let last = match end {
+                CallEnd::Returned { ret, .. } => Some((fixed.ret, ArgValue::Int64(ret))),
+                CallEnd::Exited { .. } => None,
+                CallEnd::Lost { .. } => Some((fixed.return_lost, ArgValue::Bool(true))),
+                CallEnd::Running { .. } => Some((fixed.unfinished, ArgValue::Bool(true))),
+            };
             if let Some((name, value)) = last {
-                let name = match name {
-                    "ret" => fixed.ret,
-                    "return_lost" => fixed.return_lost,
-                    _ => fixed.unfinished,
-                };
-                list[n] = Arg {
-                    name: StringRef::Index(name),
-                    value,
-                };
+                list[n].name = StringRef::Index(name);
+                list[n].value = value;
                 n += 1;
             }
             self.know_thread(out, tid, call.tgid)?;
@@ -264,7 +264,12 @@ impl KernelTranslator {
         for (spec, raw) in info.args.iter().zip(call.args) {
             args.push((&spec.name, spec.kind.value(raw)));
         }
-        args.extend(last);
+        args.extend(match end {
+            CallEnd::Returned { ret, .. } => Some(("ret", ArgValue::Int64(ret))),
+            CallEnd::Exited { .. } => None,
+            CallEnd::Lost { .. } => Some(("return_lost", ArgValue::Bool(true))),
+            CallEnd::Running { .. } => Some(("unfinished", ArgValue::Bool(true))),
+        });
         let kind = EventKind::DurationComplete { end_ts };
         self.syscall_event(
             out,
