@@ -143,7 +143,7 @@ impl KernelWorkload {
                 "sched:sched_wakeup_new",
             ],
             floor: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
-            steps: &["clock"],
+            steps: &["clock", "ring"],
             step_hooks: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
         }
     }
@@ -248,6 +248,7 @@ impl Tracer {
             Tracer::Step("store") => "floor + store",
             Tracer::Step("clock") => "floor + clock",
             Tracer::Step("ids") => "floor + ids",
+            Tracer::Step("ring") => "floor + clock+ring",
             Tracer::Step(_) => "floor + step",
             Tracer::TraceCli => "trace-cli",
             Tracer::Baseline => "baseline",
@@ -411,20 +412,26 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
         .iter()
         .position(|&x| x == Tracer::TraceCli)
         .map(|i| median(samples[i].iter().map(|s| s.events as f64)));
-    if w.steps == ["clock"]
-        && let (Some(clock), Some(events)) = (secs(Tracer::Step("clock")), cli_events)
+    if w.steps == ["clock", "ring"]
+        && let (Some(clock), Some(ring), Some(events)) = (
+            secs(Tracer::Step("clock")),
+            secs(Tracer::Step("ring")),
+            cli_events,
+        )
         && events > 0.0
     {
-        // Every scheduling event reads the clock once.
+        // Every scheduling event reads the clock once and writes one entry.
         let floor = secs(Tracer::Floor).unwrap_or(base);
         let cli = secs(Tracer::TraceCli).unwrap_or(base);
+        let each = |a: f64, b: f64| (a - b) * 1e9 / events;
         println!(
-            "per scheduling event ({:.1} per {}): a clock read {:.0} ns above the floor; \
-             trace-cli {:.0} ns above the floor",
+            "per scheduling event ({:.1} per {}), above the floor: a clock read {:.0} ns, \
+             a ring-buffer entry {:.0} ns, trace-cli {:.0} ns in all",
             events / w.loops as f64,
             w.unit,
-            (clock - floor) * 1e9 / events,
-            (cli - floor) * 1e9 / events,
+            each(clock, floor),
+            each(ring, clock),
+            each(cli, floor),
         );
     }
     println!(

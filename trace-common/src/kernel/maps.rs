@@ -6,6 +6,10 @@ use super::{FILTER_PIDS, KernelLayout, UsdtSpec};
 /// Name of the BPF ring buffer map every program writes its events into.
 pub const MAP_EVENTS: &str = "EVENTS";
 
+/// Name of the ring buffer the benchmarks' floor programs write into (one
+/// page in the object, sized up only when the floor is attached).
+pub const MAP_FLOOR_RING: &str = "FLOOR_RING";
+
 /// Name of the one-entry array map holding the [`KernelLayout`].
 pub const MAP_LAYOUT: &str = "LAYOUT";
 

@@ -6,7 +6,7 @@
 
 use aya::programs::{BtfTracePoint, ProgramError};
 use aya::{Btf, Ebpf, EbpfLoader};
-use trace_common::kernel::MAP_EVENTS;
+use trace_common::kernel::{MAP_EVENTS, MAP_FLOOR_RING};
 
 use super::KernelError;
 use super::attach::program_of;
@@ -19,7 +19,8 @@ pub struct FloorProgram {
     /// The hook, and what the program does there beyond returning: `HOOK`
     /// for nothing, `HOOK:clock` reads the clock, `HOOK:ids` asks for the
     /// current task's ids, `HOOK:store` stores a word in a per-CPU map
-    /// (which the other two also do with what they read).
+    /// (which the other two also do with what they read), `HOOK:ring`
+    /// reads the clock and writes a context switch's worth of ring buffer.
     pub name: &'static str,
     /// The BTF tracepoint.
     pub tracepoint: &'static str,
@@ -59,7 +60,26 @@ pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
         "sched_wakeup_new",
         "floor_clock_sched_wakeup_new",
     ),
+    floor(
+        "sched_switch:ring",
+        "sched_switch",
+        "floor_ring_sched_switch",
+    ),
+    floor(
+        "sched_wakeup:ring",
+        "sched_wakeup",
+        "floor_ring_sched_wakeup",
+    ),
+    floor(
+        "sched_wakeup_new:ring",
+        "sched_wakeup_new",
+        "floor_ring_sched_wakeup_new",
+    ),
 ];
+
+/// The floor's ring buffer (`HOOK:ring` programs): what a benchmark run
+/// writes fits, so no reservation fails, and nothing reads it.
+const FLOOR_RING_BYTES: u32 = 128 << 20;
 
 const fn floor(
     name: &'static str,
@@ -83,6 +103,7 @@ pub fn attach(names: &[&str]) -> Result<Floor, KernelError> {
     super::load::raise_memlock_limit();
     let mut ebpf = EbpfLoader::new()
         .map_max_entries(MAP_EVENTS, 1)
+        .map_max_entries(MAP_FLOOR_RING, FLOOR_RING_BYTES)
         .load(EBPF_OBJECT)
         .map_err(|e| KernelError::Load {
             source: Box::new(e),
@@ -113,4 +134,43 @@ pub fn attach(names: &[&str]) -> Result<Floor, KernelError> {
         })?;
     }
     Ok(Floor { _ebpf: ebpf })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use aya::maps::RingBuf;
+
+    use super::*;
+
+    /// Needs root: it loads and attaches the programs.
+    #[test]
+    fn root_every_floor_program_attaches_and_the_ring_step_writes_entries() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test loads eBPF programs and must run as root (sudo -E cargo test)"
+        );
+        for p in FLOOR_PROGRAMS {
+            if let Err(e) = attach(&[p.name]) {
+                panic!("floor program {}: {e}", p.name);
+            }
+        }
+        let mut floor = attach(&["sched_switch:ring"]).expect("attaching the ring step");
+        // Each sleep switches this thread out and back in.
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let map = floor._ebpf.map_mut(MAP_FLOOR_RING).expect("the floor ring");
+        let mut ring = RingBuf::try_from(map).expect("a ring buffer");
+        let mut entries = 0;
+        while let Some(entry) = ring.next() {
+            assert_eq!(
+                entry.len(),
+                size_of::<trace_common::kernel::SchedSwitchEvent>()
+            );
+            entries += 1;
+        }
+        assert!(entries >= 20, "{entries} entries for 20 sleeps");
+    }
 }

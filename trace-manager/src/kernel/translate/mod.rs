@@ -705,6 +705,27 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_is_named_even_when_another_took_its_slot_in_the_known_cache() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // This process's main thread exists in /proc; a thread id in the
+        // same cache slot does not (it is above any pid).
+        let real = std::process::id();
+        let ghost = real + (KNOWN_CACHE as u32) * 16_384;
+        assert_eq!(real as usize % KNOWN_CACHE, ghost as usize % KNOWN_CACHE);
+        t.know_thread(&mut out, ghost, ghost).unwrap();
+        t.know_thread(&mut out, ghost, ghost).unwrap();
+        t.know_thread(&mut out, real, real).unwrap();
+        // Known now: asked again, nothing more is written.
+        t.know_thread(&mut out, real, real).unwrap();
+        let bytes = out.finish().unwrap();
+        let (_, names) = events_and_names(&bytes);
+        assert!(names.contains_key(&u64::from(real)), "{names:?}");
+        assert!(!names.contains_key(&u64::from(ghost)), "{names:?}");
+        assert_eq!(t.counts().names, 2, "the thread and its process, once");
+    }
+
+    #[test]
     fn a_stop_cuts_every_category_at_one_instant() {
         let mut out = FxtStream::new(Vec::new()).unwrap();
         let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
