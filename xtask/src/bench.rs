@@ -121,7 +121,7 @@ pub struct KernelWorkload {
     /// (`trace_manager::kernel::floor`); none: no floor row.
     floor: &'static [&'static str],
     /// Steps above the floor, each a row: what the programs on the
-    /// `step_hooks` do (`store`, `clock`, `ids`: see
+    /// `step_hooks` do (`store`, `clock`, `ids`, `ring`: see
     /// `trace_manager::kernel::floor::FloorProgram`), with the floor on the
     /// other hooks.
     steps: &'static [&'static str],

@@ -659,21 +659,20 @@ impl KernelTranslator {
             name: StringRef::Empty,
             value: ArgValue::Null,
         });
-        let mut heap = Vec::new();
-        if e.args.len() > ON_STACK {
-            heap.reserve_exact(e.args.len());
-        }
+        let on_stack = e.args.len() <= ON_STACK;
+        let mut heap = Vec::with_capacity(if on_stack { 0 } else { e.args.len() });
         for (i, (k, v)) in e.args.iter().enumerate() {
             let arg = Arg {
                 name: self.strings.intern(out, k)?,
                 value: v.clone(),
             };
-            match stack.get_mut(i) {
-                Some(slot) if e.args.len() <= ON_STACK => *slot = arg,
-                _ => heap.push(arg),
+            if on_stack {
+                stack[i] = arg;
+            } else {
+                heap.push(arg);
             }
         }
-        let list: &[Arg<'_>] = if e.args.len() <= ON_STACK {
+        let list: &[Arg<'_>] = if on_stack {
             &stack[..e.args.len()]
         } else {
             &heap

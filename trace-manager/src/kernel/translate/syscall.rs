@@ -25,6 +25,47 @@ pub(super) enum CallEnd {
     Running { ts: u64 },
 }
 
+/// The argument a system call's record ends with, named by how it ended.
+#[derive(Clone, Copy, Debug)]
+enum LastArg {
+    Ret,
+    ReturnLost,
+    Unfinished,
+}
+
+impl LastArg {
+    fn text(self) -> &'static str {
+        match self {
+            LastArg::Ret => "ret",
+            LastArg::ReturnLost => "return_lost",
+            LastArg::Unfinished => "unfinished",
+        }
+    }
+}
+
+impl CallEnd {
+    /// When the call ended.
+    fn ts(self) -> u64 {
+        match self {
+            CallEnd::Returned { ts, .. }
+            | CallEnd::Exited { ts }
+            | CallEnd::Lost { ts }
+            | CallEnd::Running { ts } => ts,
+        }
+    }
+
+    /// The argument the call's record ends with, if any: the return value,
+    /// or the mark of a lost return or of a call still running.
+    fn last_arg(self) -> Option<(LastArg, ArgValue<'static>)> {
+        match self {
+            CallEnd::Returned { ret, .. } => Some((LastArg::Ret, ArgValue::Int64(ret))),
+            CallEnd::Exited { .. } => None,
+            CallEnd::Lost { .. } => Some((LastArg::ReturnLost, ArgValue::Bool(true))),
+            CallEnd::Running { .. } => Some((LastArg::Unfinished, ArgValue::Bool(true))),
+        }
+    }
+}
+
 /// A thread's system calls.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ThreadCalls {
@@ -200,12 +241,7 @@ impl KernelTranslator {
         call: PendingSyscall,
         end: CallEnd,
     ) -> Result<(), OutputError> {
-        let end_ts = match end {
-            CallEnd::Returned { ts, .. }
-            | CallEnd::Exited { ts }
-            | CallEnd::Lost { ts }
-            | CallEnd::Running { ts } => ts,
-        };
+        let end_ts = end.ts();
         self.call_ended(tid, call.ts, end_ts);
         if matches!(end, CallEnd::Returned { .. } | CallEnd::Exited { .. }) {
             self.check_syscall(out, tid, call.nr, call.ts, end_ts)?;
@@ -231,15 +267,13 @@ impl KernelTranslator {
                 };
                 n += 1;
             }
-            // The last argument, made from `end` where it is stored.
-            let last = match end {
-                CallEnd::Returned { ret, .. } => Some((fixed.ret, ArgValue::Int64(ret))),
-                CallEnd::Exited { .. } => None,
-                CallEnd::Lost { .. } => Some((fixed.return_lost, ArgValue::Bool(true))),
-                CallEnd::Running { .. } => Some((fixed.unfinished, ArgValue::Bool(true))),
-            };
-            if let Some((name, value)) = last {
-                list[n].name = StringRef::Index(name);
+            if let Some((which, value)) = end.last_arg() {
+                // Written where it is stored: no temporary `Arg` to move.
+                list[n].name = StringRef::Index(match which {
+                    LastArg::Ret => fixed.ret,
+                    LastArg::ReturnLost => fixed.return_lost,
+                    LastArg::Unfinished => fixed.unfinished,
+                });
                 list[n].value = value;
                 n += 1;
             }
@@ -264,12 +298,7 @@ impl KernelTranslator {
         for (spec, raw) in info.args.iter().zip(call.args) {
             args.push((&spec.name, spec.kind.value(raw)));
         }
-        args.extend(match end {
-            CallEnd::Returned { ret, .. } => Some(("ret", ArgValue::Int64(ret))),
-            CallEnd::Exited { .. } => None,
-            CallEnd::Lost { .. } => Some(("return_lost", ArgValue::Bool(true))),
-            CallEnd::Running { .. } => Some(("unfinished", ArgValue::Bool(true))),
-        });
+        args.extend(end.last_arg().map(|(which, value)| (which.text(), value)));
         let kind = EventKind::DurationComplete { end_ts };
         self.syscall_event(
             out,
