@@ -16,6 +16,8 @@ struct File {
 }
 
 impl File {
+    /// The file with its cast named: processes 1 and 2, threads 10 and 11
+    /// of process 1 and 20 of process 2.
     fn new() -> Self {
         let mut f = File { bytes: Vec::new() };
         f.push(&Record::Magic);
@@ -26,7 +28,24 @@ impl File {
         f.push(&Record::Initialization {
             ticks_per_second: 1_000_000_000,
         });
+        f.cast();
         f
+    }
+
+    /// Names processes 1 and 2 and their threads 10, 11 and 20.
+    fn cast(&mut self) -> &mut Self {
+        self.process(1).process(2);
+        self.thread(1, 10).thread(1, 11).thread(2, 20)
+    }
+
+    /// A named process `pid`.
+    fn process(&mut self, pid: u64) -> &mut Self {
+        self.push(&Record::KernelObject {
+            koid: pid,
+            obj_type: obj_type::PROCESS,
+            name: StringRef::inline(format!("p{pid}")),
+            args: vec![].into(),
+        })
     }
 
     fn push(&mut self, r: &Record<'_>) -> &mut Self {
@@ -164,6 +183,19 @@ fn only(bytes: &[u8], kind: &str, violation: bool) {
     assert_eq!(code, Some(if violation { 1 } else { 0 }), "{kinds:?}");
 }
 
+/// `bytes` has findings of exactly the kinds `expected`; `check` exits 1
+/// when `violation`.
+#[track_caller]
+fn exactly(bytes: &[u8], expected: &[&str], violation: bool) {
+    let (code, kinds) = check(bytes);
+    assert_eq!(
+        kinds.keys().map(String::as_str).collect::<Vec<_>>(),
+        expected,
+        "{kinds:?}"
+    );
+    assert_eq!(code, Some(if violation { 1 } else { 0 }), "{kinds:?}");
+}
+
 /// `bytes` has findings of `kind` (among others).
 #[track_caller]
 fn has(bytes: &[u8], kind: &str) {
@@ -254,6 +286,7 @@ fn providers_and_time() {
         id: 1,
         name: "untimed".into(),
     });
+    f.cast();
     f.event(1, P, "c", "e", vec![], EventKind::Instant);
     only(&f.bytes, "no_initialization", false);
     let mut f = File::new();
@@ -295,13 +328,19 @@ fn references() {
         args: vec![].into(),
         kind: EventKind::Instant,
     });
-    only(&f.bytes, "undefined_thread_ref", true);
+    // Read as thread 0 of process 0.
+    exactly(
+        &f.bytes,
+        &["record_in_process_zero", "undefined_thread_ref"],
+        true,
+    );
     let mut f = File::new();
-    f.event(1, (1 << 33, 10), "c", "e", vec![], EventKind::Instant);
+    f.process(1 << 33).thread(1 << 33, 30);
+    f.event(1, (1 << 33, 30), "c", "e", vec![], EventKind::Instant);
     only(&f.bytes, "koid_truncated", true);
     let mut f = File::new();
     f.push(&Record::KernelObject {
-        koid: 10,
+        koid: 30,
         obj_type: obj_type::THREAD,
         name: "lonely".into(),
         args: vec![].into(),
@@ -320,8 +359,7 @@ fn references() {
 #[test]
 fn scheduling() {
     let mut f = File::new();
-    f.thread(1, 10).thread(1, 20);
-    f.switch(100, 0, 0, 10).switch(200, 0, 20, 0);
+    f.switch(100, 0, 0, 10).switch(200, 0, 11, 0);
     only(&f.bytes, "switch_continuity", true);
     let mut f = File::new();
     f.thread(1, 10);
@@ -335,6 +373,105 @@ fn scheduling() {
     f.thread(1, 10);
     f.wakeup(200, 10, 0);
     only(&f.bytes, "waker_koid_zero", true);
+}
+
+/// Perfetto's process tracker: where each thread lands.
+#[test]
+fn processes() {
+    // A thread in scheduling records that no thread object places: its
+    // slices go to a process with pid 0.
+    let mut f = File::new();
+    f.switch(100, 0, 0, 40).switch(200, 0, 40, 0);
+    only(&f.bytes, "sched_thread_without_process", true);
+    // The same with the compact record: it has a process in the record,
+    // which the importer ignores (priority 0 would make it idle).
+    let mut f = File::new();
+    f.push(&Record::Thread {
+        index: 1,
+        process: 1,
+        thread: 40,
+    });
+    f.push(&Record::LegacyContextSwitch {
+        ts: 100,
+        cpu: 0,
+        outgoing_state: 3,
+        outgoing_thread: ThreadRef::Index(1),
+        incoming_thread: ThreadRef::Index(1),
+        outgoing_priority: 120,
+        incoming_priority: 120,
+    });
+    only(&f.bytes, "sched_thread_without_process", true);
+    // A waker no record ever places.
+    let mut f = File::new();
+    f.wakeup(100, 10, 41);
+    only(&f.bytes, "sched_thread_without_process", true);
+    // One thread id in two processes: thread 10 of process 1 has events
+    // in process 2 (a row no thread object names, so also a warning).
+    let mut f = File::new();
+    f.complete(100, 200, (2, 10), "elsewhere");
+    exactly(
+        &f.bytes,
+        &["thread_split_across_processes", "thread_without_name"],
+        true,
+    );
+    // Two thread objects for one thread id, in different processes.
+    let mut f = File::new();
+    f.thread(2, 10);
+    only(&f.bytes, "thread_split_across_processes", true);
+    // An event in process 0, and a thread object naming process 0.
+    let mut f = File::new();
+    f.thread(0, 42);
+    f.event(1, (0, 42), "c", "e", vec![], EventKind::Instant);
+    only(&f.bytes, "record_in_process_zero", true);
+    // A thread object whose process never appears, and a counter of a
+    // process nothing names.
+    let mut f = File::new();
+    f.thread(7, 70);
+    only(&f.bytes, "process_without_name", true);
+    let mut f = File::new();
+    f.event(
+        1,
+        (8, 8),
+        "c",
+        "load",
+        vec![Arg::new("value", ArgValue::Int64(3))],
+        EventKind::Counter { id: 0 },
+    );
+    only(&f.bytes, "process_without_name", true);
+    // A thread named only after its first record: a warning (Perfetto
+    // applies every object first, a reader in file order does not).
+    let mut f = File::new();
+    f.event(1, (1, 50), "c", "e", vec![], EventKind::Instant);
+    f.thread(1, 50);
+    only(&f.bytes, "thread_named_after_its_records", false);
+    let mut f = File::new();
+    f.switch(100, 0, 0, 50).switch(200, 0, 50, 0);
+    f.thread(1, 50);
+    only(&f.bytes, "thread_named_after_its_records", false);
+    // A thread no object names at all.
+    let mut f = File::new();
+    f.event(1, (1, 60), "c", "e", vec![], EventKind::Instant);
+    only(&f.bytes, "thread_without_name", false);
+    // Not findings: idle (compact record, priority 0 and no object) and
+    // the cast's own threads.
+    let mut f = File::new();
+    f.push(&Record::LegacyContextSwitch {
+        ts: 100,
+        cpu: 0,
+        outgoing_state: 3,
+        outgoing_thread: ThreadRef::Inline {
+            process: 0,
+            thread: 0,
+        },
+        incoming_thread: ThreadRef::Inline {
+            process: 1,
+            thread: 10,
+        },
+        outgoing_priority: 0,
+        incoming_priority: 120,
+    });
+    f.wakeup(150, 11, 10).complete(160, 170, (2, 20), "s");
+    exactly(&f.bytes, &[], false);
 }
 
 #[test]
@@ -366,6 +503,7 @@ fn slices() {
     only(&f.bytes, "max_depth_exceeded", true);
     // A thread created at 200 with a slice from 100.
     let mut f = File::new();
+    f.thread(1, 1).thread(1, 50);
     f.event(
         200,
         (1, 1),

@@ -1,6 +1,9 @@
-//! `kernel:proc`: new tasks, execs, exits and renames. `task_newtask` and
+//! `kernel:proc`: new tasks, execs, exits and renames. They are attached
+//! whatever the categories, since they name the processes and threads that
+//! every other event refers to (userspace writes them as `kernel:proc`
+//! instants only when that category is on); `task_newtask` and
 //! `sched_process_exit` also keep the pid filter's followed threads up to
-//! date, and are attached for it even when the category is off.
+//! date.
 
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -11,21 +14,14 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use trace_common::kernel::{
-    ABSENT_ID, CLONE_THREAD, COMM_LEN, EMIT_PROC, EventKind, FILENAME_LEN, FILTER_PIDS,
-    GROUP_DEAD_UNKNOWN, KernelLayout, ProcessExecEvent, ProcessExitEvent, TaskNewtaskEvent,
-    TaskRenameEvent,
+    ABSENT_ID, CLONE_THREAD, COMM_LEN, EventKind, FILENAME_LEN, FILTER_PIDS, GROUP_DEAD_UNKNOWN,
+    ProcessExecEvent, ProcessExitEvent, TaskNewtaskEvent, TaskRenameEvent,
 };
 
 use crate::follow::{current_wanted, follow_child, wanted};
 use crate::maps::FOLLOWED;
 use crate::record::Record;
 use crate::ring::{header, header_of, layout, now, reserve};
-
-/// Whether the `kernel:proc` programs write events.
-#[inline(always)]
-pub(crate) fn emit_proc(layout: &KernelLayout) -> bool {
-    layout.filter & EMIT_PROC != 0
-}
 
 /// `task:task_newtask`.
 #[tracepoint]
@@ -39,7 +35,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let pid = r.id(&l.pid);
     follow_child(layout, pid_tgid as u32, pid);
-    if !emit_proc(layout) || !wanted(layout, pid_tgid as u32) {
+    if !wanted(layout, pid_tgid as u32) {
         return 0;
     }
     let Some(mut entry) = reserve::<TaskNewtaskEvent>() else {
@@ -74,7 +70,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
-    if !emit_proc(layout) || !current_wanted(layout) {
+    if !current_wanted(layout) {
         return 0;
     }
     let l = &layout.process_exec;
@@ -108,7 +104,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let tid = bpf_get_current_pid_tgid() as u32;
-    let record = emit_proc(layout) && wanted(layout, tid);
+    let record = wanted(layout, tid);
     if layout.filter & FILTER_PIDS != 0 {
         // The task is gone: stop following it (its id may be reused). A
         // missing entry is fine.
@@ -150,7 +146,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 pub fn task_rename(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
-    if !emit_proc(layout) || !current_wanted(layout) {
+    if !current_wanted(layout) {
         return 0;
     }
     let l = &layout.task_rename;

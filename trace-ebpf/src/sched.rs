@@ -9,8 +9,9 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use trace_common::kernel::{
-    EventKind, KernelLayout, MARK_TASK_CPU, MARK_TASK_EXIT_STATE, MARK_TASK_PID, MARK_TASK_PRIO,
-    SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout, WAKEUP_NEW,
+    ABSENT_ID, EventKind, KernelLayout, MARK_TASK_CPU, MARK_TASK_EXIT_STATE, MARK_TASK_PID,
+    MARK_TASK_PRIO, MARK_TASK_TGID, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
+    WAKEUP_NEW,
 };
 
 use crate::follow::{current_wanted, wanted};
@@ -45,7 +46,8 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         (*e).prev_prio = r.i32(&l.prev_prio);
         (*e).next_pid = r.id(&l.next_pid);
         (*e).next_prio = r.i32(&l.next_prio);
-        (*e).prev_state = r.int(&l.prev_state);
+        (*e).prev_state = r.int(&l.prev_state) as i32;
+        (*e).next_tgid = ABSENT_ID;
     }
     r.submit(layout, entry);
     0
@@ -57,7 +59,7 @@ pub(crate) fn wakeup(
     ctx: &TracePointContext,
     layout: &KernelLayout,
     l: &SchedWakeupLayout,
-    flags: u32,
+    flags: u16,
     ts: u64,
 ) {
     let Some(r) = Record::copy(ctx, l.record_size) else {
@@ -78,7 +80,8 @@ pub(crate) fn wakeup(
         r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
         (*e).pid = r.id(&l.pid);
         (*e).prio = r.i32(&l.prio);
-        (*e).target_cpu = r.i32(&l.target_cpu);
+        (*e).tgid = ABSENT_ID;
+        (*e).target_cpu = r.i32(&l.target_cpu) as u16;
         (*e).flags = flags;
     }
     r.submit(layout, entry);
@@ -106,7 +109,7 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
 /// (`__trace_sched_switch_state`): the TASK_REPORT bit of the state, or
 /// TASK_REPORT_MAX (0x100) when the task was preempted.
 #[inline(always)]
-pub(crate) fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
+pub(crate) fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i32 {
     const TASK_REPORT: u32 = 0x7f;
     const TASK_IDLE: u32 = 0x402;
     const TASK_REPORT_IDLE: u32 = 0x80;
@@ -125,7 +128,7 @@ pub(crate) fn switch_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
     let mut bit = 0x80u32;
     while bit != 0 {
         if s & bit != 0 {
-            return i64::from(bit);
+            return bit as i32;
         }
         bit >>= 1;
     }
@@ -169,6 +172,7 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
             prev_state as u32,
             field(prev, MARK_TASK_EXIT_STATE),
         );
+        (*e).next_tgid = field(next, MARK_TASK_TGID);
     }
     entry.submit(wakeup_flags(layout));
     0
@@ -176,7 +180,7 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
 
 /// Shared body of the two BTF wake-up tracepoints (`struct task_struct *p`).
 #[inline(always)]
-pub(crate) fn wakeup_btf(ctx: &BtfTracePointContext, flags: u32) -> i32 {
+pub(crate) fn wakeup_btf(ctx: &BtfTracePointContext, flags: u16) -> i32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let p: *const u8 = ctx.arg(0);
@@ -198,7 +202,8 @@ pub(crate) fn wakeup_btf(ctx: &BtfTracePointContext, flags: u32) -> i32 {
         task_comm(p, ptr::addr_of_mut!((*e).comm));
         (*e).pid = pid;
         (*e).prio = field(p, MARK_TASK_PRIO);
-        (*e).target_cpu = field(p, MARK_TASK_CPU);
+        (*e).tgid = field(p, MARK_TASK_TGID);
+        (*e).target_cpu = field::<u32>(p, MARK_TASK_CPU) as u16;
         (*e).flags = flags;
     }
     entry.submit(wakeup_flags(layout));

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use trace_common::category::{self, KERNEL_CATEGORIES};
+use trace_common::category::{self, KERNEL_CATEGORIES, KERNEL_PROC};
 use trace_common::controller::{KernelCount, KernelStats};
 use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::{Entry, EntryRef, parse_entry, with_entry};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::tracepoints::Selection;
-use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, UsdtSiteInfo};
+use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, NameState, UsdtSiteInfo};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
 use crate::output::{FxtStream, OutputError, ProviderSections};
 use crate::procfs;
@@ -80,6 +80,28 @@ struct KernelKeep {
     /// The newest events (circular): each a little-endian `u16` length and
     /// the entry's bytes.
     ring: std::collections::VecDeque<u8>,
+    /// The names the events forgotten from `ring` gave (circular): the
+    /// kept events' processes and threads are named as they were when the
+    /// first kept event happened.
+    forgotten: NameState,
+}
+
+impl KernelKeep {
+    /// Forgets the oldest whole events until `ring` holds at most `budget`
+    /// bytes, keeping the names they gave.
+    fn forget_beyond(&mut self, budget: u64) {
+        let mut bytes = Vec::new();
+        while self.ring.len() as u64 > budget {
+            let old = usize::from(u16::from_le_bytes([self.ring[0], self.ring[1]]));
+            let end = (2 + old).min(self.ring.len());
+            bytes.clear();
+            bytes.extend(self.ring.range(2..end));
+            if let Ok(Entry::Fixed(event)) = parse_entry(&bytes) {
+                self.forgotten.apply(&event);
+            }
+            self.ring.drain(..end);
+        }
+    }
 }
 
 /// Why a session failed.
@@ -202,6 +224,11 @@ pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
 fn translator_for(config: &RecordConfig) -> KernelTranslator {
     let mut translator = KernelTranslator::new();
     translator.set_start(boottime_ns());
+    translator.set_proc_instants(
+        kernel_categories(&config.categories)
+            .iter()
+            .any(|c| c == KERNEL_PROC),
+    );
     translator.set_tracepoints(Arc::clone(&config.tracepoints));
     translator.set_sample_hz(config.stacks.sample_hz);
     translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
@@ -299,6 +326,7 @@ impl<W: Write> Session<W> {
     ) -> Result<(), RecordError> {
         if disposition != BufferDisposition::Retain || self.written_at_stop {
             self.keep.ring.clear();
+            self.keep.forgotten = NameState::default();
             self.keep.used = 0;
         }
         self.written_at_stop = false;
@@ -323,6 +351,8 @@ impl<W: Write> Session<W> {
                 self.stats.categories.push(c.clone());
             }
         }
+        self.translator
+            .set_proc_instants(categories.iter().any(|c| c == KERNEL_PROC));
         let kernel = KernelProvider::start(&KernelConfig {
             categories,
             ring_buffer_bytes: self.config.buffer_bytes,
@@ -459,11 +489,7 @@ impl<W: Write> Session<W> {
                     let len = bytes.len().min(usize::from(u16::MAX));
                     keep.ring.extend((len as u16).to_le_bytes());
                     keep.ring.extend(&bytes[..len]);
-                    // Forget the oldest whole events beyond the budget.
-                    while keep.ring.len() as u64 > budget {
-                        let old = usize::from(u16::from_le_bytes([keep.ring[0], keep.ring[1]]));
-                        keep.ring.drain(..(2 + old).min(keep.ring.len()));
-                    }
+                    keep.forget_beyond(budget);
                 }
                 BufferingMode::Oneshot if keep.used + bytes.len() as u64 > budget => {
                     keep.refused += 1;
@@ -564,6 +590,9 @@ impl<W: Write> Session<W> {
             snapshot.retain(|p| pids.contains(&p.pid));
         }
         translator.write_snapshot(&mut out, &snapshot)?;
+        // The names as they were at the first kept event, where the kept
+        // events do not say them.
+        translator.write_names(&mut out, &self.keep.forgotten)?;
         let ring = &self.keep.ring;
         let mut at = 0;
         let mut bytes = Vec::new();
@@ -585,10 +614,12 @@ impl<W: Write> Session<W> {
     /// Writes the kernel events the circular mode kept, oldest first.
     fn write_kept(&mut self) -> Result<(), RecordError> {
         let ring = std::mem::take(&mut self.keep.ring);
+        let forgotten = std::mem::take(&mut self.keep.forgotten);
         if ring.is_empty() {
             return Ok(());
         }
         self.out.enter_provider(KERNEL_PROVIDER_ID)?;
+        self.translator.write_names(&mut self.out, &forgotten)?;
         let mut at = 0;
         while at + 2 <= ring.len() {
             let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));

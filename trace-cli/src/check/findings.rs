@@ -30,6 +30,10 @@ pub enum Kind {
     UndefinedThreadRef,
     KoidTruncated,
     ThreadWithoutProcess,
+    SchedThreadWithoutProcess,
+    ThreadSplit,
+    ProcessZero,
+    UnnamedProcess,
     InvalidArgType,
     SwitchContinuity,
     SwitchInWhileRunning,
@@ -56,6 +60,8 @@ pub enum Kind {
     LogIgnored,
     InstantScopeIgnored,
     NoInitialization,
+    ThreadNamedLate,
+    UnnamedThread,
 }
 
 impl Kind {
@@ -65,7 +71,9 @@ impl Kind {
             Kind::ProviderEventIgnored
             | Kind::LogIgnored
             | Kind::InstantScopeIgnored
-            | Kind::NoInitialization => Severity::Warning,
+            | Kind::NoInitialization
+            | Kind::ThreadNamedLate
+            | Kind::UnnamedThread => Severity::Warning,
             _ => Severity::Violation,
         }
     }
@@ -85,6 +93,10 @@ impl Kind {
             Kind::UndefinedThreadRef => "undefined_thread_ref",
             Kind::KoidTruncated => "koid_truncated",
             Kind::ThreadWithoutProcess => "thread_without_process",
+            Kind::SchedThreadWithoutProcess => "sched_thread_without_process",
+            Kind::ThreadSplit => "thread_split_across_processes",
+            Kind::ProcessZero => "record_in_process_zero",
+            Kind::UnnamedProcess => "process_without_name",
             Kind::InvalidArgType => "invalid_arg_type",
             Kind::SwitchContinuity => "switch_continuity",
             Kind::SwitchInWhileRunning => "switch_in_while_running",
@@ -111,6 +123,8 @@ impl Kind {
             Kind::LogIgnored => "log_ignored",
             Kind::InstantScopeIgnored => "instant_scope_ignored",
             Kind::NoInitialization => "no_initialization",
+            Kind::ThreadNamedLate => "thread_named_after_its_records",
+            Kind::UnnamedThread => "thread_without_name",
         }
     }
 
@@ -142,6 +156,18 @@ impl Kind {
             Kind::KoidTruncated => "koid above 32 bits: truncated, so different koids collide",
             Kind::ThreadWithoutProcess => {
                 "thread name record without a \"process\" koid: the thread lands in process 0"
+            }
+            Kind::SchedThreadWithoutProcess => {
+                "scheduling record whose thread no thread object places in a process: its CPU slices and states go to a process with pid 0"
+            }
+            Kind::ThreadSplit => {
+                "one thread id in several processes: it becomes several threads, its scheduling on one and its events on another"
+            }
+            Kind::ProcessZero => {
+                "record placed in a process with pid 0 (not a real process): its thread is shown there"
+            }
+            Kind::UnnamedProcess => {
+                "process that threads or events refer to and no process object names: shown without a name"
             }
             Kind::InvalidArgType => {
                 "argument of the wrong type where the importer expects one: record dropped"
@@ -205,6 +231,12 @@ impl Kind {
             Kind::NoInitialization => {
                 "provider without an initialization record: Perfetto assumes 10^9 ticks per second"
             }
+            Kind::ThreadNamedLate => {
+                "thread whose first record comes before its thread object: a reader in file order (trace-cli report, convert) sees it unnamed until then"
+            }
+            Kind::UnnamedThread => {
+                "thread in records that no thread object (of that process) names: shown by its id alone"
+            }
         }
     }
 
@@ -235,6 +267,18 @@ impl Kind {
             }
             Kind::KoidTruncated => "fuchsia_trace_parser.cc static_cast<uint32_t>(tid/pid)",
             Kind::ThreadWithoutProcess => "fuchsia_trace_tokenizer.cc kZxObjTypeThread: pid = 0",
+            Kind::SchedThreadWithoutProcess => {
+                "fuchsia_trace_parser.cc SwitchFrom/SwitchTo/Wake: UpdateThread(tid, threads_[tid].info.pid), pid 0 without a thread object; GetOrCreateThread(waker)"
+            }
+            Kind::ThreadSplit => {
+                "process_tracker.cc UpdateThread: GetThreadOrNull skips a row of another pid and StartNewThread makes a new one"
+            }
+            Kind::ProcessZero => {
+                "process_tracker.cc UpdateThread(tid, 0): pid 0 is a process like any other in FXT (no pid_zero_is_idle)"
+            }
+            Kind::UnnamedProcess => {
+                "fuchsia_trace_tokenizer.cc kZxObjTypeProcess: SetProcessMetadata is the only source of a process name"
+            }
             Kind::InvalidArgType => {
                 "fuchsia_trace_parser.cc / tokenizer: weight not Int32, waker or process not Koid; fuchsia_invalid_event_arg_type"
             }
@@ -294,6 +338,12 @@ impl Kind {
             }
             Kind::NoInitialization => {
                 "fuchsia_trace_tokenizer.h ProviderInfo::ticks_per_second = 10^9"
+            }
+            Kind::ThreadNamedLate => {
+                "the FXT format: readers apply records in file order (Perfetto sorts fully, so it is not affected)"
+            }
+            Kind::UnnamedThread => {
+                "fuchsia_trace_tokenizer.cc kZxObjTypeThread: set_name on the (tid, pid) row only"
             }
         }
     }

@@ -8,15 +8,17 @@
 //! `fuchsia/fuchsia_trace_parser.cc` in timestamp order ([`parser`]), with
 //! `common/slice_tracker.cc` ([`slices`]), the legacy async tracks of
 //! `common/track_compressor.cc`, `common/flow_tracker.cc`, and the
-//! scheduling state of the FXT parser ([`sched`]). Each finding names the
-//! rule it stands for ([`findings::Kind::rule`]); docs/ARCHITECTURE.md
-//! lists them. Blobs of Perfetto packets (blob type 3) are read in file
+//! scheduling state of the FXT parser ([`sched`]), and the rows
+//! `common/process_tracker.cc` files threads in ([`processes`]). Each
+//! finding names the rule it stands for ([`findings::Kind::rule`]);
+//! docs/ARCHITECTURE.md lists them. Blobs of Perfetto packets (blob type 3) are read in file
 //! order with `trace_perfetto::SampleReader`, as the importer's protobuf
 //! reader reads them: what does not decode or resolve is a finding, and the
 //! stack samples are counted by timebase.
 
 mod findings;
 mod parser;
+mod processes;
 mod sched;
 mod slices;
 mod tokenizer;
@@ -75,6 +77,13 @@ pub fn analyze(data: &[u8], examples: usize) -> Report {
     let mut findings = Findings::new(examples);
     let mut tok = tokenizer::tokenize(data, &mut findings);
     parser::parse(&mut tok, &mut findings);
+    let names = Names {
+        symbols: &tok.symbols,
+        thread_names: &tok.thread_names,
+        process_names: &tok.process_names,
+        thread_pid: &tok.thread_pid,
+    };
+    processes::check(&tok, &names, &mut findings);
     Report { tok, findings }
 }
 

@@ -161,6 +161,9 @@ pub struct Tokenized {
     /// The process of each thread, from thread kernel object records (the
     /// last one wins, as in the importer, whatever its place in time).
     pub thread_pid: HashMap<u64, u64>,
+    /// Every thread kernel object record, in file order: (offset, thread,
+    /// the process it names, if it names one).
+    pub thread_objects: Vec<(u64, u64, Option<u64>)>,
     /// Names of threads and processes, for examples.
     pub thread_names: HashMap<u64, String>,
     pub process_names: HashMap<u64, String>,
@@ -666,6 +669,7 @@ impl Tokenizer<'_> {
                             format!("thread {koid} ({name:?})")
                         });
                 }
+                self.out.thread_objects.push((offset, *koid, pid));
                 let pid = pid.unwrap_or(0);
                 self.koid(offset, None, pid);
                 self.out.counts.import("thread names");

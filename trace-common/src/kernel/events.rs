@@ -48,7 +48,7 @@ pub const CLONE_THREAD: u64 = 0x0001_0000;
 
 /// [`SchedWakeupEvent::flags`] bit: the event came from `sched_wakeup_new`
 /// (the first wake-up of a new task) rather than `sched_wakeup`.
-pub const WAKEUP_NEW: u32 = 1;
+pub const WAKEUP_NEW: u16 = 1;
 
 /// [`ProcessExitEvent::group_dead`] value: other threads of the process live on.
 pub const GROUP_DEAD_NO: u8 = 0;
@@ -255,7 +255,10 @@ pub struct SchedSwitchEvent {
     pub next_prio: i32,
     /// State the previous task was left in (`TASK_*` bits; 0 = runnable,
     /// so preempted). [`ABSENT_INT`] when the field is absent.
-    pub prev_state: i64,
+    pub prev_state: i32,
+    /// Process id of the task switched to, where the program could read it
+    /// (the BTF tracepoint); [`ABSENT_ID`] from the classic tracepoint.
+    pub next_tgid: u32,
 }
 
 /// `sched:sched_wakeup` or `sched:sched_wakeup_new`: the current task
@@ -271,10 +274,13 @@ pub struct SchedWakeupEvent {
     pub pid: u32,
     /// Kernel priority of the woken task.
     pub prio: i32,
-    /// CPU the woken task will run on.
-    pub target_cpu: i32,
+    /// Process id of the woken task, where the program could read it (the
+    /// BTF tracepoints); [`ABSENT_ID`] from the classic ones.
+    pub tgid: u32,
+    /// CPU the woken task will run on (`u16::MAX` when the field is absent).
+    pub target_cpu: u16,
     /// [`WAKEUP_NEW`] for the first wake-up of a new task.
-    pub flags: u32,
+    pub flags: u16,
 }
 
 /// `task:task_newtask`: the current task created a task; says whether it is

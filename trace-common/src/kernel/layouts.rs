@@ -9,10 +9,6 @@ use super::{COUNTER_NO_LAYOUT, MAP_FOLLOWED, MAP_LAYOUT, SYSCALL_ARGS};
 /// ([`MAP_FOLLOWED`]).
 pub const FILTER_PIDS: u32 = 1;
 
-/// [`KernelLayout::filter`] bit: the `kernel:proc` programs write events
-/// (without it they are attached only to follow new and exiting tasks).
-pub const EMIT_PROC: u32 = 2;
-
 /// [`KernelLayout::filter`] bit: the system call programs keep each entry
 /// on its CPU and write a call that returns there without its caller being
 /// switched out as one `SyscallEvent` (the entry is written on its own when
@@ -353,7 +349,7 @@ pub struct KernelLayout {
     pub cpu_idle: PowerLayout,
     /// `power:cpu_frequency`.
     pub cpu_frequency: PowerLayout,
-    /// [`FILTER_PIDS`], [`EMIT_PROC`] and [`PAIR_SYSCALLS`] bits.
+    /// [`FILTER_PIDS`] and [`PAIR_SYSCALLS`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
     /// recorded (they would record its own reading of the events).

@@ -78,6 +78,8 @@ pub const BTF_VARIANTS: &[BtfVariant] = &[
 /// `MARK_*` is replaced by the real offset before loading; they lie far
 /// beyond any real field offset the programs use).
 pub const MARK_TASK_PID: i16 = 0x7f00;
+/// Marker offset of `task_struct.tgid`.
+pub const MARK_TASK_TGID: i16 = 0x7f08;
 /// Marker offset of `task_struct.prio`.
 pub const MARK_TASK_PRIO: i16 = 0x7f10;
 /// Marker offset of `task_struct.comm` (its second word: `+ 8`).
@@ -267,10 +269,12 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
     },
 ];
 
-/// The programs that follow new and exiting tasks for a pid filter
-/// ([`FILTER_PIDS`]): attached whenever a filter is set, whatever the
-/// categories.
-pub const FOLLOW_PROGRAMS: &[&str] = &["task_newtask", "sched_process_exit"];
+/// The category whose programs are attached whatever the categories: new
+/// tasks, execs, exits and renames name the processes and threads every
+/// other event refers to, and keep a pid filter's ([`FILTER_PIDS`]) followed
+/// threads up to date. Their events become instants only when it is
+/// recorded.
+pub const NAMING_CATEGORY: &str = KERNEL_PROC;
 
 /// Name of the eBPF program attached (once per probe) at the entry of each
 /// `--uprobe` function.

@@ -37,6 +37,7 @@ fn round_trip_switch() {
         next_pid: 0,
         next_prio: 120,
         prev_state: 1,
+        next_tgid: 0,
     };
     let buf = bytes_of(&ev);
     let n = size_of::<SchedSwitchEvent>();

@@ -6,7 +6,7 @@ use std::io;
 
 use aya::EbpfLoader;
 use aya::maps::{ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, RingBuf};
-use trace_common::category::{KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE};
+use trace_common::category::{KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROFILE};
 use trace_common::controller::StackOptions;
 use trace_common::kernel::stack::{
     CALL_GRAPH_DWARF, CALL_GRAPH_FP, MAP_OFFCPU, MAP_STACK_SCRATCH, MAP_STACK_SEEN, OFFCPU_MAX,
@@ -14,8 +14,8 @@ use trace_common::kernel::stack::{
     StackConfig, USER_STACK_CHUNK, USER_STACK_MAX,
 };
 use trace_common::kernel::{
-    BTF_VARIANTS, EMIT_PROC, FILTER_PIDS, FOLLOW_PROGRAMS, KernelLayout, MAP_EVENTS, MAP_FOLLOWED,
-    MAP_LAYOUT, MAP_USDT_SPECS, PAIR_SYSCALLS, TRACEPOINTS, TracepointSpec,
+    BTF_VARIANTS, FILTER_PIDS, KernelLayout, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, MAP_USDT_SPECS,
+    NAMING_CATEGORY, PAIR_SYSCALLS, TRACEPOINTS, TracepointSpec,
 };
 
 use super::attach::fill_array;
@@ -63,14 +63,11 @@ impl KernelProvider {
                 "kernel:irq records nothing with a pid filter: interrupts belong to no process"
             );
         }
-        // With a pid filter the programs that follow new and exiting tasks
-        // are attached whatever the categories.
+        // The programs that name processes and threads are attached
+        // whatever the categories.
         let specs: Vec<&'static TracepointSpec> = TRACEPOINTS
             .iter()
-            .filter(|t| {
-                categories.iter().any(|c| c == t.category)
-                    || (filtering && FOLLOW_PROGRAMS.contains(&t.program))
-            })
+            .filter(|t| t.category == NAMING_CATEGORY || categories.iter().any(|c| c == t.category))
             .collect();
         check_privileges()?;
         if let Some(pids) = &config.pids
@@ -98,11 +95,6 @@ impl KernelProvider {
                 config.ring_buffer_bytes / aya::util::online_cpus().map_or(1, |c| c.len().max(1)),
             )),
             filter: if filtering { FILTER_PIDS } else { 0 }
-                | if categories.iter().any(|c| c == KERNEL_PROC) {
-                    EMIT_PROC
-                } else {
-                    0
-                }
                 // Pairs of tracepoints selected by name are kept inside the
                 // system call slices they begin or end in, which the
                 // translator can do only when it sees each call's entry
@@ -454,7 +446,7 @@ impl ObjectBytes {
 fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
     use trace_common::kernel::{
         MARK_REGS_ARGS, MARK_REGS_NR, MARK_TASK_COMM, MARK_TASK_CPU, MARK_TASK_EXIT_STATE,
-        MARK_TASK_PID, MARK_TASK_PRIO,
+        MARK_TASK_PID, MARK_TASK_PRIO, MARK_TASK_TGID,
     };
     let btf = btf::Btf::from_kernel()
         .map_err(|e| format!("no kernel BTF at {}: {e}", btf::VMLINUX_BTF))?
@@ -468,6 +460,7 @@ fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
     let cpu = task("cpu").or_else(|_| task("thread_info.cpu"))?;
     let mut map = vec![
         (MARK_TASK_PID, task("pid")?),
+        (MARK_TASK_TGID, task("tgid")?),
         (MARK_TASK_PRIO, task("prio")?),
         (MARK_TASK_COMM, comm),
         (MARK_TASK_COMM + 8, comm + 8),

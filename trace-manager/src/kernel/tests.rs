@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use trace_common::category::{KERNEL_PROC, KERNEL_SCHED};
-use trace_common::kernel::{CLONE_THREAD, KernelEvent, c_str_bytes};
+use trace_common::kernel::{ABSENT_ID, CLONE_THREAD, KernelEvent, c_str_bytes};
 
 use crate::clock::boottime_ns;
 use crate::kernel::load::EBPF_OBJECT;
@@ -303,7 +303,8 @@ fn root_records_a_child_process_and_a_thread_rename() {
 fn root_disabled_category_costs_nothing() {
     require_root();
     let mut kernel = KernelProvider::start(&config(&[KERNEL_SCHED])).unwrap();
-    // A BTF tracepoint variant stands for its classic program.
+    // A BTF tracepoint variant stands for its classic program; the naming
+    // programs (kernel:proc's) are attached whatever the categories.
     let mut attached: Vec<&str> = kernel
         .attached_programs()
         .iter()
@@ -315,19 +316,35 @@ fn root_disabled_category_costs_nothing() {
         [
             "cpu_frequency",
             "cpu_idle",
+            "sched_process_exec",
+            "sched_process_exit",
             "sched_switch",
             "sched_wakeup",
-            "sched_wakeup_new"
+            "sched_wakeup_new",
+            "task_newtask",
+            "task_rename",
         ]
     );
     let child = Command::new("/bin/true").spawn().unwrap().wait().unwrap();
     assert!(child.success());
     let events = collect(&mut kernel, Duration::from_millis(300), |_| false);
     assert!(events.iter().any(|e| matches!(e, KernelEvent::Switch(_))));
+    // The child's exec names it.
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, KernelEvent::Exec(x) if comm_str(&x.comm) == "true"))
+    );
     assert!(
         events.iter().all(|e| matches!(
             e,
-            KernelEvent::Switch(_) | KernelEvent::Wakeup(_) | KernelEvent::Power(_)
+            KernelEvent::Switch(_)
+                | KernelEvent::Wakeup(_)
+                | KernelEvent::Power(_)
+                | KernelEvent::NewTask(_)
+                | KernelEvent::Exec(_)
+                | KernelEvent::Exit(_)
+                | KernelEvent::Rename(_)
         )),
         "an event of another category arrived with only kernel:sched enabled"
     );
@@ -423,17 +440,23 @@ fn root_btf_and_classic_programs_agree() {
                 && s.prev_prio == 120)
         });
         assert!(sleeping, "{what}: no switch away from the sleeping child");
+        // The BTF programs read the woken and switched-in task's process;
+        // the classic tracepoints do not carry it.
+        let tgid = if btf_switch { pid } else { ABSENT_ID };
+        let cpus = aya::util::nr_cpus().unwrap();
         let woken = events.iter().any(|e| {
             matches!(e, KernelEvent::Wakeup(w) if w.pid == pid
                 && comm_str(&w.comm) == "sleep"
                 && w.prio == 120
-                && w.target_cpu >= 0)
+                && w.tgid == tgid
+                && usize::from(w.target_cpu) < cpus)
         });
         assert!(woken, "{what}: no wake-up of the child");
         let switched_in = events.iter().any(|e| {
             matches!(e, KernelEvent::Switch(s) if s.next_pid == pid
                 && comm_str(&s.next_comm) == "sleep"
-                && s.next_prio == 120)
+                && s.next_prio == 120
+                && s.next_tgid == tgid)
         });
         assert!(switched_in, "{what}: no switch to the child");
         let nr = libc::SYS_clock_nanosleep;

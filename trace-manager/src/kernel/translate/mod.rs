@@ -95,6 +95,7 @@
 mod block;
 mod irq;
 mod memory;
+mod names;
 mod power;
 mod probe;
 mod process;
@@ -115,6 +116,7 @@ use trace_common::kernel::KernelEvent;
 
 pub use self::block::{BLOCK_PROCESS_KOID, block_device_name, block_op};
 pub use self::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
+pub use self::names::NameState;
 pub use self::power::CPUS_PROCESS_KOID;
 pub use self::probe::UsdtSiteInfo;
 pub use self::sched::{thread_state, weight};
@@ -139,9 +141,15 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 struct ThreadEntry {
     /// Thread group id; `None` until known.
     tgid: Option<u32>,
-    /// The name last written to the output (empty: never written).
-    written_name: String,
+    /// Its name as last seen (empty: never seen).
+    name: String,
+    /// Whether a thread object with this `tgid` and `name` was written.
+    written: bool,
 }
+
+/// A thread group id that is not known ([`KernelTranslator::know_thread`]
+/// then writes nothing).
+const UNKNOWN_TGID: u32 = u32::MAX;
 
 /// Slots of [`KernelTranslator::known`].
 const KNOWN_CACHE: usize = 256;
@@ -188,6 +196,10 @@ pub struct KernelRecordCounts {
     pub inferred_switches: u64,
     /// Wake-ups of threads that were running (not written: nothing changed).
     pub running_wakeups: u64,
+    /// Events that reached the translator after the CPUs' tracks had moved
+    /// past their time (system calls staged on a CPU while their thread
+    /// kept running): written on their thread, no switch inferred.
+    pub late_events: u64,
     /// Stack samples (profile, off-CPU, wakers, probes' stacks).
     pub samples: u64,
 }
@@ -198,10 +210,16 @@ pub struct KernelTranslator {
     /// The string indexes of each system call number seen, by number.
     call_strings: Vec<Option<std::rc::Rc<syscall::CallStrings>>>,
     threads: Map<u32, ThreadEntry>,
-    /// Threads recently found in `threads`, by `tid % KNOWN_CACHE` (0:
-    /// none): entries are never removed from it, so a thread found once
-    /// stays known, and the check most events make skips the look-up.
-    known: Box<[u32; KNOWN_CACHE]>,
+    /// Threads recently found written in `threads`, as `tgid << 32 | tid`
+    /// by `tid % KNOWN_CACHE` (0: none): a thread's entry is only ever
+    /// rewritten, never removed, so a pair found written stays written
+    /// until its thread group changes (which changes the key), and the
+    /// check every event makes skips the look-up.
+    known: Box<[u64; KNOWN_CACHE]>,
+    /// Whether `kernel:proc` is recorded: fork, exec, exit and rename
+    /// events are then written as instants too; without it they only name
+    /// the processes and threads.
+    proc_instants: bool,
     /// Process koids whose name was written, with that name.
     processes: Map<u32, String>,
     counts: KernelRecordCounts,
@@ -235,6 +253,8 @@ pub struct KernelTranslator {
     last_ts: u64,
     /// The task each CPU runs, as the events show it, by CPU.
     cpu_current: Vec<Option<Current>>,
+    /// When each CPU's last switch (recorded or inferred) happened.
+    cpu_since: Vec<u64>,
     /// What scheduling events showed of each thread: one entry per thread,
     /// so that a switch or wake-up looks each of its threads up once.
     sched: Map<u32, SchedThread>,
@@ -302,6 +322,7 @@ impl KernelTranslator {
             call_strings: Vec::new(),
             threads: Map::default(),
             known: Box::new([0; KNOWN_CACHE]),
+            proc_instants: true,
             processes: Map::default(),
             counts: KernelRecordCounts::default(),
             syscall_table: table,
@@ -319,6 +340,7 @@ impl KernelTranslator {
             stop_ts: None,
             last_ts: 0,
             cpu_current: Vec::new(),
+            cpu_since: Vec::new(),
             sched: Map::default(),
             sched_strings: Default::default(),
             at_start: std::collections::HashSet::new(),
@@ -328,6 +350,12 @@ impl KernelTranslator {
             stacks: stack::Stacks::default(),
             sample_hz: 0,
         }
+    }
+
+    /// Sets whether fork, exec, exit and rename events are written as
+    /// `kernel:proc` instants (they name processes and threads either way).
+    pub fn set_proc_instants(&mut self, on: bool) {
+        self.proc_instants = on;
     }
 
     /// Sets `kernel:profile`'s sampling frequency (described with its
@@ -357,6 +385,7 @@ impl KernelTranslator {
         if self.stop_ts.take().is_some() {
             self.start_ts = ts;
             self.cpu_current.clear();
+            self.cpu_since.clear();
             for t in self.sched.values_mut() {
                 t.running_on = None;
             }
@@ -485,7 +514,8 @@ impl KernelTranslator {
     }
 
     /// Writes a thread name record (with its `"process"` argument) if the
-    /// name or the thread group is new.
+    /// name or the thread group is new, and names the process first if
+    /// nothing has.
     fn name_thread<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -493,18 +523,31 @@ impl KernelTranslator {
         tgid: u32,
         name: &str,
     ) -> Result<(), OutputError> {
-        if tid == 0 {
+        if tid == 0 || tgid == UNKNOWN_TGID {
             return Ok(());
         }
         let entry = self.threads.entry(tid).or_insert(ThreadEntry {
             tgid: None,
-            written_name: String::new(),
+            name: String::new(),
+            written: false,
         });
-        if entry.tgid == Some(tgid) && entry.written_name == name {
+        if entry.written && entry.tgid == Some(tgid) && entry.name == name {
             return Ok(());
         }
         entry.tgid = Some(tgid);
-        entry.written_name = name.to_owned();
+        entry.written = true;
+        if entry.name != name {
+            entry.name.clear();
+            entry.name.push_str(name);
+        }
+        if !self.processes.contains_key(&tgid) {
+            let pname = if tid == tgid {
+                None
+            } else {
+                procfs::process_name(tgid)
+            };
+            self.name_process(out, tgid, pname.as_deref().unwrap_or(name))?;
+        }
         let name_ref = self.strings.intern(out, name)?;
         let process = self.strings.intern(out, "process")?;
         out.write(&Record::KernelObject {
@@ -518,14 +561,6 @@ impl KernelTranslator {
                 .into(),
         })?;
         self.counts.names += 1;
-        if !self.processes.contains_key(&tgid) {
-            let pname = if tid == tgid {
-                name.to_owned()
-            } else {
-                procfs::process_name(tgid).unwrap_or_else(|| name.to_owned())
-            };
-            self.name_process(out, tgid, &pname)?;
-        }
         Ok(())
     }
 
@@ -542,8 +577,9 @@ impl KernelTranslator {
             return Ok(());
         }
         if let Some(e) = self.threads.get(&tid)
+            && e.written
             && e.tgid == Some(tgid)
-            && e.written_name.as_bytes() == comm_bytes(comm)
+            && e.name.as_bytes() == comm_bytes(comm)
         {
             return Ok(());
         }
@@ -557,100 +593,110 @@ impl KernelTranslator {
         &mut self,
         out: &mut FxtStream<W>,
         tid: u32,
+        tgid: Option<u32>,
         comm: &[u8],
     ) -> Result<Option<u32>, OutputError> {
         if let Some(e) = self.threads.get(&tid)
-            && e.written_name.as_bytes() == comm_bytes(comm)
+            && e.written
+            && tgid.is_none_or(|g| e.tgid == Some(g))
+            && e.name.as_bytes() == comm_bytes(comm)
         {
             return Ok(e.tgid);
         }
-        self.see_thread(out, tid, &comm_str(comm))?;
+        self.see_thread(out, tid, tgid, &comm_str(comm))?;
         Ok(self.threads.get(&tid).and_then(|e| e.tgid))
     }
 
-    /// Makes sure a thread seen with `comm` is named, finding its thread group
-    /// in /proc if no event has told it yet.
+    /// Makes sure a thread seen with `comm` is named: its thread group is
+    /// `tgid` when the event said it, else the one known, else /proc's.
+    /// Where none of them knows, the name is kept for when the group shows
+    /// up ([`KernelTranslator::know_thread`]).
     fn see_thread<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         tid: u32,
+        tgid: Option<u32>,
         comm: &str,
     ) -> Result<(), OutputError> {
         if tid == 0 {
             return Ok(());
         }
-        let tgid = match self.threads.get(&tid) {
-            Some(e) if e.written_name == comm => return Ok(()),
-            Some(ThreadEntry { tgid: Some(g), .. }) => Some(*g),
-            Some(ThreadEntry { tgid: None, .. }) => None,
-            None => {
-                let found = procfs::thread(tid).map(|(g, _)| g);
-                if found.is_none() {
-                    // Remember that /proc had nothing, so it is not asked again.
-                    self.threads.insert(
-                        tid,
-                        ThreadEntry {
-                            tgid: None,
-                            written_name: String::new(),
-                        },
-                    );
-                }
-                found
-            }
+        let tgid = match (tgid, self.threads.get(&tid)) {
+            (Some(g), _) => Some(g),
+            (None, Some(e)) if e.written && e.name == comm => return Ok(()),
+            (None, Some(ThreadEntry { tgid: Some(g), .. })) => Some(*g),
+            (None, Some(ThreadEntry { tgid: None, .. })) => None,
+            // Asked once: an entry is left either way.
+            (None, None) => procfs::thread(tid).map(|(g, _)| g),
         };
         match tgid {
             Some(g) => self.name_thread(out, tid, g, comm),
-            None => Ok(()),
+            None => {
+                let e = self.threads.entry(tid).or_insert(ThreadEntry {
+                    tgid: None,
+                    name: String::new(),
+                    written: false,
+                });
+                if e.name != comm {
+                    e.name = comm.to_owned();
+                }
+                Ok(())
+            }
         }
     }
 
-    /// Names thread `tid` of `tgid` from /proc if nothing has named it yet.
+    /// Makes sure thread `tid`, which an event shows running in process
+    /// `tgid`, has a thread object naming that process before its record:
+    /// with the name an event or the /proc snapshot gave it, else /proc's
+    /// now, else its process's (a thread is named after its process when
+    /// it is created). [`UNKNOWN_TGID`] writes nothing.
     fn know_thread<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         tid: u32,
         tgid: u32,
     ) -> Result<(), OutputError> {
+        let key = (u64::from(tgid) << 32) | u64::from(tid);
         let slot = tid as usize % KNOWN_CACHE;
-        if tid == 0 || self.known[slot] == tid {
+        if tid == 0 || tgid == UNKNOWN_TGID || self.known[slot] == key {
             return Ok(());
         }
-        if self.threads.contains_key(&tid) {
-            self.known[slot] = tid;
-            return Ok(());
-        }
-        match procfs::thread(tid) {
-            Some((_, name)) => {
-                if !self.processes.contains_key(&tgid) {
-                    let pname = procfs::process_name(tgid).unwrap_or_default();
-                    self.name_process(out, tgid, &pname)?;
-                }
-                self.name_thread(out, tid, tgid, &name)
+        let name = match self.threads.get(&tid) {
+            Some(e) if e.written && e.tgid == Some(tgid) => {
+                self.known[slot] = key;
+                return Ok(());
             }
-            None => {
-                self.threads.insert(
-                    tid,
-                    ThreadEntry {
-                        tgid: Some(tgid),
-                        written_name: String::new(),
-                    },
-                );
-                Ok(())
-            }
-        }
+            // Seen with a name, its group unknown until now.
+            Some(e) if !e.name.is_empty() && e.tgid.is_none_or(|g| g == tgid) => e.name.clone(),
+            _ => match procfs::thread(tid) {
+                Some((g, name)) if g == tgid => name,
+                // Gone (or its id already given to another thread).
+                _ => self
+                    .processes
+                    .get(&tgid)
+                    .cloned()
+                    .or_else(|| procfs::process_name(tgid))
+                    .unwrap_or_else(|| format!("thread {tid}")),
+            },
+        };
+        self.name_thread(out, tid, tgid, &name)?;
+        self.known[slot] = key;
+        Ok(())
     }
 
-    /// Writes an event record on its thread, interning its strings.
     /// The process of thread `tid`, as far as known (else the thread id).
     fn tgid_of(&self, tid: u32) -> u32 {
         self.threads.get(&tid).and_then(|t| t.tgid).unwrap_or(tid)
     }
 
+    /// Writes an event record on its thread (named first if it is not
+    /// yet), interning its strings.
     fn event<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         e: EventRecord<'_>,
     ) -> Result<(), OutputError> {
+        self.know_thread(out, e.thread.1, e.thread.0)?;
         let category = self.strings.intern(out, e.category)?;
         let name = self.strings.intern(out, e.name)?;
         // Most events carry a few arguments: those go on the stack.
@@ -720,8 +766,9 @@ mod tests {
         let bytes = out.finish().unwrap();
         let (_, names) = events_and_names(&bytes);
         assert!(names.contains_key(&u64::from(real)), "{names:?}");
-        assert!(!names.contains_key(&u64::from(ghost)), "{names:?}");
-        assert_eq!(t.counts().names, 2, "the thread and its process, once");
+        // A thread /proc does not know is still named, for its process.
+        assert_eq!(names[&u64::from(ghost)], format!("thread {ghost}"));
+        assert_eq!(t.counts().names, 4, "each thread and its process, once");
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::output::{FxtStream, OutputError};
 use crate::procfs;
 
 impl KernelTranslator {
-    /// An instant in `kernel:proc` on thread `tid` of `tgid`.
+    /// An instant in `kernel:proc` on thread `tid` of `tgid`, when
+    /// `kernel:proc` is recorded.
     fn proc_instant<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -24,6 +25,9 @@ impl KernelTranslator {
         name: &str,
         args: &[(&str, ArgValue<'_>)],
     ) -> Result<(), OutputError> {
+        if !self.proc_instants {
+            return Ok(());
+        }
         self.event(
             out,
             EventRecord {

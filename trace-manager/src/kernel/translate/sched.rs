@@ -5,9 +5,9 @@ use std::io::Write;
 
 use trace_common::fxt::wire::IDLE_WEIGHT;
 use trace_common::fxt::{Arg, ArgValue, Record, StringRef, ThreadRef, ThreadState};
-use trace_common::kernel::{EventHeader, SchedSwitchEvent, SchedWakeupEvent};
+use trace_common::kernel::{ABSENT_ID, EventHeader, SchedSwitchEvent, SchedWakeupEvent};
 
-use super::{Current, KernelTranslator};
+use super::{Current, KernelTranslator, UNKNOWN_TGID};
 use crate::output::{FxtStream, OutputError};
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -15,8 +15,8 @@ use crate::output::{FxtStream, OutputError};
 /// `prev_state` holds the TASK_REPORT bits (S=1, D=2, T=4, t=8, X=16, Z=32,
 /// P=64, I=128) and a preemption marker above them; 0 means the task was
 /// preempted while runnable.
-pub fn thread_state(prev_state: i64) -> ThreadState {
-    const REPORT_MASK: i64 = 0xff;
+pub fn thread_state(prev_state: i32) -> ThreadState {
+    const REPORT_MASK: i32 = 0xff;
     let s = prev_state & REPORT_MASK;
     // Preemption is reported as TASK_REPORT_MAX, above the mask: no state bit.
     if s == 0 {
@@ -95,21 +95,54 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         self.last_ts = self.last_ts.max(ts);
         match self.cpu_current.get(usize::from(cpu)).copied().flatten() {
-            Some(c) if c.tid == now.tid => Ok(()),
+            Some(c) if c.tid == now.tid => {
+                if c.tgid != now.tgid && now.tgid != UNKNOWN_TGID {
+                    // Switched in by a record that could not tell its process.
+                    let at = usize::from(cpu);
+                    self.cpu_current[at] = Some(now);
+                }
+                Ok(())
+            }
+            Some(_) if self.came_late(ts, cpu, now.tid) => {
+                self.counts.late_events += 1;
+                Ok(())
+            }
             Some(c) => self.inferred_switch(out, ts, cpu, c, now),
             None => {
-                self.set_current(cpu, now);
+                self.set_current(cpu, now, ts);
                 Ok(())
             }
         }
     }
 
-    /// Records that `cpu` runs `now`.
-    fn set_current(&mut self, cpu: u16, now: Current) {
+    /// Whether an event of thread `tid` at `ts` on `cpu` came after what
+    /// the CPUs' tracks already say of later times: a switch on `cpu`
+    /// after `ts`, or `tid` switched in on another CPU after `ts`. (Calls
+    /// staged on a CPU while their thread keeps running can reach the
+    /// manager after the events of other CPUs that the reorder window has
+    /// let through.) Such an event is written on its thread only: a switch
+    /// inferred from it would go back in time and break the CPU's sequence.
+    fn came_late(&self, ts: u64, cpu: u16, tid: u32) -> bool {
+        let since = |cpu: u16| self.cpu_since.get(usize::from(cpu)).copied().unwrap_or(0);
+        if ts < since(cpu) {
+            return true;
+        }
+        tid != 0
+            && self
+                .sched
+                .get(&tid)
+                .and_then(|t| t.running_on)
+                .is_some_and(|other| other != cpu && ts < since(other))
+    }
+
+    /// Records that `cpu` runs `now` since `ts`.
+    fn set_current(&mut self, cpu: u16, now: Current, ts: u64) {
         let at = usize::from(cpu);
         if self.cpu_current.len() <= at {
             self.cpu_current.resize(at + 1, None);
+            self.cpu_since.resize(at + 1, 0);
         }
+        self.cpu_since[at] = self.cpu_since[at].max(ts);
         if let Some(old) = self.cpu_current[at].replace(now)
             && old.tid != now.tid
             && let Some(t) = self.sched.get_mut(&old.tid)
@@ -195,7 +228,7 @@ impl KernelTranslator {
         })?;
         self.counts.context_switches += 1;
         self.counts.inferred_switches += 1;
-        self.set_current(cpu, to);
+        self.set_current(cpu, to, ts);
         Ok(())
     }
 
@@ -231,6 +264,7 @@ impl KernelTranslator {
             if let Some(other) = next.running_on
                 && other != cpu
                 && let Some(c) = self.cpu_current.get(usize::from(other)).copied().flatten()
+                && !self.came_late(ts, other, 0)
             {
                 self.inferred_switch(out, ts, other, c, Current { tid: 0, tgid: 0 })?;
             }
@@ -239,14 +273,16 @@ impl KernelTranslator {
         let next_tgid = if next_tid == 0 {
             Some(0)
         } else {
-            self.see_thread_comm(out, next_tid, &e.next_comm)?
+            let told = (e.next_tgid != ABSENT_ID).then_some(e.next_tgid);
+            self.see_thread_comm(out, next_tid, told, &e.next_comm)?
         };
         self.set_current(
             cpu,
             Current {
                 tid: next_tid,
-                tgid: next_tgid.unwrap_or(next_tid),
+                tgid: next_tgid.unwrap_or(UNKNOWN_TGID),
             },
+            ts,
         );
         let priority = |tid: u32, prio: i32| {
             if tid == 0 {
@@ -334,7 +370,7 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
         e: &SchedWakeupEvent,
     ) -> Result<(), OutputError> {
-        let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu as u16, e.pid, e.prio);
+        let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu, e.pid, e.prio);
         let (waker_tid, waker_cpu) = (e.header.tid, e.header.cpu as u16);
         let seen = self.sched.entry(tid).or_default();
         seen.first_seen.get_or_insert(ts);
@@ -346,11 +382,14 @@ impl KernelTranslator {
             return Ok(());
         }
         if tid != 0 {
-            self.see_thread_comm(out, tid, &e.comm)?;
+            let told = (e.tgid != ABSENT_ID).then_some(e.tgid);
+            self.see_thread_comm(out, tid, told, &e.comm)?;
         }
         let waker_koid = if waker_tid == 0 {
             self.irq_track(out, u32::from(waker_cpu))?
         } else {
+            // Perfetto looks the waker up by its id alone: it must be named.
+            self.know_thread(out, waker_tid, e.header.tgid)?;
             waker_tid
         };
         let args = [
@@ -466,6 +505,56 @@ mod tests {
         // Every switch out is of the thread switched in before it.
         for w in switches.windows(2) {
             assert_eq!(w[0].2, w[1].1, "{switches:?}");
+        }
+    }
+
+    #[test]
+    fn an_event_that_comes_late_infers_no_switch_back_in_time() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // Thread 100 runs on CPU 0, thread 200 on CPU 1.
+        t.current_task(&mut out, &ev::header(10, 0, 100, 100))
+            .unwrap();
+        t.current_task(&mut out, &ev::header(50, 1, 200, 200))
+            .unwrap();
+        // 100 shows up on CPU 1 at 100: it left CPU 0 (idle there).
+        t.current_task(&mut out, &ev::header(100, 1, 100, 100))
+            .unwrap();
+        // A call 100 made on CPU 0 at 60, staged there, arrives now: by
+        // time it belongs before what CPU 0's track already says.
+        t.current_task(&mut out, &ev::header(60, 0, 100, 100))
+            .unwrap();
+        // CPU 0 goes on at 150 with thread 300.
+        t.current_task(&mut out, &ev::header(150, 0, 300, 300))
+            .unwrap();
+        assert_eq!(t.counts().late_events, 1);
+        let bytes = out.finish().unwrap();
+        let (_, recs) = records(&bytes);
+        let mut by_cpu: std::collections::BTreeMap<u16, Vec<(u64, u64, u64)>> = Default::default();
+        for r in &recs {
+            if let Record::ContextSwitch {
+                ts,
+                cpu,
+                outgoing_tid,
+                incoming_tid,
+                ..
+            } = r
+            {
+                by_cpu
+                    .entry(*cpu)
+                    .or_default()
+                    .push((*ts, *outgoing_tid, *incoming_tid));
+            }
+        }
+        assert_eq!(by_cpu[&0], [(100, 100, 0), (150, 0, 300)]);
+        assert_eq!(by_cpu[&1], [(100, 200, 100)]);
+        // In time order, every switch out is of the thread switched in
+        // before it on that CPU.
+        for switches in by_cpu.values_mut() {
+            switches.sort();
+            for w in switches.windows(2) {
+                assert_eq!(w[0].2, w[1].1, "{switches:?}");
+            }
         }
     }
 

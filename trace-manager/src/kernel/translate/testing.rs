@@ -81,7 +81,7 @@ pub(super) mod ev {
     pub fn switch(
         ts: u64,
         cpu: u32,
-        prev: (u32, u32, i32, i64, &str),
+        prev: (u32, u32, i32, i32, &str),
         next: (u32, i32, &str),
     ) -> SchedSwitchEvent {
         SchedSwitchEvent {
@@ -93,12 +93,13 @@ pub(super) mod ev {
             next_pid: next.0,
             next_prio: next.1,
             prev_state: prev.3,
+            next_tgid: ABSENT_ID,
         }
     }
 
     pub fn wakeup(
         ts: u64,
-        target_cpu: i32,
+        target_cpu: u16,
         tid: u32,
         prio: i32,
         comm: &str,
@@ -110,6 +111,7 @@ pub(super) mod ev {
             comm: name(comm),
             pid: tid,
             prio,
+            tgid: ABSENT_ID,
             target_cpu,
             flags: 0,
         }
