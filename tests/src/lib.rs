@@ -672,6 +672,26 @@ pub fn samples(path: &Path) -> Vec<trace_perfetto::DecodedSample> {
     all
 }
 
+/// Copies program `from` to `to` with `cp`, in another process: a copy
+/// written by this (multithreaded) test process can fail to execute with
+/// ETXTBSY while another test thread's fork still holds the copy's
+/// descriptor open for writing, between its fork and its exec.
+pub fn copy_program(from: impl AsRef<Path>, to: &Path) {
+    let (from, to) = (from.as_ref(), to);
+    let _ = std::fs::remove_file(to);
+    let status = Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("running cp: {e}"));
+    assert!(
+        status.success(),
+        "cp {} {} failed",
+        from.display(),
+        to.display()
+    );
+}
+
 /// `trace-cli check FILE`: whether it passes, and what it printed.
 pub fn check(file: &Path) -> (bool, String) {
     let out = Command::new(trace_cli())

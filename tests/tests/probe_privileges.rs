@@ -76,7 +76,7 @@ impl Setup {
     /// A copy of `program` at `rel` in the test's directory, with `mode`.
     fn copy(&self, program: &str, rel: &str, mode: u32) -> PathBuf {
         let path = self.dir.join(rel);
-        std::fs::copy(program, &path).unwrap();
+        tests::copy_program(program, &path);
         chmod(&path, mode);
         path
     }

@@ -134,7 +134,7 @@ fn probes_that_cannot_be_placed_fail_before_recording() {
     assert!(err.contains("needs -p"), "{err}");
     // A stripped copy has no symbol table: the error says so.
     let stripped = tmp("uprobe_target.stripped");
-    std::fs::copy(bin, &stripped).unwrap();
+    tests::copy_program(bin, &stripped);
     let status = Command::new("strip").arg(&stripped).status();
     if status.is_ok_and(|s| s.success()) {
         let err = run(&format!("{}:c_recurse", stripped.display()));
@@ -150,7 +150,7 @@ fn each_process_gets_the_probes_of_its_own_program() {
     // Two copies of the program: the same function in two different files.
     let copy = tmp("uprobe_target_copy");
     let _ = std::fs::remove_file(&copy);
-    std::fs::copy(target_bin(), &copy).unwrap();
+    tests::copy_program(target_bin(), &copy);
     let tests::Target {
         child: mut a,
         stdin: mut a_in,

@@ -157,7 +157,7 @@ fn a_command_is_probed_from_its_start() {
     // run the original meanwhile.
     let copy = tmp("usdt_target_command");
     let _ = std::fs::remove_file(&copy);
-    std::fs::copy(target_bin(), &copy).unwrap();
+    tests::copy_program(target_bin(), &copy);
     let bin = copy.to_str().unwrap();
     let out = Command::new(trace_cli())
         .args(["record", "-c", "kernel:proc", "--usdt"])
@@ -236,7 +236,7 @@ fn each_process_gets_the_probes_of_its_own_program() {
     // Two copies of the program: the same probes in two different files.
     let copy = tmp("usdt_target_copy");
     let _ = std::fs::remove_file(&copy);
-    std::fs::copy(target_bin(), &copy).unwrap();
+    tests::copy_program(target_bin(), &copy);
     let tests::Target {
         child: mut a,
         stdin: mut a_in,

@@ -22,6 +22,7 @@ use crate::follow::{current_wanted, follow_child, wanted};
 use crate::maps::FOLLOWED;
 use crate::record::Record;
 use crate::ring::{header, header_of, layout, now, reserve};
+use crate::stack::forget_first_stack;
 
 /// `task:task_newtask`.
 #[tracepoint]
@@ -70,6 +71,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
+    forget_first_stack((bpf_get_current_pid_tgid() >> 32) as u32);
     if !current_wanted(layout) {
         return 0;
     }

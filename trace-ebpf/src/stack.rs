@@ -38,6 +38,15 @@ static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(
 #[map(name = "STACK_SEEN")]
 static STACK_SEEN: LruHashMap<u32, u8> = LruHashMap::with_max_entries(STACK_SEEN_MAX, 0);
 
+/// Forgets that process `tgid` had its first stack written: it executed a
+/// new program, whose mappings the reader must read when its first stack
+/// comes (which wakes the reader at once again).
+#[inline(always)]
+pub(crate) fn forget_first_stack(tgid: u32) {
+    // A process that had no stack has no entry: nothing to remove.
+    let _ = STACK_SEEN.remove(tgid);
+}
+
 /// The nesting level of stack-writing programs on each CPU.
 #[map(name = "STACK_DEPTH")]
 static STACK_DEPTH: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use trace_common::category::{self, KERNEL_CATEGORIES, KERNEL_PROC};
+use trace_common::category::{self, KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE};
 use trace_common::controller::{KernelCount, KernelStats};
 use trace_common::fxt::{Record, provider_event};
-use trace_common::kernel::{Entry, EntryRef, parse_entry, with_entry};
+use trace_common::kernel::stack::STACK_KIND;
+use trace_common::kernel::{Entry, EntryRef, EventKind, parse_entry, with_entry};
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use crate::kernel::tracepoints::Selection;
@@ -199,8 +200,8 @@ pub struct Progress {
     pub kernel_fill: f64,
 }
 
-/// The process of a stack entry (undecoded), if `bytes` is one.
-fn stack_process(bytes: &[u8]) -> Option<u32> {
+/// The kind of an entry (undecoded) and the process it happened in.
+fn entry_process(bytes: &[u8]) -> Option<(u32, u32)> {
     let word = |at: usize| {
         bytes
             .get(at..at + 4)
@@ -208,7 +209,7 @@ fn stack_process(bytes: &[u8]) -> Option<u32> {
             .map(u32::from_ne_bytes)
     };
     // `EventHeader`: kind at 0, tgid at 20.
-    (word(0)? == trace_common::kernel::stack::STACK_KIND).then(|| word(20))?
+    Some((word(0)?, word(20)?))
 }
 
 /// The kernel categories `patterns` select.
@@ -353,6 +354,13 @@ impl<W: Write> Session<W> {
         }
         self.translator
             .set_proc_instants(categories.iter().any(|c| c == KERNEL_PROC));
+        if categories
+            .iter()
+            .any(|c| c == KERNEL_PROFILE || c == KERNEL_OFFCPU)
+            || !self.config.stacks.probe_stacks.is_empty()
+        {
+            self.translator.prepare_stacks();
+        }
         let kernel = KernelProvider::start(&KernelConfig {
             categories,
             ring_buffer_bytes: self.config.buffer_bytes,
@@ -474,12 +482,18 @@ impl<W: Write> Session<W> {
         // A stack needs its process's mappings while the process lives,
         // however much later it is translated: they are read as the stack
         // arrives (the program wakes the reader at a process's first one).
-        let mut arrived = |bytes: &[u8]| {
-            if stack_process(bytes).is_some()
-                && let Ok(record) = trace_common::kernel::stack::StackRecord::parse(bytes)
-            {
-                translator.borrow_mut().observe_stack_process(&record);
+        // A process that executes a program has new mappings: the stacks
+        // after its exec read them again.
+        let mut arrived = |bytes: &[u8]| match entry_process(bytes) {
+            Some((STACK_KIND, _)) => {
+                if let Ok(record) = trace_common::kernel::stack::StackRecord::parse(bytes) {
+                    translator.borrow_mut().observe_stack_process(&record);
+                }
             }
+            Some((kind, pid)) if kind == EventKind::Exec as u32 => {
+                translator.borrow_mut().forget_stack_process(pid);
+            }
+            _ => {}
         };
         let mut release = |bytes: &[u8]| {
             n += 1;

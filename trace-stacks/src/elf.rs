@@ -56,6 +56,33 @@ pub(crate) struct ElfInfo {
     debug_frame: Option<SectionData>,
 }
 
+/// The bytes of section `s` of `file`, read with one read into a buffer the allocator zeroes
+/// (the read cache would zero its buffer byte by byte in an unoptimised build, which takes
+/// hundreds of milliseconds for a large program's `.eh_frame`, and copy the bytes twice).
+fn section_data<'data>(
+    file: &File,
+    s: &impl ObjectSection<'data>,
+) -> Result<SectionData, std::io::Error> {
+    use std::os::unix::fs::FileExt;
+    let invalid = |e: object::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let range = s.compressed_file_range().map_err(invalid)?;
+    if range.format != object::CompressionFormat::None {
+        return Ok(SectionData::from(&*s.uncompressed_data().map_err(invalid)?));
+    }
+    // A section that says it reaches past the end of the file is refused before anything is
+    // allocated for it.
+    let file_len = file.metadata()?.len();
+    let len = range
+        .offset
+        .checked_add(range.uncompressed_size)
+        .filter(|&end| end <= file_len)
+        .and_then(|_| usize::try_from(range.uncompressed_size).ok())
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, range.offset)?;
+    Ok(SectionData::from(bytes))
+}
+
 impl ElfInfo {
     /// Reads the segments, unwind sections and build id of `file`; `name` is for errors.
     pub(crate) fn read(file: &File, name: &str) -> Result<Self, Error> {
@@ -69,8 +96,8 @@ impl ElfInfo {
             let s = obj.section_by_name(section_name)?;
             let svma = s.address()..s.address().checked_add(s.size())?;
             let data = if with_data {
-                match s.data() {
-                    Ok(bytes) => Some(SectionData::from(bytes)),
+                match section_data(file, &s) {
+                    Ok(bytes) => Some(bytes),
                     Err(e) => {
                         log::debug!("{name}: {section_name} unreadable: {e}");
                         None

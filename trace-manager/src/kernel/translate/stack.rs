@@ -167,6 +167,28 @@ impl KernelTranslator {
         }
     }
 
+    /// Forgets the mappings and the name read of process `pid`, which
+    /// executed a new program (its next stack reads them again; the exec
+    /// program has made that stack wake the reader at once). Called as its
+    /// exec event arrives: read before or during the exec, they are the old
+    /// program's, or a new one's not mapped yet, and its later stacks would
+    /// resolve against them.
+    pub fn forget_stack_process(&mut self, pid: u32) {
+        if let Some(resolver) = self.stacks.resolver.as_mut() {
+            resolver.forget(pid);
+        }
+        // Its name too: the program's, from its next stack.
+        self.stacks.process_names.remove(&pid);
+    }
+
+    /// Makes the stack resolver now, before any stack comes: made at the
+    /// first one, its cost (hundreds of milliseconds in a debug build)
+    /// would delay reading that process's mappings, and a short process
+    /// would be gone by then, its stacks left unresolved.
+    pub fn prepare_stacks(&mut self) {
+        self.stacks.resolver();
+    }
+
     /// Writes one stack event as a Perfetto sample.
     pub fn stack<W: Write>(
         &mut self,
