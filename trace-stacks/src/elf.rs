@@ -1,8 +1,8 @@
 //! What the unwinder needs of an ELF file: its loadable segments (to place it in a process), its
 //! unwind sections, and its build id.
 //!
-//! Read with `object` through a read cache, so only the headers and the unwind sections of a
-//! file are read, never the whole file.
+//! Parsed with `object` through a read cache and the unwind sections read with one read each,
+//! so only the headers and the unwind sections of a file are read, never the whole file.
 
 use std::fs::File;
 use std::ops::Range;
