@@ -209,7 +209,6 @@ const P: (u64, u64) = (1, 10);
 #[test]
 fn a_clean_file_has_no_findings() {
     let mut f = File::new();
-    f.thread(1, 10).thread(1, 11);
     f.switch(100, 0, 0, 10)
         .switch(200, 0, 10, 11)
         .wakeup(250, 10, 11)
@@ -362,15 +361,12 @@ fn scheduling() {
     f.switch(100, 0, 0, 10).switch(200, 0, 11, 0);
     only(&f.bytes, "switch_continuity", true);
     let mut f = File::new();
-    f.thread(1, 10);
     f.switch(100, 0, 0, 10).switch(200, 1, 0, 10);
     only(&f.bytes, "switch_in_while_running", true);
     let mut f = File::new();
-    f.thread(1, 10).thread(1, 11);
     f.switch(100, 0, 0, 10).wakeup(200, 10, 11);
     only(&f.bytes, "wakeup_of_running_thread", true);
     let mut f = File::new();
-    f.thread(1, 10);
     f.wakeup(200, 10, 0);
     only(&f.bytes, "waker_koid_zero", true);
 }

@@ -13,18 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use tests::{parse, require_root, trace_cli, wait_for_recording};
-
-/// Every kernel category alone.
-const SINGLES: &[&str] = &[
-    "kernel:sched",
-    "kernel:proc",
-    "kernel:syscall",
-    "kernel:irq",
-    "kernel:block",
-    "kernel:vm",
-    "kernel:profile",
-    "kernel:offcpu",
-];
+use trace_common::category::KERNEL_CATEGORIES;
 
 /// Common pairs.
 const PAIRS: &[&str] = &[
@@ -143,7 +132,9 @@ fn record_command(extra: &[&str], categories: &str, file: &Path) {
 fn each_selection(label: &str, mut record: impl FnMut(&str, &Path)) {
     require_root();
     let mut problems = Vec::new();
-    for (i, categories) in SINGLES.iter().chain(PAIRS).enumerate() {
+    // Every kernel category alone, then the pairs.
+    let singles = KERNEL_CATEGORIES.iter().map(|(name, _)| *name);
+    for (i, categories) in singles.chain(PAIRS.iter().copied()).enumerate() {
         let file = temp_path(&format!("{label}-{i}.fxt"));
         record(categories, &file);
         problems.extend(assert_owned(&file, categories, label));
