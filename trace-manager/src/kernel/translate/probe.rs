@@ -175,7 +175,6 @@ impl KernelTranslator {
         unfinished: bool,
     ) -> Result<(), OutputError> {
         let ProbeCall { probe, tgid, start } = call;
-        self.know_thread(out, tid, tgid)?;
         let name = usize::try_from(probe)
             .ok()
             .and_then(|i| self.probe_names.get(i).cloned())

@@ -417,14 +417,13 @@ impl KernelTranslator {
         )
     }
 
-    /// Writes a system call event on its thread, naming the thread first.
+    /// Writes a system call event on its thread (which `event` names
+    /// first).
     fn syscall_event<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         e: EventRecord<'_>,
     ) -> Result<(), OutputError> {
-        let (tgid, tid) = e.thread;
-        self.know_thread(out, tid, tgid)?;
         self.event(out, e)?;
         self.counts.syscalls += 1;
         Ok(())
