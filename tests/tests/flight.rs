@@ -170,9 +170,13 @@ fn a_snapshot_holds_the_last_window_without_gaps_and_recording_goes_on() {
 
     let s1 = d.dir.join("s1.fxt");
     let asked = tests::boottime_ns();
+    let asked_at = std::time::Instant::now();
     let said = snapshot(&d, &s1);
     assert!(said.contains("snapshot of "), "{said}");
-    std::thread::sleep(Duration::from_millis(1000));
+    // The second is asked for 1 s after the first (at once if writing the
+    // first took longer), so that its 2 s window still reaches back past
+    // the first's newest events however long the first took to write.
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(asked_at.elapsed()));
     let s2 = d.dir.join("s2.fxt");
     snapshot(&d, &s2);
 
