@@ -709,6 +709,44 @@ pub fn check(file: &Path) -> (bool, String) {
     )
 }
 
+/// `trace-cli report --json ARGS FILES`, parsed.
+pub fn report_json(args: &[&str], files: &[&Path]) -> serde_json::Value {
+    let out = Command::new(trace_cli())
+        .arg("report")
+        .arg("--json")
+        .args(args)
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "trace-cli report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The rows of table `table` of section `section` of a [`report_json`].
+pub fn report_rows<'v>(
+    report: &'v serde_json::Value,
+    section: &str,
+    table: &str,
+) -> &'v Vec<serde_json::Value> {
+    let s = report["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == section)
+        .unwrap_or_else(|| panic!("no section {section}"));
+    let t = s["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == table)
+        .unwrap_or_else(|| panic!("no table {table} in {section}: {s}"));
+    t["rows"].as_array().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -20,36 +20,12 @@ use tests::{require_root, temp_dir, trace_cli, wait_for_recording};
 
 /// `trace-cli report --json ARGS`, parsed.
 fn report(args: &[&str], files: &[&Path]) -> Value {
-    let out = Command::new(trace_cli())
-        .arg("report")
-        .arg("--json")
-        .args(args)
-        .args(files)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "trace-cli report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    tests::report_json(args, files)
 }
 
 /// The rows of table `table` of section `section`.
 fn rows<'v>(report: &'v Value, section: &str, table: &str) -> &'v Vec<Value> {
-    let s = report["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == section)
-        .unwrap_or_else(|| panic!("no section {section}"));
-    let t = s["tables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == table)
-        .unwrap_or_else(|| panic!("no table {table} in {section}: {s}"));
-    t["rows"].as_array().unwrap()
+    tests::report_rows(report, section, table)
 }
 
 /// The row of `rows` whose `column` is `value`.

@@ -126,6 +126,16 @@ pub struct ReadStats {
     pub first_ts: Option<u64>,
     /// Latest event timestamp (or end of a span), ns.
     pub last_ts: Option<u64>,
+    /// Earliest timestamp at which the trace saw something happen: that of
+    /// any record but a span written with its begin (a begin, or a whole
+    /// span); `None` when it has only those. A file cut out of a longer
+    /// recording (rotated, or the window around a trigger) begins with the
+    /// spans still open at the cut, carried over with their first
+    /// timestamps, a system call that spans the cut is written whole where
+    /// it ends, and one the recorder saw only end is begun where the
+    /// recording began: what the CPUs did is known only from the file's
+    /// first other record on.
+    pub observed_from: Option<u64>,
     /// Events of kinds not read into [`Event`]s (flows, logs, unknown
     /// records).
     pub skipped: u64,
@@ -347,10 +357,23 @@ impl TraceReader {
         }
     }
 
+    /// A record at `ts` that says something happened then.
     fn seen(&mut self, ts: u64) {
+        self.spans(ts);
+        self.observed(ts);
+    }
+
+    /// A record stamped `ts`.
+    fn spans(&mut self, ts: u64) {
         let s = &mut self.stats;
         s.first_ts = Some(s.first_ts.map_or(ts, |f| f.min(ts)));
         s.last_ts = Some(s.last_ts.map_or(ts, |l| l.max(ts)));
+    }
+
+    /// Something happened at `ts` (see [`ReadStats::observed_from`]).
+    fn observed(&mut self, ts: u64) {
+        let s = &mut self.stats;
+        s.observed_from = Some(s.observed_from.map_or(ts, |f| f.min(ts)));
     }
 
     fn sym(&mut self, r: &StringRef<'_>) -> Sym {
@@ -492,7 +515,16 @@ impl TraceReader {
                 let category = self.sym(&category);
                 let name = self.sym(&name);
                 let args = self.args(&args);
-                self.seen(ts);
+                self.spans(ts);
+                let begins = matches!(
+                    kind,
+                    EventKind::DurationBegin
+                        | EventKind::DurationComplete { .. }
+                        | EventKind::AsyncBegin { .. }
+                );
+                if !begins {
+                    self.observed(ts);
+                }
                 self.event(ts, track, category, name, args, kind, scope, sink);
             }
             Record::ContextSwitch {

@@ -187,6 +187,15 @@ fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
         ),
         units::seconds(info.start_ns.unwrap_or(0))
     );
+    if let (Some(start), Some(seen)) = (info.start_ns, info.observed_ns)
+        && seen.saturating_sub(start) >= 1_000_000
+    {
+        let _ = write!(
+            s,
+            " (events from {} s on; spans before it were open when the file began)",
+            units::seconds(seen - start)
+        );
+    }
     if let Some((from, to)) = info.window_ns {
         let start = info.start_ns.unwrap_or(0);
         let _ = write!(

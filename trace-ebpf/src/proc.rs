@@ -1,9 +1,9 @@
 //! `kernel:proc`: new tasks, execs, exits and renames. They are attached
 //! whatever the categories, since they name the processes and threads that
 //! every other event refers to (userspace writes them as `kernel:proc`
-//! instants only when that category is on); `task_newtask` and
-//! `sched_process_exit` also keep the pid filter's followed threads up to
-//! date.
+//! instants only when that category is on); `task_newtask` also
+//! follows the tasks followed ones create (`sched_switch` forgets them at
+//! their last switch out).
 
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -14,12 +14,11 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use trace_common::kernel::{
-    ABSENT_ID, CLONE_THREAD, COMM_LEN, EventKind, FILENAME_LEN, FILTER_PIDS, GROUP_DEAD_UNKNOWN,
+    ABSENT_ID, CLONE_THREAD, COMM_LEN, EventKind, FILENAME_LEN, GROUP_DEAD_UNKNOWN,
     ProcessExecEvent, ProcessExitEvent, TaskNewtaskEvent, TaskRenameEvent,
 };
 
 use crate::follow::{current_wanted, follow_child, wanted};
-use crate::maps::FOLLOWED;
 use crate::record::Record;
 use crate::ring::{header, header_of, layout, now, reserve};
 use crate::stack::forget_first_stack;
@@ -106,13 +105,9 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let tid = bpf_get_current_pid_tgid() as u32;
-    let record = wanted(layout, tid);
-    if layout.filter & FILTER_PIDS != 0 {
-        // The task is gone: stop following it (its id may be reused). A
-        // missing entry is fine.
-        let _ = FOLLOWED.remove(tid);
-    }
-    if !record {
+    // Still followed: its last switch out, recorded, is where its time on
+    // CPU ends (`sched_switch` stops following it there).
+    if !wanted(layout, tid) {
         return 0;
     }
     let l = &layout.process_exit;

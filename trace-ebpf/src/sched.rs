@@ -9,15 +9,18 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext},
 };
 use trace_common::kernel::{
-    ABSENT_ID, EventKind, KernelLayout, MARK_TASK_CPU, MARK_TASK_EXIT_STATE, MARK_TASK_PID,
-    MARK_TASK_PRIO, MARK_TASK_TGID, SchedSwitchEvent, SchedWakeupEvent, SchedWakeupLayout,
-    WAKEUP_NEW,
+    ABSENT_ID, COMM_LEN, EventKind, KernelLayout, MARK_TASK_CPU, MARK_TASK_EXIT_STATE,
+    MARK_TASK_PID, MARK_TASK_PRIO, MARK_TASK_TGID, SchedSwitchEvent, SchedWakeupEvent,
+    SchedWakeupLayout, WAKEUP_NEW,
 };
 
-use crate::follow::{current_wanted, wanted};
+use crate::follow::{current_wanted, forget_exited, wanted};
 use crate::record::Record;
 use crate::ring::{header, layout, now, reserve, wakeup_flags};
 use crate::task::{field, task_comm};
+
+/// The kernel priority the idle task reports.
+const IDLE_PRIO: i32 = 120;
 
 /// `sched:sched_switch`.
 #[tracepoint]
@@ -28,9 +31,12 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    if !current_wanted(layout) && !wanted(layout, r.id(&l.next_pid)) {
+    let (prev_wanted, next_wanted) = (current_wanted(layout), wanted(layout, r.id(&l.next_pid)));
+    if !prev_wanted && !next_wanted {
         return 0;
     }
+    let prev_state = r.int(&l.prev_state) as i32;
+    forget_exited(layout, r.id(&l.prev_pid), prev_state);
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
         return 0;
     };
@@ -46,11 +52,42 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         (*e).prev_prio = r.i32(&l.prev_prio);
         (*e).next_pid = r.id(&l.next_pid);
         (*e).next_prio = r.i32(&l.next_prio);
-        (*e).prev_state = r.int(&l.prev_state) as i32;
+        (*e).prev_state = prev_state;
         (*e).next_tgid = ABSENT_ID;
+        hide_unfollowed(e, prev_wanted, next_wanted);
     }
     r.submit(layout, entry);
     0
+}
+
+/// Under a pid filter, writes the side of a switch that is not followed as
+/// the idle task: the recording does not see what that task does next (its
+/// own switch out is not recorded), so it must not look as if it ran until
+/// the CPU's next recorded switch.
+///
+/// # Safety
+///
+/// `e` points at a reserved, writable `SchedSwitchEvent` whose fields are
+/// written.
+#[inline(always)]
+unsafe fn hide_unfollowed(e: *mut SchedSwitchEvent, prev_wanted: bool, next_wanted: bool) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !prev_wanted {
+            (*e).header.tid = 0;
+            (*e).header.tgid = 0;
+            (*e).prev_pid = 0;
+            (*e).prev_prio = IDLE_PRIO;
+            (*e).prev_state = 0;
+            (*e).prev_comm = [0; COMM_LEN];
+        }
+        if !next_wanted {
+            (*e).next_pid = 0;
+            (*e).next_prio = IDLE_PRIO;
+            (*e).next_tgid = 0;
+            (*e).next_comm = [0; COMM_LEN];
+        }
+    }
 }
 
 /// Shared body of the two wake-up tracepoints.
@@ -148,9 +185,18 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: `next` is the tracepoint's task argument; the marker is
     // patched to `task_struct.pid`.
     let next_pid: u32 = unsafe { field(next, MARK_TASK_PID) };
-    if !current_wanted(layout) && !wanted(layout, next_pid) {
+    let (prev_wanted, next_wanted) = (current_wanted(layout), wanted(layout, next_pid));
+    if !prev_wanted && !next_wanted {
         return 0;
     }
+    // SAFETY: `prev` is the tracepoint's task argument; the marker is
+    // patched to `task_struct.exit_state`.
+    let state = switch_state(preempt & 0xff != 0, prev_state as u32, unsafe {
+        field(prev, MARK_TASK_EXIT_STATE)
+    });
+    // SAFETY: as above, patched to `task_struct.pid`.
+    let prev_pid: u32 = unsafe { field(prev, MARK_TASK_PID) };
+    forget_exited(layout, prev_pid, state);
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
         return 0;
     };
@@ -163,16 +209,13 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
         (*e).header = header(EventKind::Switch, ts);
         task_comm(prev, ptr::addr_of_mut!((*e).prev_comm));
         task_comm(next, ptr::addr_of_mut!((*e).next_comm));
-        (*e).prev_pid = field(prev, MARK_TASK_PID);
+        (*e).prev_pid = prev_pid;
         (*e).prev_prio = field(prev, MARK_TASK_PRIO);
         (*e).next_pid = next_pid;
         (*e).next_prio = field(next, MARK_TASK_PRIO);
-        (*e).prev_state = switch_state(
-            preempt & 0xff != 0,
-            prev_state as u32,
-            field(prev, MARK_TASK_EXIT_STATE),
-        );
+        (*e).prev_state = state;
         (*e).next_tgid = field(next, MARK_TASK_TGID);
+        hide_unfollowed(e, prev_wanted, next_wanted);
     }
     entry.submit(wakeup_flags(layout));
     0

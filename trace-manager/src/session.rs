@@ -85,6 +85,9 @@ struct KernelKeep {
     /// kept events' processes and threads are named as they were when the
     /// first kept event happened.
     forgotten: NameState,
+    /// Whether events were forgotten (circular): what is kept then begins
+    /// at its first event, not where the recording began.
+    forgot: bool,
 }
 
 impl KernelKeep {
@@ -101,8 +104,44 @@ impl KernelKeep {
                 self.forgotten.apply(&event);
             }
             self.ring.drain(..end);
+            self.forgot = true;
         }
     }
+}
+
+/// Translates the events a circular recording kept (`ring`: each a
+/// little-endian `u16` length and the entry's bytes), oldest first; when
+/// older ones were forgotten, `translator` starts at the first kept event
+/// (what began before it is written as begun there). Returns the entries
+/// that could not be read.
+fn translate_kept<W: Write>(
+    translator: &mut KernelTranslator,
+    out: &mut FxtStream<W>,
+    ring: &std::collections::VecDeque<u8>,
+    forgot: bool,
+    stacks: bool,
+) -> Result<u64, RecordError> {
+    let (mut at, mut malformed, mut first) = (0, 0, forgot);
+    let mut bytes = Vec::new();
+    while at + 2 <= ring.len() {
+        let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
+        bytes.clear();
+        bytes.extend(ring.range(at + 2..(at + 2 + len).min(ring.len())));
+        at += 2 + len;
+        match parse_entry(&bytes) {
+            Ok(Entry::Fixed(event)) => {
+                if std::mem::take(&mut first) {
+                    translator.set_start(event.header().ts);
+                }
+                translator.translate(out, &event)?
+            }
+            Ok(Entry::Tracepoint(record)) => translator.tracepoint(out, &record)?,
+            Ok(Entry::Stack(record)) if stacks => translator.stack(out, &record)?,
+            Ok(Entry::Stack(_)) => {}
+            Err(_) => malformed += 1,
+        }
+    }
+    Ok(malformed)
 }
 
 /// Why a session failed.
@@ -230,6 +269,7 @@ fn translator_for(config: &RecordConfig) -> KernelTranslator {
             .iter()
             .any(|c| c == KERNEL_PROC),
     );
+    translator.set_followed_only(config.pids.is_some());
     translator.set_tracepoints(Arc::clone(&config.tracepoints));
     translator.set_sample_hz(config.stacks.sample_hz);
     translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
@@ -328,6 +368,7 @@ impl<W: Write> Session<W> {
         if disposition != BufferDisposition::Retain || self.written_at_stop {
             self.keep.ring.clear();
             self.keep.forgotten = NameState::default();
+            self.keep.forgot = false;
             self.keep.used = 0;
         }
         self.written_at_stop = false;
@@ -373,7 +414,11 @@ impl<W: Write> Session<W> {
             stacks: self.config.stacks.clone(),
         })?;
         self.kernel = Some(kernel);
-        self.translator.restart(boottime_ns());
+        // The programs are attached: a call that ends without its entry
+        // began before this.
+        let now = boottime_ns();
+        self.translator.restart(now);
+        self.translator.set_start(now);
         self.started = Some(Instant::now());
         self.section.begin(&mut self.out)?;
         // The programs are attached already: whatever is created from now
@@ -607,20 +652,13 @@ impl<W: Write> Session<W> {
         // The names as they were at the first kept event, where the kept
         // events do not say them.
         translator.write_names(&mut out, &self.keep.forgotten)?;
-        let ring = &self.keep.ring;
-        let mut at = 0;
-        let mut bytes = Vec::new();
-        while at + 2 <= ring.len() {
-            let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
-            bytes.clear();
-            bytes.extend(ring.range(at + 2..(at + 2 + len).min(ring.len())));
-            at += 2 + len;
-            match parse_entry(&bytes) {
-                Ok(Entry::Fixed(event)) => translator.translate(&mut out, &event)?,
-                Ok(Entry::Tracepoint(record)) => translator.tracepoint(&mut out, &record)?,
-                Ok(Entry::Stack(_)) | Err(_) => {}
-            }
-        }
+        translate_kept(
+            &mut translator,
+            &mut out,
+            &self.keep.ring,
+            self.keep.forgot,
+            false,
+        )?;
         translator.finish_open(&mut out)?;
         Ok(out.finish()?)
     }
@@ -629,28 +667,14 @@ impl<W: Write> Session<W> {
     fn write_kept(&mut self) -> Result<(), RecordError> {
         let ring = std::mem::take(&mut self.keep.ring);
         let forgotten = std::mem::take(&mut self.keep.forgotten);
+        let forgot = std::mem::take(&mut self.keep.forgot);
         if ring.is_empty() {
             return Ok(());
         }
         self.out.enter_provider(KERNEL_PROVIDER_ID)?;
         self.translator.write_names(&mut self.out, &forgotten)?;
-        let mut at = 0;
-        while at + 2 <= ring.len() {
-            let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
-            let bytes: Vec<u8> = ring
-                .range(at + 2..(at + 2 + len).min(ring.len()))
-                .copied()
-                .collect();
-            at += 2 + len;
-            match parse_entry(&bytes) {
-                Ok(Entry::Fixed(event)) => self.translator.translate(&mut self.out, &event)?,
-                Ok(Entry::Tracepoint(record)) => {
-                    self.translator.tracepoint(&mut self.out, &record)?
-                }
-                Ok(Entry::Stack(record)) => self.translator.stack(&mut self.out, &record)?,
-                Err(_) => self.stats.malformed += 1,
-            }
-        }
+        self.stats.malformed +=
+            translate_kept(&mut self.translator, &mut self.out, &ring, forgot, true)?;
         self.translator.finish_open(&mut self.out)?;
         Ok(())
     }

@@ -149,6 +149,11 @@ pub struct TraceInfo {
     pub start_ns: Option<u64>,
     /// The latest timestamp.
     pub end_ns: Option<u64>,
+    /// Where what the trace saw begins ([`ReadStats::observed_from`]):
+    /// later than `start_ns` in a file cut out of a longer recording, whose
+    /// open spans are carried over with their first timestamps. The
+    /// figures' time span counts from here.
+    pub observed_ns: Option<u64>,
     /// The window the figures cover, [from, to) ns, when a time range was
     /// given.
     pub window_ns: Option<(u64, u64)>,
@@ -171,7 +176,10 @@ impl TraceInfo {
 
     /// The time the figures cover: the trace's, cut to the window.
     pub fn bounds(&self) -> (u64, u64) {
-        let (mut from, mut to) = (self.start_ns.unwrap_or(0), self.end_ns.unwrap_or(0));
+        let (mut from, mut to) = (
+            self.observed_ns.or(self.start_ns).unwrap_or(0),
+            self.end_ns.unwrap_or(0),
+        );
         if let Some((a, b)) = self.window_ns {
             from = from.max(a);
             to = to.min(b);
@@ -330,6 +338,7 @@ impl Reporter {
             malformed: stats.error_messages.clone(),
             start_ns: stats.first_ts,
             end_ns: stats.last_ts,
+            observed_ns: stats.observed_from,
             window_ns: self.filter.by_time().then(|| self.filter.window()),
             providers,
             notes: Vec::new(),
@@ -343,7 +352,8 @@ impl Reporter {
             selection: &self.options.selection,
         };
         if let Some(s) = &mut self.sched {
-            s.finish(stats.first_ts, stats.last_ts, cx, &mut self.filter);
+            let from = stats.observed_from.or(stats.first_ts);
+            s.finish(from, stats.last_ts, cx, &mut self.filter);
         }
         let o = &self.options;
         let mut sections = Vec::new();

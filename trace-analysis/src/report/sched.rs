@@ -500,6 +500,30 @@ mod tests {
     }
 
     #[test]
+    fn a_file_cut_out_of_a_recording_credits_nothing_before_what_it_saw() {
+        let mut t = Fxt::new();
+        t.process(10, "app").thread(10, 11, "worker");
+        // A rotated file: a system call that began before the cut comes
+        // first, whole; the file's first switch is at 1 000. Thread 11 ran
+        // up to that switch, but since when, the file does not know.
+        t.slice(0, 1_200, 10, 11, "kernel:syscall", "read", vec![])
+            .switch(1_000, 0, 11, 3, 0)
+            .wakeup(1_500, 0, 11)
+            .switch(1_600, 0, 0, 3, 11)
+            .wakeup(2_000, 1, 99);
+        let (s, _) = t.sched();
+        assert_eq!(s.threads[&11].on_cpu, 400);
+        assert_eq!(s.cpus[&0].busy, 400);
+        let r = t.report(crate::report::Options {
+            sections: vec![crate::report::SectionId::Cpu],
+            ..Default::default()
+        });
+        assert_eq!(r.trace.start_ns, Some(0));
+        assert_eq!(r.trace.observed_ns, Some(1_000));
+        assert_eq!(r.trace.span(), 1_000);
+    }
+
+    #[test]
     fn latencies_count_only_when_the_switch_in_is_the_next_sign_of_running() {
         let mut t = Fxt::new();
         t.process(10, "app")

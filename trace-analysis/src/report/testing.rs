@@ -172,7 +172,12 @@ impl Fxt {
     pub fn sched_with(&self, selection: Selection) -> (Sched, Context) {
         let mut s = Sched::new(20);
         let (stats, cx, mut f) = self.run(selection, |e, cx, f| s.event(e, cx, f));
-        s.finish(stats.first_ts, stats.last_ts, &cx, &mut f);
+        s.finish(
+            stats.observed_from.or(stats.first_ts),
+            stats.last_ts,
+            &cx,
+            &mut f,
+        );
         (s, cx)
     }
 

@@ -220,6 +220,10 @@ pub struct KernelTranslator {
     /// events are then written as instants too; without it they only name
     /// the processes and threads.
     proc_instants: bool,
+    /// Whether a pid filter chooses what is recorded: then wake-ups and
+    /// block completions, which the kernel records for a followed task
+    /// whatever runs, do not say which task their CPU runs.
+    followed_only: bool,
     /// Process koids whose name was written, with that name.
     processes: Map<u32, String>,
     counts: KernelRecordCounts,
@@ -323,6 +327,7 @@ impl KernelTranslator {
             threads: Map::default(),
             known: Box::new([0; KNOWN_CACHE]),
             proc_instants: true,
+            followed_only: false,
             processes: Map::default(),
             counts: KernelRecordCounts::default(),
             syscall_table: table,
@@ -356,6 +361,14 @@ impl KernelTranslator {
     /// `kernel:proc` instants (they name processes and threads either way).
     pub fn set_proc_instants(&mut self, on: bool) {
         self.proc_instants = on;
+    }
+
+    /// Sets whether a pid filter chooses the events (`-p`, or a command
+    /// without `-a`). The kernel then writes the side of a switch that is
+    /// not followed as the idle task, and only events of followed tasks
+    /// say which task a CPU runs.
+    pub fn set_followed_only(&mut self, on: bool) {
+        self.followed_only = on;
     }
 
     /// Sets `kernel:profile`'s sampling frequency (described with its
@@ -434,7 +447,13 @@ impl KernelTranslator {
         if !self.wants(h.ts) {
             return Ok(());
         }
-        self.current_task(out, h)?;
+        let of_any_task = matches!(
+            event,
+            KernelEvent::Wakeup(_) | KernelEvent::BlockComplete(_)
+        );
+        if !(self.followed_only && of_any_task) {
+            self.current_task(out, h)?;
+        }
         match event {
             KernelEvent::Switch(e) => self.switch(out, e),
             KernelEvent::Wakeup(e) => self.wakeup(out, e),

@@ -559,6 +559,60 @@ mod tests {
     }
 
     #[test]
+    fn with_a_pid_filter_a_wakeup_or_completion_by_another_task_infers_no_switch() {
+        use trace_common::kernel::KernelEvent;
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_followed_only(true);
+        // Followed thread 69 runs on CPU 0, then is switched out for a
+        // task the filter does not follow (written as the idle task).
+        t.translate(
+            &mut out,
+            &KernelEvent::Switch(ev::switch(100, 0, (0, 0, 120, 0, ""), (69, 120, "app"))),
+        )
+        .unwrap();
+        t.translate(
+            &mut out,
+            &KernelEvent::Switch(ev::switch(200, 0, (69, 69, 120, 1, "app"), (0, 120, ""))),
+        )
+        .unwrap();
+        // That task (500) wakes 69 and a request 69 issued completes in its
+        // interrupt: neither says that 500 runs where the recording
+        // follows only 69.
+        t.translate(
+            &mut out,
+            &KernelEvent::Wakeup(ev::wakeup(300, 1, 69, 120, "app", 500, 0)),
+        )
+        .unwrap();
+        t.translate(
+            &mut out,
+            &KernelEvent::BlockComplete(ev::block_complete(350, 8, 0, 0)),
+        )
+        .unwrap();
+        t.translate(
+            &mut out,
+            &KernelEvent::Switch(ev::switch(400, 0, (0, 0, 120, 0, ""), (69, 120, "app"))),
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 0);
+        assert_eq!(t.counts().context_switches, 3);
+        // Without the filter the same wake-up is evidence of 500 on CPU 0.
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.translate(
+            &mut out,
+            &KernelEvent::Switch(ev::switch(200, 0, (69, 69, 120, 1, "app"), (0, 120, ""))),
+        )
+        .unwrap();
+        t.translate(
+            &mut out,
+            &KernelEvent::Wakeup(ev::wakeup(300, 1, 69, 120, "app", 500, 0)),
+        )
+        .unwrap();
+        assert_eq!(t.counts().inferred_switches, 1);
+    }
+
+    #[test]
     fn a_thread_switched_in_on_another_cpu_leaves_the_first_one() {
         let mut out = FxtStream::new(Vec::new()).unwrap();
         let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());

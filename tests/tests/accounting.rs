@@ -1,0 +1,265 @@
+//! End-to-end: the CPU time `trace-cli report` gives a process agrees with
+//! the process's own clock (CLOCK_PROCESS_CPUTIME_ID, which counts its
+//! ended threads too), in every way of recording it: a command (`--`) in
+//! each kernel buffering mode, a running process (`-p`), and a recording
+//! cut into rotated files (their figures summed). `cpu_time_workload`
+//! starts threads that each burn a known amount of CPU and end, then
+//! sleeps: a thread whose last switch out the recording missed would be
+//! charged for the whole sleep.
+//!
+//! And a circular recording that forgot its oldest events covers the time
+//! of the events it kept, not the time since the recording began.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use tests::{report_json, report_rows, require_root, temp_dir, trace_cli, wait_for_recording};
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_cpu_time_workload");
+
+/// The rows of the CPU section's table `table`, none when the trace has
+/// no context switches (a rotated file may have none).
+fn cpu_rows<'v>(report: &'v Value, table: &str) -> &'v [Value] {
+    let has_tables = report["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["id"] == "cpu" && s["tables"].as_array().is_some_and(|t| !t.is_empty()));
+    if has_tables {
+        report_rows(report, "cpu", table)
+    } else {
+        &[]
+    }
+}
+
+/// The time on CPU the report gives process `pid` (0 when it has no row).
+fn on_cpu(report: &Value, pid: u64) -> u64 {
+    cpu_rows(report, "processes")
+        .iter()
+        .find(|r| r["pid"] == pid)
+        .map_or(0, |r| r["on_cpu"].as_u64().unwrap())
+}
+
+/// `pid` and `cpu_ns` of the workload's last line.
+fn workload_figures(stdout: &str) -> (u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("cpu_ns="))
+        .unwrap_or_else(|| panic!("no cpu_ns in {stdout:?}"));
+    let n = tests::workload::numbers(line);
+    (n["pid"], n["cpu_ns"])
+}
+
+/// Our figure is the workload's, give or take 10% and 15 ms (the report
+/// also counts the process's start before `main` and its exit).
+fn agrees(what: &str, ours: u64, theirs: u64) {
+    let slack = theirs / 10 + 15_000_000;
+    assert!(
+        ours.abs_diff(theirs) <= slack,
+        "{what}: report says {:.1} ms on CPU, the process's own clock {:.1} ms",
+        ours as f64 / 1e6,
+        theirs as f64 / 1e6
+    );
+}
+
+/// `trace-cli record ARGS -o OUT -- cpu_time_workload`: the workload's pid
+/// and CPU time.
+fn record_workload(out: &Path, args: &[&str]) -> (u64, u64) {
+    let output = Command::new(trace_cli())
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(WORKLOAD)
+        .env("TRACE_MANAGER_SOCKET", out.with_extension("sock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "trace-cli record failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    workload_figures(&String::from_utf8_lossy(&output.stdout))
+}
+
+#[test]
+fn a_commands_cpu_time_is_its_own_in_every_buffering_mode() {
+    require_root();
+    let dir = temp_dir("accounting-modes");
+    for mode in ["oneshot", "circular", "streaming"] {
+        let out = dir.join(format!("{mode}.fxt"));
+        let (pid, theirs) = record_workload(
+            &out,
+            &[
+                "-c",
+                "kernel:sched",
+                "--kernel-buffering-mode",
+                mode,
+                "-b",
+                "16",
+            ],
+        );
+        let report = report_json(&["--section", "cpu"], &[&out]);
+        agrees(mode, on_cpu(&report, pid), theirs);
+    }
+}
+
+#[test]
+fn a_running_processs_cpu_time_is_its_own() {
+    require_root();
+    let dir = temp_dir("accounting-pid");
+    let file = dir.join("trace.fxt");
+    let mut target = Command::new(WORKLOAD)
+        .arg("--wait-stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = target.stdin.take().unwrap();
+    let mut stdout = BufReader::new(target.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let pid = tests::workload::numbers(&first)["pid"].to_string();
+    let mut recorder = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:sched", "-p", &pid, "-o"])
+        .arg(&file)
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recorder.stderr.take().unwrap());
+    wait_for_recording(&mut err);
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    drop(stdin);
+    assert!(target.wait().unwrap().success());
+    // SAFETY: kill() with a pid and a signal has no memory effects.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{log}");
+    let (pid, theirs) = workload_figures(&line);
+    let report = report_json(&["--section", "cpu"], &[&file]);
+    agrees("-p", on_cpu(&report, pid), theirs);
+}
+
+/// The files of a rotated recording into `dir`, in order.
+fn rotated(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("trace-") && n.ends_with(".fxt"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_cpu_time_of_rotated_files_adds_up_to_the_processs_own() {
+    require_root();
+    let dir = temp_dir("accounting-rotated");
+    let out = dir.join("trace.fxt");
+    // The whole system's scheduling and system calls, so that the files
+    // turn over while the workload runs.
+    let (pid, theirs) = record_workload(
+        &out,
+        &[
+            "-a",
+            "-c",
+            "kernel:sched,kernel:syscall",
+            "--buffering-mode",
+            "streaming",
+            "--rotate",
+            "64K",
+        ],
+    );
+    let files = rotated(&dir);
+    assert!(files.len() >= 3, "only {} files", files.len());
+    let mut ours = 0;
+    for f in &files {
+        let report = report_json(&["--section", "cpu"], &[f]);
+        let (from, to) = (
+            report["trace"]["observed_ns"].as_u64().unwrap(),
+            report["trace"]["end_ns"].as_u64().unwrap(),
+        );
+        // Nothing in a file is charged for more time than the file covers.
+        for cpu in cpu_rows(&report, "cpus") {
+            let busy = cpu["busy"].as_u64().unwrap();
+            assert!(
+                busy <= to - from,
+                "{}: {cpu} in {} ns",
+                f.display(),
+                to - from
+            );
+        }
+        ours += on_cpu(&report, pid);
+    }
+    agrees("rotated files, summed", ours, theirs);
+}
+
+#[test]
+fn a_circular_recording_covers_the_time_of_the_events_it_kept() {
+    require_root();
+    let dir = temp_dir("accounting-circular");
+    let out = dir.join("trace.fxt");
+    // Every CPU makes system calls as fast as it can for 3 s: a 1 MiB
+    // circular buffer keeps a small part of that.
+    let output = Command::new(trace_cli())
+        .args([
+            "record",
+            "-a",
+            "-c",
+            "kernel:sched,kernel:syscall",
+            "--kernel-buffering-mode",
+            "circular",
+            "-b",
+            "1",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("--")
+        .args([env!("CARGO_BIN_EXE_syscall_rate"), "0", "3"])
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let t = tests::parse(&out);
+    let switches: Vec<u64> = t.switches.iter().map(|s| s.ts).collect();
+    let (first, last) = (
+        *switches.iter().min().expect("no switches kept"),
+        *switches.iter().max().unwrap(),
+    );
+    let report = report_json(&["--section", "cpu"], &[&out]);
+    let (from, to) = (
+        report["trace"]["observed_ns"].as_u64().unwrap(),
+        report["trace"]["end_ns"].as_u64().unwrap(),
+    );
+    let kept = last - first;
+    assert!(
+        kept < 2_000_000_000,
+        "the buffer kept {kept} ns of a 3 s storm: too much for the test"
+    );
+    // What the report covers is what the events kept cover (their other
+    // events, system calls, lie around the switches by little).
+    assert!(
+        to - from <= kept + kept / 2 + 50_000_000,
+        "the report covers {} ns, the kept switches {kept} ns",
+        to - from
+    );
+    for cpu in report_rows(&report, "cpu", "cpus") {
+        assert!(cpu["busy"].as_u64().unwrap() <= to - from, "{cpu}");
+    }
+}
