@@ -32,7 +32,12 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages needed to build and link `bpf-linker`, and to build the
 /// end-to-end tests' C USDT probes (`systemtap-sdt-dev`: `sys/sdt.h`).
-const DEBIAN_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev", "systemtap-sdt-dev"];
+const DEBIAN_PACKAGES: &[&str] = &[
+    "build-essential",
+    "zlib1g-dev",
+    "systemtap-sdt-dev",
+    "strace",
+];
 
 /// Runs every setup step.
 pub fn setup() -> Result<()> {

@@ -78,6 +78,15 @@ pub struct ArgSpec {
     pub kind: ArgKind,
 }
 
+/// Whether system call `nr` makes a task (`clone`, `clone3`, `fork`,
+/// `vfork`): the new task returns from it, 0, without having entered it.
+pub fn creates_task(nr: i64) -> bool {
+    usize::try_from(nr)
+        .ok()
+        .and_then(syscalls::Sysno::new)
+        .is_some_and(|s| matches!(s.name(), "clone" | "clone3" | "fork" | "vfork"))
+}
+
 /// What the trace says about one system call number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyscallInfo {

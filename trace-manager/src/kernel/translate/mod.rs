@@ -200,6 +200,9 @@ pub struct KernelRecordCounts {
     /// past their time (system calls staged on a CPU while their thread
     /// kept running): written on their thread, no switch inferred.
     pub late_events: u64,
+    /// Returns of new tasks from the `clone` or `fork` that made them: not
+    /// written (the call is their parent's).
+    pub child_returns: u64,
     /// Stack samples (profile, off-CPU, wakers, probes' stacks).
     pub samples: u64,
 }

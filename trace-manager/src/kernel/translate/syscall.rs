@@ -9,7 +9,7 @@ use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef};
 use trace_common::kernel::{SysEnterEvent, SysExitEvent, SyscallEvent};
 
 use super::{EventRecord, KernelTranslator};
-use crate::kernel::syscalls::SyscallInfo;
+use crate::kernel::syscalls::{SyscallInfo, creates_task};
 use crate::output::{FxtStream, OutputError};
 
 /// How a system call ended, as far as the events tell.
@@ -169,11 +169,16 @@ impl KernelTranslator {
                     // A return from no known call: nothing to draw.
                     return Ok(());
                 }
+                if last_end == 0 && ret == 0 && creates_task(nr) {
+                    // A new task's first return, from the clone or fork
+                    // that made it: its parent's call, not one of its own.
+                    self.counts.child_returns += 1;
+                    return Ok(());
+                }
                 // Entered before the recording, or before the thread was
-                // seen (the child's side of clone and fork, which returns
-                // without having entered): it spans from the recording's
-                // start for a thread that existed then, else from when the
-                // thread was first seen, never before the thread existed.
+                // seen: it spans from the recording's start for a thread
+                // that existed then, else from when the thread was first
+                // seen, never before the thread existed.
                 // A thread seen returning from a call before entered this
                 // one after that return: its entry was lost.
                 if last_end != 0 {
@@ -604,12 +609,13 @@ mod tests {
     }
 
     #[test]
-    fn sigreturn_returns_from_its_own_call_and_clone_children_start_when_created() {
+    fn sigreturn_returns_from_its_own_call_and_a_clone_childs_return_is_no_call() {
         let mut out = FxtStream::new(Vec::new()).unwrap();
         let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
         t.set_start(1_000);
         let sigreturn = i64::from(syscalls::Sysno::rt_sigreturn.id());
         let clone = i64::from(syscalls::Sysno::clone.id());
+        let read = i64::from(syscalls::Sysno::read.id());
         // `rt_sigreturn` returns with call number -1.
         t.sys_enter(&mut out, &ev::sys_enter(2_000, 50, 50, sigreturn, [0; 6]))
             .unwrap();
@@ -619,7 +625,7 @@ mod tests {
         t.sys_exit(&mut out, &ev::sys_exit(2_200, 50, 50, -1, 0))
             .unwrap();
         // A thread created during the recording returns from clone without
-        // having entered it: the call spans from its creation.
+        // having entered it: that is its parent's call, not one of its own.
         t.new_task(
             &mut out,
             &ev::new_task(3_000, 50, 50, 51, 50, "child", 0x10000),
@@ -629,9 +635,13 @@ mod tests {
             .unwrap();
         t.sys_exit(&mut out, &ev::sys_exit(3_500, 51, 50, clone, 0))
             .unwrap();
-        // One that existed when the recording started spans from the start.
-        t.sys_exit(&mut out, &ev::sys_exit(4_000, 52, 50, clone, 0))
+        // A call of a thread first seen returning spans from when it was
+        // first seen; a clone that returns a child's id is the parent's.
+        t.sys_exit(&mut out, &ev::sys_exit(4_000, 52, 50, read, 5))
             .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(4_100, 53, 50, clone, 54))
+            .unwrap();
+        assert_eq!(t.counts().child_returns, 1);
         let bytes = out.finish().unwrap();
         let mut calls: Vec<(u64, u64, String, EventKind)> = Vec::new();
         for (ts, _, tid, name, kind) in events_and_names(&bytes).0 {
@@ -649,16 +659,16 @@ mod tests {
                     EventKind::DurationComplete { end_ts: 2_100 }
                 ),
                 (
-                    3_000,
-                    51,
-                    "clone".to_owned(),
-                    EventKind::DurationComplete { end_ts: 3_500 }
-                ),
-                (
                     4_000,
                     52,
-                    "clone".to_owned(),
+                    "read".to_owned(),
                     EventKind::DurationComplete { end_ts: 4_000 }
+                ),
+                (
+                    4_100,
+                    53,
+                    "clone".to_owned(),
+                    EventKind::DurationComplete { end_ts: 4_100 }
                 ),
             ]
         );

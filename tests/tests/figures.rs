@@ -1,4 +1,7 @@
-//! End-to-end: the CPU time `trace-cli report` gives a process agrees with
+//! End-to-end: the figures of a recording agree with independent
+//! measurements of the same run.
+//!
+//! The CPU time `trace-cli report` gives a process agrees with
 //! the process's own clock (CLOCK_PROCESS_CPUTIME_ID, which counts its
 //! ended threads too), in every way of recording it: a command (`--`) in
 //! each kernel buffering mode, a running process (`-p`), and a recording
@@ -9,6 +12,10 @@
 //!
 //! And a circular recording that forgot its oldest events covers the time
 //! of the events it kept, not the time since the recording began.
+//!
+//! The system calls of a shell loop that starts programs are those `strace
+//! -f -c` counts in the same run, call by call: a new task's return from
+//! the `vfork` or `clone` that made it is no call of its own.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,6 +23,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use tests::{report_json, report_rows, require_root, temp_dir, trace_cli, wait_for_recording};
+use trace_common::fxt::{ArgValue, StringRef};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_cpu_time_workload");
 
@@ -262,4 +270,99 @@ fn a_circular_recording_covers_the_time_of_the_events_it_kept() {
     for cpu in report_rows(&report, "cpu", "cpus") {
         assert!(cpu["busy"].as_u64().unwrap() <= to - from, "{cpu}");
     }
+}
+
+#[test]
+fn system_calls_are_counted_as_strace_counts_them_in_the_same_run() {
+    require_root();
+    let dir = temp_dir("figures-strace");
+    let out = dir.join("trace.fxt");
+    let summary = dir.join("strace.txt");
+    let output = Command::new(trace_cli())
+        .args(["record", "-c", "kernel:syscall,kernel:proc", "-o"])
+        .arg(&out)
+        .args(["--", "strace", "-f", "-qq", "-c", "-o"])
+        .arg(&summary)
+        .args([
+            "sh",
+            "-c",
+            "for i in 1 2 3 4 5; do /bin/true; done; (/bin/true &); wait",
+        ])
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // strace's table: `% time seconds usecs/call calls [errors] syscall`.
+    let mut theirs = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&summary).unwrap().lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 5 || fields[0].parse::<f64>().is_err() || fields.last() == Some(&"total")
+        {
+            continue;
+        }
+        let calls: u64 = fields[3].parse().unwrap();
+        theirs.insert(fields.last().unwrap().to_string(), calls);
+    }
+    assert!(
+        theirs.contains_key("vfork") || theirs.contains_key("clone"),
+        "{theirs:?}"
+    );
+    let t = tests::parse(&out);
+    // The traced tree is everything but strace itself (the command).
+    let strace = t
+        .events
+        .iter()
+        .find(|e| {
+            e.category == "kernel:proc"
+                && e.name == "exec"
+                && matches!(e.args.get("filename"), Some(ArgValue::String(StringRef::Inline(f))) if f.ends_with("/strace"))
+        })
+        .expect("no exec of strace")
+        .pid;
+    // strace's children run strace's code (probes of what the kernel
+    // allows, then the start of the command) until they execute a program:
+    // strace counts their calls from that `execve` on (none of a child that
+    // never executes one).
+    let children: Vec<u64> = t
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:proc" && e.name == "fork" && e.pid == strace)
+        .filter_map(|e| match e.args.get("child_pid") {
+            Some(ArgValue::Koid(k)) => Some(*k),
+            _ => None,
+        })
+        .collect();
+    let traced_from = |pid: u64| {
+        t.events
+            .iter()
+            .find(|e| e.category == "kernel:proc" && e.name == "exec" && e.pid == pid)
+            .map_or(u64::MAX, |e| e.ts)
+    };
+    let traced_from: std::collections::HashMap<u64, u64> =
+        children.iter().map(|&c| (c, traced_from(c))).collect();
+    assert!(!traced_from.is_empty(), "no child of strace seen");
+    let mut ours = std::collections::BTreeMap::new();
+    for e in t
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:syscall" && e.pid != strace)
+    {
+        let end = match e.kind {
+            trace_common::fxt::EventKind::DurationComplete { end_ts } => end_ts,
+            _ => e.ts,
+        };
+        if traced_from.get(&e.pid).is_some_and(|&exec| end < exec) {
+            continue;
+        }
+        *ours.entry(e.name.clone()).or_insert(0u64) += 1;
+    }
+    // Calls that never return (strace leaves them out of its table).
+    for never in ["exit", "exit_group"] {
+        ours.remove(never);
+    }
+    assert_eq!(ours, theirs, "ours (left) against strace -c (right)");
 }
