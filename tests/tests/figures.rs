@@ -366,3 +366,83 @@ fn system_calls_are_counted_as_strace_counts_them_in_the_same_run() {
     }
     assert_eq!(ours, theirs, "ours (left) against strace -c (right)");
 }
+
+/// Four `dd` writing 32 MiB each with direct I/O, at once, then `sync`: the
+/// device gets more than it queues at a time, and the kernel takes requests
+/// back to issue them again.
+fn record_direct_writes(out: &Path, all: bool) {
+    let dir = out.parent().unwrap();
+    let script = format!(
+        "for i in 1 2 3 4; do dd if=/dev/zero of={}/dd$i bs=1M count=32 oflag=direct 2>/dev/null & done; wait; sync",
+        dir.display()
+    );
+    let mut cmd = Command::new(trace_cli());
+    cmd.args(["record", "-c", "kernel:block,kernel:proc", "-o"])
+        .arg(out);
+    if all {
+        cmd.arg("-a");
+    }
+    let output = cmd
+        .args(["--", "sh", "-c", &script])
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn every_block_request_finishes_and_the_bytes_written_add_up() {
+    require_root();
+    let dir = temp_dir("figures-block");
+    for all in [false, true] {
+        let out = dir.join(format!("block-{all}.fxt"));
+        record_direct_writes(&out, all);
+        let t = tests::parse(&out);
+        // While the four `dd` ran: from the first one's exec to the last
+        // one's exit (direct I/O: each write is done when its call returns).
+        let dd: Vec<u64> = t
+            .process_names
+            .iter()
+            .filter(|(_, names)| names.iter().any(|n| n == "dd"))
+            .map(|(pid, _)| *pid)
+            .collect();
+        assert_eq!(dd.len(), 4, "all={all}: {:?}", t.process_names);
+        let proc_ts = |name: &str| -> Vec<u64> {
+            t.events
+                .iter()
+                .filter(|e| e.category == "kernel:proc" && e.name == name && dd.contains(&e.pid))
+                .map(|e| e.ts)
+                .collect()
+        };
+        let from = *proc_ts("exec").iter().min().expect("no exec of dd");
+        let to = *proc_ts("exit").iter().max().expect("no exit of dd");
+        let (mut bytes, mut requeued, mut requests) = (0u64, 0u64, 0u64);
+        for e in t.events.iter().filter(|e| {
+            e.category == "kernel:block" && e.name == "write" && (from..=to).contains(&e.ts)
+        }) {
+            assert!(
+                !e.args.contains_key("unfinished"),
+                "a write issued while dd ran never finished (all={all}): {e:?}"
+            );
+            requests += 1;
+            if let Some(ArgValue::Uint32(n)) = e.args.get("bytes") {
+                bytes += u64::from(*n);
+            }
+            if let Some(ArgValue::Uint32(n)) = e.args.get("requeued") {
+                requeued += u64::from(*n);
+            }
+        }
+        eprintln!("all={all}: {requests} write requests, {requeued} requeues, {bytes} bytes");
+        // Each byte the four wrote went to the device once in that time
+        // (other writers, the file system's journal, may add some). Under
+        // a pid filter only the requests a followed task issued itself are
+        // recorded; a kernel worker issues most of them.
+        if all {
+            assert!(bytes >= 128 << 20, "{bytes} bytes written");
+        }
+    }
+}

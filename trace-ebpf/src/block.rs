@@ -71,6 +71,22 @@ pub fn block_rq_issue(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// `block:block_rq_requeue`: kept whatever the filter, as completions are
+/// (the request is issued again later, often from a kernel worker).
+#[tracepoint]
+pub fn block_rq_requeue(ctx: TracePointContext) -> u32 {
+    let ts = now();
+    let Some(layout) = layout(ts) else { return 0 };
+    block_rq(
+        &ctx,
+        layout,
+        &layout.block_rq_requeue,
+        EventKind::BlockRequeue,
+        ts,
+    );
+    0
+}
+
 /// `block:block_rq_complete`: kept whatever the filter (the manager drops
 /// completions of requests it did not see issued).
 #[tracepoint]

@@ -31,7 +31,7 @@
 //!   `softirq_exit` (not recorded under a pid filter: interrupts belong to
 //!   no process);
 //! - `kernel:block`: `block_rq_issue` (under a pid filter, only requests a
-//!   followed task issues), `block_rq_complete`;
+//!   followed task issues), `block_rq_complete`, `block_rq_requeue`;
 //! - `kernel:vm`: `page_fault_user` (x86), `rss_stat` (under a pid filter,
 //!   only changes a followed task makes);
 //! - `--uprobe`: `uprobe_entry` and `uprobe_return`, attached once per probed

@@ -213,6 +213,8 @@ event_kinds! {
     Uprobe = 18 => UprobeEvent,
     /// A USDT probe site fired.
     Usdt = 19 => UsdtEvent,
+    /// A block request taken back from the device to be issued again.
+    BlockRequeue = 23 => BlockRqEvent (shared),
     /// A whole system call: entry and return in one event, written at the
     /// return when the call ran on one CPU without being switched out.
     Syscall = 22 => SyscallEvent,

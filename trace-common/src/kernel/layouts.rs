@@ -231,7 +231,8 @@ pub struct SoftirqLayout {
     pub vec: FieldLoc,
 }
 
-/// Field locations of `block:block_rq_issue` and `block:block_rq_complete`.
+/// Field locations of `block:block_rq_issue`, `block:block_rq_complete` and
+/// `block:block_rq_requeue`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockRqLayout {
@@ -244,7 +245,8 @@ pub struct BlockRqLayout {
     pub sector: FieldLoc,
     /// `unsigned int nr_sector`.
     pub nr_sector: FieldLoc,
-    /// `unsigned int bytes` (issue) or `int error` (completion).
+    /// `unsigned int bytes` (issue) or `int error` (completion); absent
+    /// from a requeue.
     pub bytes_or_error: FieldLoc,
     /// `char rwbs[N]`: the operation and flags.
     pub rwbs: FieldLoc,
@@ -341,6 +343,8 @@ pub struct KernelLayout {
     pub block_rq_issue: BlockRqLayout,
     /// `block:block_rq_complete`.
     pub block_rq_complete: BlockRqLayout,
+    /// `block:block_rq_requeue`.
+    pub block_rq_requeue: BlockRqLayout,
     /// `exceptions:page_fault_user`.
     pub page_fault_user: PageFaultLayout,
     /// `kmem:rss_stat`.
@@ -365,16 +369,16 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 11;
+    pub const VERSION: u16 = 12;
 }
 
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
-    // version, reserved, wakeup_bytes, 19 record sizes, 59 fields, filter,
+    // version, reserved, wakeup_bytes, 20 record sizes, 64 fields, filter,
     // self_tgid, stop_ts, stacks: no implicit padding anywhere (add a `u16` before
     // `filter` when the fields stop ending on a multiple of 4, and a `u32`
     // before `stop_ts` to keep it at a multiple of 8).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 19 * 2 + 59 * 6 + 4 + 4 + 8 + 24);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 64 * 6 + 4 + 4 + 8 + 24);
     assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };

@@ -219,6 +219,13 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         optional: false,
     },
     TracepointSpec {
+        category: KERNEL_BLOCK,
+        program: "block_rq_requeue",
+        group: "block",
+        event: "block_rq_requeue",
+        optional: true,
+    },
+    TracepointSpec {
         category: KERNEL_SCHED,
         program: "cpu_idle",
         group: "power",

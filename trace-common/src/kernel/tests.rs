@@ -127,6 +127,7 @@ fn kind_numbers_and_sizes_are_pinned() {
         (EventKind::Power, 17, 40),
         (EventKind::Uprobe, 18, 40),
         (EventKind::Usdt, 19, 264),
+        (EventKind::BlockRequeue, 23, 56),
         (EventKind::Syscall, 22, 96),
     ];
     assert_eq!(EventKind::ALL.len(), expected.len());

@@ -396,7 +396,7 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
                 layout.softirq_exit = l;
             }
         }
-        ("block", event @ ("block_rq_issue" | "block_rq_complete")) => {
+        ("block", event @ ("block_rq_issue" | "block_rq_complete" | "block_rq_requeue")) => {
             let issue = event == "block_rq_issue";
             let mut l = BlockRqLayout {
                 record_size: 0,
@@ -416,10 +416,10 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
                     &mut l.rwbs,
                 ],
             );
-            if issue {
-                layout.block_rq_issue = l;
-            } else {
-                layout.block_rq_complete = l;
+            match event {
+                "block_rq_issue" => layout.block_rq_issue = l,
+                "block_rq_complete" => layout.block_rq_complete = l,
+                _ => layout.block_rq_requeue = l,
             }
         }
         ("exceptions", "page_fault_user") => {

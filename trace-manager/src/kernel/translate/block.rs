@@ -22,6 +22,8 @@ pub(super) struct PendingBlock {
     bytes: u32,
     rwbs: String,
     issuer: u32,
+    /// Times the kernel took it back from the device to issue it again.
+    requeues: u32,
 }
 
 /// A device's block tracks: requests overlap on a device, so each track
@@ -75,10 +77,19 @@ impl KernelTranslator {
         );
         let rwbs = comm_str(&e.rwbs);
         let rwbs: &str = &rwbs;
-        self.block
-            .entry((dev, sector))
-            .or_default()
-            .push_back(PendingBlock {
+        let key = (dev, sector);
+        let again = self
+            .block_requeued
+            .get_mut(&key)
+            .and_then(|q| q.pop_front());
+        if self.block_requeued.get(&key).is_some_and(|q| q.is_empty()) {
+            self.block_requeued.remove(&key);
+        }
+        let request = match again {
+            // Issued again (often by a kernel worker): still the request its
+            // first issuer made, in flight from now.
+            Some(p) => PendingBlock { ts, ..p },
+            None => PendingBlock {
                 ts,
                 name: block_op(rwbs),
                 sector,
@@ -86,7 +97,29 @@ impl KernelTranslator {
                 bytes: bytes as u32,
                 rwbs: rwbs.to_owned(),
                 issuer: tid,
-            });
+                requeues: 0,
+            },
+        };
+        self.block.entry(key).or_default().push_back(request);
+    }
+
+    /// The kernel took the request at a sector back from the device
+    /// (`block_rq_requeue`): out of flight until it is issued again.
+    pub fn block_requeue(&mut self, e: &BlockRqEvent) {
+        let key = (e.dev, e.sector);
+        let Some(queue) = self.block.get_mut(&key) else {
+            // Issued before the recording (or not followed).
+            return;
+        };
+        let Some(mut p) = queue.pop_front() else {
+            return;
+        };
+        if queue.is_empty() {
+            self.block.remove(&key);
+        }
+        p.requeues = p.requeues.saturating_add(1);
+        self.counts.block_requeues += 1;
+        self.block_requeued.entry(key).or_default().push_back(p);
     }
 
     /// A device completed the request at a sector (`block_rq_complete`;
@@ -97,7 +130,15 @@ impl KernelTranslator {
         e: &BlockRqEvent,
     ) -> Result<(), OutputError> {
         let (ts, dev, sector, error) = (e.header.ts, e.dev, e.sector, e.bytes_or_error);
-        let Some(queue) = self.block.get_mut(&(dev, sector)) else {
+        // A request issued again where the recording did not see it (by a
+        // kernel worker, under a pid filter) completes from its first issue.
+        let key = (dev, sector);
+        let map = if self.block.contains_key(&key) {
+            &mut self.block
+        } else {
+            &mut self.block_requeued
+        };
+        let Some(queue) = map.get_mut(&key) else {
             // Issued before the recording (or not followed).
             return Ok(());
         };
@@ -105,7 +146,7 @@ impl KernelTranslator {
             return Ok(());
         };
         if queue.is_empty() {
-            self.block.remove(&(dev, sector));
+            map.remove(&key);
         }
         self.write_block(out, dev, p, ts, Some(error))
     }
@@ -116,9 +157,11 @@ impl KernelTranslator {
         &mut self,
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
+        let requeued: Vec<_> = self.block_requeued.drain().collect();
         let mut left: Vec<(u32, PendingBlock)> = self
             .block
             .drain()
+            .chain(requeued)
             .flat_map(|((dev, _), q)| q.into_iter().map(move |p| (dev, p)))
             .collect();
         left.sort_by_key(|(_, p)| p.ts);
@@ -179,6 +222,9 @@ impl KernelTranslator {
             ("rwbs", ArgValue::String(StringRef::inline(&p.rwbs))),
             ("issuer", ArgValue::Koid(u64::from(p.issuer))),
         ];
+        if p.requeues > 0 {
+            args.push(("requeued", ArgValue::Uint32(p.requeues)));
+        }
         match error {
             Some(e) => args.push(("error", ArgValue::Int32(e))),
             None => args.push(("unfinished", ArgValue::Bool(true))),
@@ -203,6 +249,49 @@ mod tests {
     use super::*;
     use crate::kernel::syscalls::SyscallTable;
     use crate::kernel::translate::testing::{ev, events_and_names};
+
+    #[test]
+    fn a_requeued_request_is_in_flight_from_its_last_issue_and_keeps_its_issuer() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        let dev = (4000 << 20) | 16;
+        // Issued by 42, taken back, issued again by a kernel worker (7).
+        t.block_issue(&ev::block_issue(100, 42, dev, 8, 8, 4096, "R"));
+        t.block_requeue(&ev::block_complete(150, dev, 8, 0));
+        t.block_issue(&ev::block_issue(1_000, 7, dev, 8, 8, 4096, "R"));
+        t.block_complete(&mut out, &ev::block_complete(1_040, dev, 8, 0))
+            .unwrap();
+        // Taken back and issued again where the recording did not see it:
+        // in flight from its first issue.
+        t.block_issue(&ev::block_issue(2_000, 42, dev, 16, 8, 4096, "W"));
+        t.block_requeue(&ev::block_complete(2_010, dev, 16, 0));
+        t.block_complete(&mut out, &ev::block_complete(2_500, dev, 16, 0))
+            .unwrap();
+        t.finish_block(&mut out).unwrap();
+        assert_eq!(t.counts().block_requeues, 2);
+        assert_eq!(t.counts().block_requests, 2);
+        let bytes = out.finish().unwrap();
+        let (events, _) = events_and_names(&bytes);
+        let got: Vec<(u64, String, EventKind)> = events
+            .iter()
+            .map(|(ts, _, _, name, kind)| (*ts, name.clone(), *kind))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    1_000,
+                    "read".to_owned(),
+                    EventKind::DurationComplete { end_ts: 1_040 }
+                ),
+                (
+                    2_000,
+                    "write".to_owned(),
+                    EventKind::DurationComplete { end_ts: 2_500 }
+                ),
+            ]
+        );
+    }
 
     #[test]
     fn block_requests_pair_by_device_and_sector_on_lanes_per_device() {

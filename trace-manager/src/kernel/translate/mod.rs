@@ -200,6 +200,9 @@ pub struct KernelRecordCounts {
     /// past their time (system calls staged on a CPU while their thread
     /// kept running): written on their thread, no switch inferred.
     pub late_events: u64,
+    /// Block requests the kernel took back from their device to issue
+    /// again (one duration each, from its last issue, `requeued`).
+    pub block_requeues: u64,
     /// Returns of new tasks from the `clone` or `fork` that made them: not
     /// written (the call is their parent's).
     pub child_returns: u64,
@@ -241,6 +244,8 @@ pub struct KernelTranslator {
     irqs: Map<u32, CpuIrqs>,
     /// Block requests in flight by (device, sector), oldest first.
     block: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
+    /// Block requests taken back from their device, until issued again.
+    block_requeued: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
     /// Block devices by `dev_t`, with their tracks.
     block_devices: Map<u32, BlockDevice>,
     /// The next block track's koid.
@@ -338,6 +343,7 @@ impl KernelTranslator {
             start_ts: 0,
             irqs: Map::default(),
             block: Map::default(),
+            block_requeued: Map::default(),
             block_devices: Map::default(),
             next_block_koid: BLOCK_PROCESS_KOID + 1,
             mm_owners: Map::default(),
@@ -452,7 +458,7 @@ impl KernelTranslator {
         }
         let of_any_task = matches!(
             event,
-            KernelEvent::Wakeup(_) | KernelEvent::BlockComplete(_)
+            KernelEvent::Wakeup(_) | KernelEvent::BlockComplete(_) | KernelEvent::BlockRequeue(_)
         );
         if !(self.followed_only && of_any_task) {
             self.current_task(out, h)?;
@@ -476,6 +482,10 @@ impl KernelTranslator {
                 Ok(())
             }
             KernelEvent::BlockComplete(e) => self.block_complete(out, e),
+            KernelEvent::BlockRequeue(e) => {
+                self.block_requeue(e);
+                Ok(())
+            }
             KernelEvent::PageFault(e) => self.page_fault(out, e),
             KernelEvent::RssStat(e) => self.rss_stat(out, e),
             KernelEvent::Power(e) => self.cpu_power(out, e),
