@@ -20,9 +20,10 @@ use trace_sql::engine;
 /// Arguments of `trace-cli query`.
 #[derive(Args)]
 pub struct QueryArgs {
-    /// A trace file, read into memory tables; or a directory of Parquet
-    /// exports (`trace-cli export --parquet DIR`, or a directory holding
-    /// several), each table read from its folders.
+    /// A trace file, whose tables are read from it as queries scan them
+    /// (only those a query names); or a directory of Parquet exports
+    /// (`trace-cli export --parquet DIR`, or a directory holding several),
+    /// each table read from its folders.
     path: PathBuf,
     /// SQL to run: one statement, or several separated by `;`. Without it,
     /// statements are read from standard input (an interactive prompt on a
