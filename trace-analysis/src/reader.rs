@@ -448,17 +448,18 @@ impl TraceReader {
                 if self.wants.event(ty) {
                     return true;
                 }
-                if self.wants.end_time && ty <= wire::event_type::FLOW_END {
-                    if let Some(ts) = word(1) {
-                        let ts = self.state.ticks_to_ns(ts);
-                        self.seen(ts);
-                        if ty == wire::event_type::DURATION_COMPLETE
-                            && let Some(end) = word(raw.len() / 8 - 1)
-                        {
-                            let end = self.state.ticks_to_ns(end).max(ts);
-                            let s = &mut self.stats;
-                            s.last_ts = Some(s.last_ts.map_or(end, |l| l.max(end)));
-                        }
+                if self.wants.end_time
+                    && ty <= wire::event_type::FLOW_END
+                    && let Some(ts) = word(1)
+                {
+                    let ts = self.state.ticks_to_ns(ts);
+                    self.seen(ts);
+                    if ty == wire::event_type::DURATION_COMPLETE
+                        && let Some(end) = word(raw.len() / 8 - 1)
+                    {
+                        let end = self.state.ticks_to_ns(end).max(ts);
+                        let s = &mut self.stats;
+                        s.last_ts = Some(s.last_ts.map_or(end, |l| l.max(end)));
                     }
                 }
                 false
