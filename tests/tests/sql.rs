@@ -65,10 +65,9 @@ fn record(dir: &Path, name: &str, categories: &str) -> Recording {
 /// The rows `trace-cli query PATH SQL --format json` prints.
 fn query(path: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
     let output = Command::new(trace_cli())
-        .arg("query")
+        .args(["query", "--format", "json", "--"])
         .arg(path)
         .arg(sql)
-        .args(["--format", "json"])
         .output()
         .unwrap();
     assert!(
@@ -637,4 +636,176 @@ fn a_fleet_of_exports_is_queried_as_one() {
         int(&value(&nested, "SELECT count(DISTINCT host) FROM slices")),
         3
     );
+}
+
+/// Where a documented query runs: a trace file, or an export directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    File,
+    Export,
+}
+
+/// Whether `sql` holds nothing but white space and `--` comments.
+fn blank(sql: &str) -> bool {
+    sql.lines()
+        .all(|l| l.split("--").next().unwrap_or("").trim().is_empty())
+}
+
+/// The statements of `text`, split at `;` (the examples quote no `;`).
+fn statements(text: &str) -> Vec<String> {
+    text.split(';')
+        .filter(|s| !blank(s))
+        .map(|s| s.trim().to_owned())
+        .collect()
+}
+
+/// Every SQL example of a Markdown text: the statements of ```sql blocks;
+/// in shell blocks, the SQL given to `trace-cli query PATH` (run on an
+/// export when PATH ends with `/`) and the statements typed at a `sql>`
+/// prompt; and inline code that is a whole `SELECT`.
+fn sql_examples(markdown: &str) -> Vec<(String, Target)> {
+    let mut found = Vec::new();
+    let mut fence: Option<String> = None;
+    let mut block = String::new();
+    for line in markdown.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix("```") {
+            match fence.take() {
+                None => {
+                    fence = Some(rest.trim().to_owned());
+                    block.clear();
+                }
+                Some(lang) => match lang.as_str() {
+                    "sql" => {
+                        found.extend(statements(&block).into_iter().map(|s| (s, Target::File)))
+                    }
+                    "sh" => found.extend(shell_examples(&block)),
+                    _ => {}
+                },
+            }
+            continue;
+        }
+        if fence.is_some() {
+            block.push_str(line);
+            block.push('\n');
+            continue;
+        }
+        for (i, code) in line.split('`').enumerate() {
+            if i % 2 == 1 && code.starts_with("SELECT ") {
+                found.push((code.to_owned(), Target::File));
+            }
+        }
+    }
+    found
+}
+
+/// The SQL of the `trace-cli query` commands and `sql>` prompts of a
+/// shell block.
+fn shell_examples(block: &str) -> Vec<(String, Target)> {
+    let mut found = Vec::new();
+    let mut rest = block;
+    while let Some(at) = rest.find("trace-cli query ") {
+        let after = &rest[at + "trace-cli query ".len()..];
+        let path = after.split_whitespace().next().unwrap_or("");
+        let target = if path.ends_with('/') {
+            Target::Export
+        } else {
+            Target::File
+        };
+        let line_end = after.find('\n').unwrap_or(after.len());
+        let quote = after[..line_end].find(['"', '\'']);
+        rest = &after[line_end.min(after.len())..];
+        let Some(q) = quote else {
+            continue;
+        };
+        let mark = after[q..].chars().next().unwrap_or('"');
+        let body = &after[q + 1..];
+        let Some(end) = body.find(mark) else {
+            continue;
+        };
+        found.push((body[..end].to_owned(), target));
+        rest = &body[end + 1..];
+    }
+    let mut typed = String::new();
+    for line in block.lines() {
+        let line = line.trim_start();
+        if let Some(s) = line.strip_prefix("sql> ") {
+            if !s.starts_with('.') {
+                typed.push_str(s);
+                typed.push('\n');
+            }
+        } else if let Some(s) = line.strip_prefix("-> ") {
+            typed.push_str(s);
+            typed.push('\n');
+        }
+    }
+    found.extend(statements(&typed).into_iter().map(|s| (s, Target::File)));
+    found
+}
+
+/// The examples of the documentation that holds SQL.
+fn documented_examples() -> Vec<(String, String, Target)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut all = Vec::new();
+    for (doc, least) in [("docs/SQL.md", 11), ("README.md", 3)] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let examples = sql_examples(&text);
+        assert!(
+            examples.len() >= least,
+            "{doc}: only {} SQL examples found: {examples:?}",
+            examples.len()
+        );
+        all.extend(examples.into_iter().map(|(s, t)| (doc.to_owned(), s, t)));
+    }
+    all
+}
+
+#[test]
+fn the_documented_examples_are_found() {
+    let examples = documented_examples();
+    let sql: Vec<&str> = examples.iter().map(|(_, s, _)| s.as_str()).collect();
+    assert!(
+        sql.iter().any(|s| s.contains("Scheduling latency")),
+        "{sql:#?}"
+    );
+    assert!(
+        sql.iter()
+            .any(|s| s.starts_with("SELECT errno, count(*) FROM syscalls\n")),
+        "{sql:#?}"
+    );
+    assert!(
+        examples
+            .iter()
+            .any(|(d, s, t)| d == "README.md" && *t == Target::Export && s.contains("ENOENT")),
+        "{examples:#?}"
+    );
+    assert!(
+        !sql.iter().any(|s| s.contains("read_parquet")),
+        "DuckDB's are not ours"
+    );
+}
+
+#[test]
+fn every_sql_example_in_the_docs_runs_on_a_recording() {
+    require_root();
+    let dir = temp_dir("sql-docs");
+    let r = record(
+        &dir,
+        "docs",
+        "kernel:sched,kernel:proc,kernel:syscall,kernel:block,kernel:profile,app",
+    );
+    let fleet = dir.join("fleet");
+    export(&[&r.file], &fleet, &["--host", "web-1"]);
+    let examples = documented_examples();
+    for (doc, sql, target) in &examples {
+        let path = match target {
+            Target::File => &r.file,
+            Target::Export => &fleet,
+        };
+        let rows = query(path, sql);
+        // The workload makes rows for every example but those of losses
+        // (a recording may lose nothing).
+        if !sql.contains("losses") {
+            assert!(!rows.is_empty(), "{doc}: no rows from {sql}");
+        }
+    }
 }

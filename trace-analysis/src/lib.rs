@@ -17,7 +17,7 @@ pub mod report;
 pub mod strings;
 
 pub use event::{Event, Value};
-pub use reader::{Context, ReadStats, ReadTraceError, Sink, read_trace};
+pub use reader::{Context, ReadStats, ReadTraceError, Sink, Wants, read_trace, read_trace_wanting};
 pub use strings::{Strings, Sym};
 
 #[cfg(test)]

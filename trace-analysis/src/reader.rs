@@ -148,6 +148,75 @@ pub struct ReadStats {
     pub names_refused: u64,
 }
 
+/// Which kinds of events a reader's sink needs: records of the others are
+/// skipped by their header, undecoded. Processes, threads, providers,
+/// string and thread tables and buffer-overflow notices are always read
+/// (every event needs them, and they are few).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wants {
+    /// Durations: begins, ends and complete events ([`Event::Slice`]).
+    pub durations: bool,
+    /// Instants ([`Event::Instant`]).
+    pub instants: bool,
+    /// Counters ([`Event::Counter`]), and the losses read from the kernel
+    /// provider's `dropped_events` counter ([`Event::Loss`]).
+    pub counters: bool,
+    /// Async spans ([`Event::Async`]).
+    pub asyncs: bool,
+    /// Context switches ([`Event::Switch`]).
+    pub switches: bool,
+    /// Wake-ups ([`Event::Wakeup`]).
+    pub wakeups: bool,
+    /// Stack samples ([`Event::Sample`]).
+    pub samples: bool,
+    /// The trace's last timestamp, which ends the spans still open at its
+    /// end (an unfinished slice's or async span's `dur`): every record
+    /// with a time is then looked at for it, skipped or not, so that those
+    /// durations are the same whatever else is read.
+    pub end_time: bool,
+}
+
+impl Wants {
+    /// Every event.
+    pub const ALL: Wants = Wants {
+        durations: true,
+        instants: true,
+        counters: true,
+        asyncs: true,
+        switches: true,
+        wakeups: true,
+        samples: true,
+        end_time: true,
+    };
+
+    /// What `self` or `other` needs.
+    pub fn or(self, other: Wants) -> Wants {
+        Wants {
+            durations: self.durations || other.durations,
+            instants: self.instants || other.instants,
+            counters: self.counters || other.counters,
+            asyncs: self.asyncs || other.asyncs,
+            switches: self.switches || other.switches,
+            wakeups: self.wakeups || other.wakeups,
+            samples: self.samples || other.samples,
+            end_time: self.end_time || other.end_time,
+        }
+    }
+
+    /// Whether an event record of type `ty` (`wire::event_type`) is read.
+    fn event(&self, ty: u8) -> bool {
+        use wire::event_type as e;
+        match ty {
+            e::INSTANT => self.instants,
+            e::COUNTER => self.counters,
+            e::DURATION_BEGIN | e::DURATION_END | e::DURATION_COMPLETE => self.durations,
+            e::ASYNC_BEGIN | e::ASYNC_END => self.asyncs,
+            // Async instants and flows make no event.
+            _ => false,
+        }
+    }
+}
+
 /// Receives the events of a trace.
 pub trait Sink {
     /// One event, with what is known so far.
@@ -167,7 +236,23 @@ pub fn read_trace(
     input: impl Read,
     sink: &mut impl Sink,
 ) -> Result<(ReadStats, Context), ReadTraceError> {
-    let mut r = TraceReader::default();
+    read_trace_wanting(input, sink, Wants::ALL)
+}
+
+/// [`read_trace`] for a sink that needs only the events `wants` names:
+/// records of other kinds are skipped by their header, without decoding
+/// them (nor counting them in [`ReadStats`]: `records`, `errors` and
+/// `skipped` count what was read). The events handed on are those
+/// [`read_trace`] hands on of the kinds wanted, with the same values.
+pub fn read_trace_wanting(
+    input: impl Read,
+    sink: &mut impl Sink,
+    wants: Wants,
+) -> Result<(ReadStats, Context), ReadTraceError> {
+    let mut r = TraceReader {
+        wants,
+        ..TraceReader::default()
+    };
     r.run(input, sink)?;
     Ok((r.stats, r.cx))
 }
@@ -189,6 +274,7 @@ type OpenAsync = (u64, Track, Args, u64);
 
 #[derive(Default)]
 struct TraceReader {
+    wants: Wants,
     state: TraceState,
     cx: Context,
     stats: ReadStats,
@@ -298,6 +384,10 @@ impl TraceReader {
                     break;
                 }
                 let raw = &rest[..len];
+                if !self.wanted(header, raw) {
+                    start += len;
+                    continue;
+                }
                 match decode(raw) {
                     Ok((record, _)) => {
                         self.stats.records += 1;
@@ -348,6 +438,66 @@ impl TraceReader {
         self.stats.unmatched_ends = self.nesting.unmatched_ends;
         self.stats.names_refused = self.cx.strings.refused();
         Ok(())
+    }
+
+    /// Whether the record `raw` (with `header`) is decoded; a record that
+    /// is not still gives its times to the trace's end when that is wanted.
+    fn wanted(&mut self, header: u64, raw: &[u8]) -> bool {
+        if self.wants == Wants::ALL {
+            return true;
+        }
+        let field = |lo: u32, hi: u32| (header >> lo) & ((1u64 << (hi - lo + 1)) - 1);
+        let word = |i: usize| {
+            raw.get(i * 8..i * 8 + 8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+        };
+        let rtype = field(0, 3) as u8;
+        match rtype {
+            wire::record_type::EVENT => {
+                let ty = field(16, 19) as u8;
+                if self.wants.event(ty) {
+                    return true;
+                }
+                if self.wants.end_time
+                    && ty <= wire::event_type::FLOW_END
+                    && let Some(ts) = word(1)
+                {
+                    let ts = self.state.ticks_to_ns(ts);
+                    self.seen(ts);
+                    if ty == wire::event_type::DURATION_COMPLETE
+                        && let Some(end) = word(raw.len() / 8 - 1)
+                    {
+                        let end = self.state.ticks_to_ns(end).max(ts);
+                        let s = &mut self.stats;
+                        s.last_ts = Some(s.last_ts.map_or(end, |l| l.max(end)));
+                    }
+                }
+                false
+            }
+            wire::record_type::SCHEDULING => {
+                let wanted = match field(60, 63) as u8 {
+                    wire::sched_type::THREAD_WAKEUP => self.wants.wakeups,
+                    wire::sched_type::LEGACY_CONTEXT_SWITCH | wire::sched_type::CONTEXT_SWITCH => {
+                        self.wants.switches
+                    }
+                    _ => return false,
+                };
+                if !wanted
+                    && self.wants.end_time
+                    && let Some(ts) = word(1)
+                {
+                    let ts = self.state.ticks_to_ns(ts);
+                    self.seen(ts);
+                }
+                wanted
+            }
+            // Samples' times count for the end: their blobs are then read.
+            wire::record_type::BLOB => self.wants.samples || self.wants.end_time,
+            wire::record_type::LOG
+            | wire::record_type::LARGE
+            | wire::record_type::USERSPACE_OBJECT => false,
+            _ => true,
+        }
     }
 
     fn error(&mut self, msg: String) {
@@ -626,6 +776,9 @@ impl TraceReader {
         }
         for s in samples {
             self.seen(s.ts);
+            if !self.wants.samples {
+                continue;
+            }
             let frames = s
                 .frames
                 .iter()

@@ -329,3 +329,174 @@ proptest! {
         let _ = read_trace(&data[..], &mut |_: &Event, _: &Context| {});
     }
 }
+
+/// A trace of every kind of record, with a span still open at its end and
+/// the trace's last time on records other than durations.
+fn every_kind() -> Vec<u8> {
+    trace(&[
+        Record::ProviderInfo {
+            id: 2,
+            name: "app".into(),
+        },
+        Record::String {
+            index: 1,
+            value: "cat".into(),
+        },
+        Record::KernelObject {
+            koid: 10,
+            obj_type: obj_type::PROCESS,
+            name: StringRef::inline("server"),
+            args: Cow::Owned(vec![]),
+        },
+        Record::KernelObject {
+            koid: 11,
+            obj_type: obj_type::THREAD,
+            name: StringRef::inline("worker"),
+            args: Cow::Owned(vec![Arg::new("process", ArgValue::Koid(10))]),
+        },
+        event(1_000, 11, "open", EventKind::DurationBegin, vec![]),
+        event(
+            2_000,
+            11,
+            "inner",
+            EventKind::DurationComplete { end_ts: 3_000 },
+            vec![],
+        ),
+        event(4_000, 11, "mark", EventKind::Instant, vec![]),
+        event(
+            5_000,
+            11,
+            "depth",
+            EventKind::Counter { id: 1 },
+            vec![Arg::new("v", ArgValue::Int32(3))],
+        ),
+        event(6_000, 11, "req", EventKind::AsyncBegin { id: 7 }, vec![]),
+        event(
+            7_000,
+            11,
+            "late",
+            EventKind::DurationComplete { end_ts: 90_000 },
+            vec![],
+        ),
+        Record::ContextSwitch {
+            ts: 95_000,
+            cpu: 1,
+            outgoing_state: 3,
+            outgoing_tid: 11,
+            incoming_tid: 0,
+            args: Cow::Owned(vec![]),
+        },
+        Record::ThreadWakeup {
+            ts: 99_000,
+            cpu: 0,
+            tid: 11,
+            args: Cow::Owned(vec![]),
+        },
+    ])
+}
+
+/// The events read with `wants`, as text with names resolved, and the
+/// trace's last time.
+fn read_wanting(data: &[u8], wants: crate::Wants) -> (Vec<String>, Option<u64>) {
+    let mut events = Vec::new();
+    let (stats, _) = crate::read_trace_wanting(
+        data,
+        &mut |e: &Event, cx: &Context| {
+            let text = match e {
+                Event::Process { pid, name } => format!("process {pid} {}", cx.strings.get(*name)),
+                Event::Thread { tid, name, .. } => {
+                    format!("thread {tid} {}", cx.strings.get(*name))
+                }
+                Event::Slice(s) => format!(
+                    "slice {} {} {} {} {}",
+                    cx.strings.get(s.name),
+                    s.ts,
+                    s.dur,
+                    s.depth,
+                    s.unfinished
+                ),
+                Event::Instant(i) => format!("instant {}", cx.strings.get(i.name)),
+                Event::Counter(c) => format!("counter {}", cx.strings.get(c.name)),
+                Event::Async(a) => format!("async {} {} {}", a.ts, a.dur, a.unfinished),
+                Event::Switch(s) => format!("switch {}", s.ts),
+                Event::Wakeup(w) => format!("wakeup {}", w.ts),
+                other => format!("{other:?}"),
+            };
+            events.push(text);
+        },
+        wants,
+    )
+    .unwrap();
+    (events, stats.last_ts)
+}
+
+#[test]
+fn only_the_events_wanted_are_read_with_the_same_values() {
+    use crate::Wants;
+    let data = every_kind();
+    let (all, last) = read_wanting(&data, Wants::ALL);
+    assert_eq!(last, Some(99_000));
+    assert!(
+        all.contains(&"slice open 1000 98000 0 true".to_owned()),
+        "{all:?}"
+    );
+    let kinds = [
+        (
+            "slice",
+            Wants {
+                durations: true,
+                end_time: true,
+                ..Wants::default()
+            },
+        ),
+        (
+            "instant",
+            Wants {
+                instants: true,
+                ..Wants::default()
+            },
+        ),
+        (
+            "counter",
+            Wants {
+                counters: true,
+                ..Wants::default()
+            },
+        ),
+        (
+            "async",
+            Wants {
+                asyncs: true,
+                end_time: true,
+                ..Wants::default()
+            },
+        ),
+        (
+            "switch",
+            Wants {
+                switches: true,
+                ..Wants::default()
+            },
+        ),
+        (
+            "wakeup",
+            Wants {
+                wakeups: true,
+                ..Wants::default()
+            },
+        ),
+    ];
+    for (kind, wants) in kinds {
+        let (got, _) = read_wanting(&data, wants);
+        let want: Vec<String> = all
+            .iter()
+            .filter(|e| e.starts_with(kind) || e.starts_with("process") || e.starts_with("thread"))
+            .cloned()
+            .collect();
+        assert!(want.len() > 2, "{kind}: {all:?}");
+        assert_eq!(got, want, "{kind}");
+    }
+    // Nothing but the names: no event decoded.
+    let (names, _) = read_wanting(&data, Wants::default());
+    assert_eq!(names, ["process 10 server", "thread 11 worker"]);
+}

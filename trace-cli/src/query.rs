@@ -20,9 +20,10 @@ use trace_sql::engine;
 /// Arguments of `trace-cli query`.
 #[derive(Args)]
 pub struct QueryArgs {
-    /// A trace file, read into memory tables; or a directory of Parquet
-    /// exports (`trace-cli export --parquet DIR`, or a directory holding
-    /// several), each table read from its folders.
+    /// A trace file, whose tables are read from it as queries scan them
+    /// (only those a query names); or a directory of Parquet exports
+    /// (`trace-cli export --parquet DIR`, or a directory holding several),
+    /// each table read from its folders.
     path: PathBuf,
     /// SQL to run: one statement, or several separated by `;`. Without it,
     /// statements are read from standard input (an interactive prompt on a
@@ -60,6 +61,7 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the query runtime")?;
     let ctx = engine::session();
+    let mut trace_stats = None;
     if args.path.is_dir() {
         if args.host.is_some() || args.trace_id.is_some() {
             bail!("--host and --trace-id name a trace file's rows; an export has its own");
@@ -74,6 +76,11 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         let info = engine::trace_info(&args.path, args.host.as_deref(), args.trace_id.as_deref())?;
         let stats = engine::register_trace(&ctx, &args.path, &info)
             .with_context(|| format!("cannot read {}", args.path.display()))?;
+        trace_stats = Some(stats);
+    }
+    let result = run_statements(&ctx, &runtime, &args);
+    if let Some(stats) = trace_stats {
+        let stats = stats.get();
         crate::warn_names_refused(stats.names_refused, &args.path);
         if stats.errors > 0 {
             eprintln!(
@@ -83,6 +90,15 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             );
         }
     }
+    result
+}
+
+/// Runs the statements given, or the prompt.
+fn run_statements(
+    ctx: &SessionContext,
+    runtime: &tokio::runtime::Runtime,
+    args: &QueryArgs,
+) -> Result<ExitCode> {
     match &args.sql {
         Some(sql) => {
             let (mut statements, rest) = split_statements(sql);
@@ -93,11 +109,11 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
                 bail!("no SQL statement given");
             }
             for s in statements {
-                runtime.block_on(execute(&ctx, &s, args.format))?;
+                runtime.block_on(execute(ctx, &s, args.format))?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        None => runtime.block_on(prompt(&ctx, args.format)),
+        None => runtime.block_on(prompt(ctx, args.format)),
     }
 }
 

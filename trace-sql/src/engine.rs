@@ -1,6 +1,7 @@
-//! The tables in DataFusion: a trace file read into memory tables, or a
-//! directory of Parquet exports registered as one listing table per table
-//! folder; and the session they are queried in, with [`crate::functions`].
+//! The tables in DataFusion: a trace file's tables, read from the file by
+//! each scan ([`crate::scan`]), batches held in memory, or a directory of
+//! Parquet exports registered as one listing table per table folder; and
+//! the session they are queried in, with [`crate::functions`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,10 +14,13 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::prelude::SessionContext;
-use trace_analysis::ReadStats;
+use std::io::Read as _;
 
+use trace_analysis::{Context, Event, Wants, read_trace_wanting};
+
+use crate::scan::{TraceStats, TraceTable};
 use crate::tables::{self, TraceInfo};
-use crate::writer::{BATCH_ROWS, Collected, stream_trace};
+use crate::writer::Collected;
 use crate::{SqlError, functions, trace_id};
 
 /// How deep below an export directory table folders are looked for.
@@ -51,16 +55,29 @@ pub fn trace_info(
     Ok(TraceInfo { trace_id, host })
 }
 
-/// Reads the trace file at `path` into memory tables and registers them in
-/// `ctx`; returns what reading saw.
+/// Registers the tables of the trace file at `path` in `ctx`, each read
+/// from the file when a query scans it ([`TraceTable`]: only the tables a
+/// query names are read, each with only the columns and records it needs).
+/// Fails here if the file cannot be read or is not FXT. The figures of the
+/// reads (malformed records, refused names) gather in the returned
+/// [`TraceStats`] as queries run.
 pub fn register_trace(
     ctx: &SessionContext,
     path: &Path,
     info: &TraceInfo,
-) -> Result<ReadStats, SqlError> {
+) -> Result<TraceStats, SqlError> {
     let input = std::fs::File::open(path).map_err(|e| SqlError::io(path, e))?;
-    let (stats, collected) = stream_trace(input, info.clone(), BATCH_ROWS, Collected::default())?;
-    register_batches(ctx, collected)?;
+    read_trace_wanting(
+        input.take(8),
+        &mut |_: &Event, _: &Context| {},
+        Wants::default(),
+    )?;
+    let stats = TraceStats::default();
+    for name in tables::names() {
+        let table = TraceTable::new(path.to_path_buf(), info.clone(), name, stats.clone())
+            .ok_or_else(|| SqlError::NoTables(path.to_path_buf()))?;
+        ctx.register_table(name, Arc::new(table))?;
+    }
     Ok(stats)
 }
 

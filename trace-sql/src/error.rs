@@ -33,6 +33,9 @@ pub enum SqlError {
     /// A trace id that cannot name a file.
     #[error("trace id {0:?} cannot name a file: use letters, digits, '.', '_' and '-'")]
     BadTraceId(String),
+    /// The query no longer wants the rows being read (it stopped early).
+    #[error("the query stopped reading")]
+    Stopped,
     /// A path holds no trace tables.
     #[error("{} holds no exported tables (no <table>/*.parquet folder)", .0.display())]
     NoTables(PathBuf),

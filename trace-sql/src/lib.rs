@@ -13,13 +13,14 @@ pub mod engine;
 pub mod error;
 pub mod functions;
 pub mod parquet_export;
+pub mod scan;
 pub mod tables;
 pub mod trace_id;
 pub mod writer;
 
 pub use error::SqlError;
 pub use tables::TraceInfo;
-pub use writer::{BatchConsumer, TableWriter, stream_trace};
+pub use writer::{BatchConsumer, TableWriter, stream_tables, stream_trace};
 
 /// The query engine, re-exported so that users of the tables get the
 /// Arrow, Parquet and DataFusion versions they are built with.

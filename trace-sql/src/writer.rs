@@ -9,10 +9,10 @@ use std::io::Read;
 use std::rc::Rc;
 
 use datafusion::arrow::array::RecordBatch;
-use trace_analysis::{Context, Event, ReadStats, Sink, read_trace};
+use trace_analysis::{Context, Event, ReadStats, Sink, Wants, read_trace_wanting};
 
 use crate::SqlError;
-use crate::tables::{self, Table, TraceInfo, take_batch};
+use crate::tables::{self, Table, TraceInfo, take_projected};
 
 /// Rows a table holds before they are handed on as a batch.
 pub const BATCH_ROWS: usize = 16_384;
@@ -23,11 +23,17 @@ pub trait BatchConsumer {
     fn batch(&mut self, table: &'static str, batch: RecordBatch) -> Result<(), SqlError>;
 }
 
-/// Builds every table from the events of one trace and hands their rows
-/// on to a [`BatchConsumer`] in batches of at most `batch_rows` rows.
+/// A table to build, and the columns of its full schema to build (indices
+/// into [`tables::schema`], in the order wanted), or all of them.
+pub type Selected = (Box<dyn Table>, Option<Vec<usize>>);
+
+/// Builds tables from the events of one trace (every table, or those
+/// selected) and hands their rows on to a [`BatchConsumer`] in batches of
+/// at most `batch_rows` rows.
 pub struct TableWriter<C> {
     info: TraceInfo,
     tables: Vec<Box<dyn Table>>,
+    projections: Vec<Option<Vec<usize>>>,
     batch_rows: usize,
     consumer: C,
     failed: Option<SqlError>,
@@ -37,9 +43,36 @@ pub struct TableWriter<C> {
 impl<C: BatchConsumer> TableWriter<C> {
     /// A writer of `info`'s trace into `consumer`.
     pub fn new(info: TraceInfo, batch_rows: usize, consumer: C) -> Self {
+        let all = tables::all().into_iter().map(|t| (t, None)).collect();
+        Self::with_tables(info, all, batch_rows, consumer)
+    }
+
+    /// A writer of the `selected` tables (and columns) of `info`'s trace
+    /// into `consumer`.
+    pub fn with_tables(
+        info: TraceInfo,
+        selected: Vec<Selected>,
+        batch_rows: usize,
+        consumer: C,
+    ) -> Self {
+        let mut tables = Vec::with_capacity(selected.len());
+        let mut projections = Vec::with_capacity(selected.len());
+        for (mut table, projection) in selected {
+            if let Some(p) = &projection {
+                let schema = tables::schema(table.as_ref());
+                let kept: Vec<String> = p
+                    .iter()
+                    .filter_map(|i| schema.fields().get(*i).map(|f| f.name().clone()))
+                    .collect();
+                table.keep_columns(&|name| kept.iter().any(|k| k == name));
+            }
+            tables.push(table);
+            projections.push(projection);
+        }
         TableWriter {
             info,
-            tables: tables::all(),
+            tables,
+            projections,
             batch_rows: batch_rows.max(1),
             consumer,
             failed: None,
@@ -55,13 +88,21 @@ impl<C: BatchConsumer> TableWriter<C> {
             return;
         }
         let name = table.name();
-        let result = take_batch(table.as_mut(), &self.info)
+        let projection = self.projections.get(i).and_then(Option::as_deref);
+        let result = take_projected(table.as_mut(), &self.info, projection)
             .map_err(SqlError::from)
             .and_then(|batch| self.consumer.batch(name, batch));
         if let Err(e) = result {
             self.failed = Some(e);
             self.abort.set(true);
         }
+    }
+
+    /// The events the tables are made of.
+    pub fn wants(&self) -> Wants {
+        self.tables
+            .iter()
+            .fold(Wants::default(), |w, t| w.or(t.wants()))
     }
 
     /// Adds the rows known at the end of the trace, hands every row still
@@ -119,12 +160,27 @@ pub fn stream_trace<C: BatchConsumer>(
     batch_rows: usize,
     consumer: C,
 ) -> Result<(ReadStats, C), SqlError> {
-    let mut writer = TableWriter::new(info, batch_rows, consumer);
+    let all = tables::all().into_iter().map(|t| (t, None)).collect();
+    stream_tables(input, info, all, batch_rows, consumer)
+}
+
+/// [`stream_trace`] into the `selected` tables and columns only: the
+/// reader decodes only the records those tables are made of
+/// ([`Table::wants`]).
+pub fn stream_tables<C: BatchConsumer>(
+    input: impl Read,
+    info: TraceInfo,
+    selected: Vec<Selected>,
+    batch_rows: usize,
+    consumer: C,
+) -> Result<(ReadStats, C), SqlError> {
+    let mut writer = TableWriter::with_tables(info, selected, batch_rows, consumer);
+    let wants = writer.wants();
     let input = Abortable {
         inner: input,
         abort: writer.abort.clone(),
     };
-    match read_trace(input, &mut writer) {
+    match read_trace_wanting(input, &mut writer, wants) {
         Ok((stats, cx)) => {
             let consumer = writer.finish(&cx)?;
             Ok((stats, consumer))

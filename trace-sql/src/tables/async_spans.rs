@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanBuilder, StringBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::track::TrackColumns;
 use super::{Table, args, ns};
@@ -20,6 +20,8 @@ pub struct AsyncSpans {
     args: StringBuilder,
     unfinished: BooleanBuilder,
     scratch: String,
+    /// `args` is not built.
+    skip_args: bool,
     rows: usize,
 }
 
@@ -37,6 +39,18 @@ impl Table for AsyncSpans {
         f
     }
 
+    fn wants(&self) -> Wants {
+        Wants {
+            asyncs: true,
+            end_time: true,
+            ..Wants::default()
+        }
+    }
+
+    fn keep_columns(&mut self, keep: &dyn Fn(&str) -> bool) {
+        self.skip_args = !keep("args");
+    }
+
     fn event(&mut self, event: &Event, cx: &Context) {
         let Event::Async(a) = event else {
             return;
@@ -45,8 +59,10 @@ impl Table for AsyncSpans {
         self.dur.append_value(a.dur);
         self.track.append(&a.track, a.category, a.name, cx);
         self.async_id.append_value(a.id);
-        args::write_json(&mut self.scratch, &a.args, cx, |_| true);
-        self.args.append_value(&self.scratch);
+        if !self.skip_args {
+            args::write_json(&mut self.scratch, &a.args, cx, |_| true);
+            self.args.append_value(&self.scratch);
+        }
         self.unfinished.append_value(a.unfinished);
         self.rows += 1;
     }

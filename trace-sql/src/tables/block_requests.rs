@@ -8,7 +8,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::kernel::BlockRequest;
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, ns};
 
@@ -55,6 +55,14 @@ impl Table for BlockRequests {
             Field::new("error", DataType::Int32, true),
             Field::new("unfinished", DataType::Boolean, false),
         ]
+    }
+
+    fn wants(&self) -> Wants {
+        Wants {
+            durations: true,
+            end_time: true,
+            ..Wants::default()
+        }
     }
 
     fn event(&mut self, event: &Event, cx: &Context) {

@@ -6,7 +6,7 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, ns};
 
@@ -44,6 +44,13 @@ impl Table for ContextSwitches {
             Field::new("next_prio", DataType::Int32, true),
             Field::new("inferred", DataType::Boolean, false),
         ]
+    }
+
+    fn wants(&self) -> Wants {
+        Wants {
+            switches: true,
+            ..Wants::default()
+        }
     }
 
     fn event(&mut self, event: &Event, _cx: &Context) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Float64Builder, StringBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::track::TrackColumns;
 use super::{Table, ns};
@@ -33,6 +33,13 @@ impl Table for Counters {
         f.push(Field::new("series", DataType::Utf8, false));
         f.push(Field::new("value", DataType::Float64, false));
         f
+    }
+
+    fn wants(&self) -> Wants {
+        Wants {
+            counters: true,
+            ..Wants::default()
+        }
     }
 
     fn event(&mut self, event: &Event, cx: &Context) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::event::Scope;
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::track::TrackColumns;
 use super::{Table, args, ns};
@@ -19,6 +19,8 @@ pub struct Instants {
     scope: StringBuilder,
     args: StringBuilder,
     scratch: String,
+    /// `args` is not built.
+    skip_args: bool,
     rows: usize,
 }
 
@@ -35,6 +37,17 @@ impl Table for Instants {
         f
     }
 
+    fn wants(&self) -> Wants {
+        Wants {
+            instants: true,
+            ..Wants::default()
+        }
+    }
+
+    fn keep_columns(&mut self, keep: &dyn Fn(&str) -> bool) {
+        self.skip_args = !keep("args");
+    }
+
     fn event(&mut self, event: &Event, cx: &Context) {
         let Event::Instant(i) = event else {
             return;
@@ -46,8 +59,10 @@ impl Table for Instants {
             Scope::Process => "process",
             Scope::Global => "global",
         });
-        args::write_json(&mut self.scratch, &i.args, cx, |_| true);
-        self.args.append_value(&self.scratch);
+        if !self.skip_args {
+            args::write_json(&mut self.scratch, &i.args, cx, |_| true);
+            self.args.append_value(&self.scratch);
+        }
         self.rows += 1;
     }
 

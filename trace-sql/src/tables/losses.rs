@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt32Builder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::Table;
 
@@ -32,6 +32,13 @@ impl Table for Losses {
             Field::new("cpu", DataType::UInt32, true),
             Field::new("events", DataType::UInt64, true),
         ]
+    }
+
+    fn wants(&self) -> Wants {
+        Wants {
+            counters: true,
+            ..Wants::default()
+        }
     }
 
     fn event(&mut self, event: &Event, cx: &Context) {

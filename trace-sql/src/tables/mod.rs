@@ -20,10 +20,10 @@ pub mod wakeups;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 /// The trace rows come from: the first two columns of every table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +40,13 @@ pub trait Table: Send {
     fn name(&self) -> &'static str;
     /// Its columns after `trace_id` and `host`.
     fn columns(&self) -> Vec<Field>;
+    /// The events the table is made of: what the reader must decode for it.
+    fn wants(&self) -> Wants;
+    /// Leaves out the costly columns (arguments as JSON, stacks) that `keep`
+    /// does not keep: [`Table::take`] then returns an array of no rows for
+    /// each, which [`take_batch`] given a projection without them never
+    /// looks at. Every column is built by default.
+    fn keep_columns(&mut self, _keep: &dyn Fn(&str) -> bool) {}
     /// Adds the rows `event` makes, if any.
     fn event(&mut self, event: &Event, cx: &Context);
     /// Adds the rows known only at the end of the trace.
@@ -69,6 +76,11 @@ pub fn all() -> Vec<Box<dyn Table>> {
     ]
 }
 
+/// A fresh builder of the table named `name`, if there is one.
+pub fn by_name(name: &str) -> Option<Box<dyn Table>> {
+    all().into_iter().find(|t| t.name() == name)
+}
+
 /// The names of every table.
 pub fn names() -> Vec<&'static str> {
     all().iter().map(|t| t.name()).collect()
@@ -94,15 +106,43 @@ pub fn schema_of(name: &str) -> Option<SchemaRef> {
 
 /// The rows `table` holds as a batch of its full schema, for `info`'s trace.
 pub fn take_batch(table: &mut dyn Table, info: &TraceInfo) -> Result<RecordBatch, ArrowError> {
+    take_projected(table, info, None)
+}
+
+/// The rows `table` holds as a batch of the columns of its full schema
+/// that `projection` lists (indices into [`schema`], in that order), or of
+/// all of them; the table is empty after.
+pub fn take_projected(
+    table: &mut dyn Table,
+    info: &TraceInfo,
+    projection: Option<&[usize]>,
+) -> Result<RecordBatch, ArrowError> {
     let schema = schema(table);
-    let columns = table.take();
-    let rows = columns.first().map_or(0, |c| c.len());
+    let rows = table.rows();
+    let mut columns: Vec<Option<ArrayRef>> = table.take().into_iter().map(Some).collect();
     let constant = |v: &str| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(v, rows)))
     };
-    let mut all = vec![constant(&info.trace_id), constant(&info.host)];
-    all.extend(columns);
-    RecordBatch::try_new(schema, all)
+    let all: Vec<usize> = (0..schema.fields().len()).collect();
+    let indices = projection.unwrap_or(&all);
+    let mut out = Vec::with_capacity(indices.len());
+    for &i in indices {
+        let column = match i {
+            0 => constant(&info.trace_id),
+            1 => constant(&info.host),
+            i => columns
+                .get_mut(i - 2)
+                .and_then(Option::take)
+                .ok_or_else(|| ArrowError::SchemaError(format!("no column {i}")))?,
+        };
+        out.push(column);
+    }
+    let schema = Arc::new(schema.project(indices)?);
+    RecordBatch::try_new_with_options(
+        schema,
+        out,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
 }
 
 /// A `UInt64` nanosecond column.

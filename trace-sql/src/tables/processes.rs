@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event, Sym};
+use trace_analysis::{Context, Event, Sym, Wants};
 
 use super::Table;
 
@@ -29,6 +29,10 @@ impl Table for Processes {
             Field::new("pid", DataType::UInt64, false),
             Field::new("name", DataType::Utf8, false),
         ]
+    }
+
+    fn wants(&self) -> Wants {
+        Wants::default()
     }
 
     fn event(&mut self, event: &Event, _cx: &Context) {

@@ -8,7 +8,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, ns};
 
@@ -37,6 +37,8 @@ pub struct Samples {
     function: StringBuilder,
     mapping: StringBuilder,
     offsets: Vec<i32>,
+    /// `stack` is not built.
+    skip_stack: bool,
     rows: usize,
 }
 
@@ -53,6 +55,7 @@ impl Default for Samples {
             function: StringBuilder::new(),
             mapping: StringBuilder::new(),
             offsets: vec![0],
+            skip_stack: false,
             rows: 0,
         }
     }
@@ -76,6 +79,17 @@ impl Table for Samples {
         ]
     }
 
+    fn wants(&self) -> Wants {
+        Wants {
+            samples: true,
+            ..Wants::default()
+        }
+    }
+
+    fn keep_columns(&mut self, keep: &dyn Fn(&str) -> bool) {
+        self.skip_stack = !keep("stack");
+    }
+
     fn event(&mut self, event: &Event, cx: &Context) {
         let Event::Sample(s) = event else {
             return;
@@ -88,14 +102,16 @@ impl Table for Samples {
         self.weight.append_option(s.weight);
         self.leaf
             .append_option(s.frames.first().map(|f| cx.strings.get(f.function)));
-        for f in &s.frames {
-            self.function.append_value(cx.strings.get(f.function));
-            self.mapping.append_value(cx.strings.get(f.mapping));
+        if !self.skip_stack {
+            for f in &s.frames {
+                self.function.append_value(cx.strings.get(f.function));
+                self.mapping.append_value(cx.strings.get(f.mapping));
+            }
+            let end = self.offsets.last().copied().unwrap_or(0);
+            // A batch holds at most a few million frames: far from i32::MAX.
+            let len = i32::try_from(s.frames.len()).unwrap_or(i32::MAX);
+            self.offsets.push(end.saturating_add(len));
         }
-        let end = self.offsets.last().copied().unwrap_or(0);
-        // A batch holds at most a few million frames: far from i32::MAX.
-        let len = i32::try_from(s.frames.len()).unwrap_or(i32::MAX);
-        self.offsets.push(end.saturating_add(len));
         self.rows += 1;
     }
 

@@ -7,7 +7,7 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, args, ns};
 
@@ -28,6 +28,8 @@ pub struct Slices {
     args: StringBuilder,
     unfinished: BooleanBuilder,
     scratch: String,
+    /// `args` is not built.
+    skip_args: bool,
     rows: usize,
 }
 
@@ -54,6 +56,18 @@ impl Table for Slices {
         ]
     }
 
+    fn wants(&self) -> Wants {
+        Wants {
+            durations: true,
+            end_time: true,
+            ..Wants::default()
+        }
+    }
+
+    fn keep_columns(&mut self, keep: &dyn Fn(&str) -> bool) {
+        self.skip_args = !keep("args");
+    }
+
     fn event(&mut self, event: &Event, cx: &Context) {
         let Event::Slice(s) = event else {
             return;
@@ -70,8 +84,10 @@ impl Table for Slices {
         self.name.append_value(cx.strings.get(s.name));
         self.depth.append_value(s.depth);
         self.parent_id.append_option(s.parent);
-        args::write_json(&mut self.scratch, &s.args, cx, |_| true);
-        self.args.append_value(&self.scratch);
+        if !self.skip_args {
+            args::write_json(&mut self.scratch, &s.args, cx, |_| true);
+            self.args.append_value(&self.scratch);
+        }
         self.unfinished.append_value(s.unfinished);
         self.rows += 1;
     }

@@ -9,7 +9,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::errno;
 use trace_analysis::kernel::{CallEnd, Syscall};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, args, ns};
 
@@ -35,6 +35,8 @@ pub struct Syscalls {
     entry_lost: BooleanBuilder,
     return_lost: BooleanBuilder,
     scratch: String,
+    /// `args` is not built.
+    skip_args: bool,
     rows: usize,
 }
 
@@ -63,6 +65,18 @@ impl Table for Syscalls {
         ]
     }
 
+    fn wants(&self) -> Wants {
+        Wants {
+            durations: true,
+            end_time: true,
+            ..Wants::default()
+        }
+    }
+
+    fn keep_columns(&mut self, keep: &dyn Fn(&str) -> bool) {
+        self.skip_args = !keep("args");
+    }
+
     fn event(&mut self, event: &Event, cx: &Context) {
         let Event::Slice(s) = event else {
             return;
@@ -84,10 +98,12 @@ impl Table for Syscalls {
         );
         self.errno_num
             .append_option(err.and_then(|e| i32::try_from(e).ok()));
-        args::write_json(&mut self.scratch, &s.args, cx, |n| {
-            Syscall::is_call_arg(n, cx)
-        });
-        self.args.append_value(&self.scratch);
+        if !self.skip_args {
+            args::write_json(&mut self.scratch, &s.args, cx, |n| {
+                Syscall::is_call_arg(n, cx)
+            });
+            self.args.append_value(&self.scratch);
+        }
         self.unfinished.append_value(call.unfinished());
         self.began_before_recording
             .append_value(call.began_before_recording);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, UInt32Builder, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use trace_analysis::{Context, Event};
+use trace_analysis::{Context, Event, Wants};
 
 use super::{Table, ns};
 
@@ -34,6 +34,13 @@ impl Table for Wakeups {
             Field::new("waker_pid", DataType::UInt64, true),
             Field::new("waker_tid", DataType::UInt64, true),
         ]
+    }
+
+    fn wants(&self) -> Wants {
+        Wants {
+            wakeups: true,
+            ..Wants::default()
+        }
     }
 
     fn event(&mut self, event: &Event, cx: &Context) {

@@ -9,8 +9,9 @@
 //!
 //! Each round then runs, interleaved and pinned to one CPU, `trace-cli
 //! dump FILE > /dev/null` (the floor: decoding and printing every record),
-//! `trace-cli report FILE > /dev/null` and `trace-cli export FILE --parquet
-//! DIR`. The report gives, per command, the medians of MB/s of FXT over
+//! `trace-cli report FILE > /dev/null`, `trace-cli export FILE --parquet
+//! DIR`, and two queries of the file: a count over a small table
+//! (`processes`) and a `GROUP BY` over the system calls. The report gives, per command, the medians of MB/s of FXT over
 //! wall-clock time and over CPU time (user and system, from `wait4`), and
 //! the largest peak resident set size seen (`ru_maxrss`): what the command
 //! holds, which stays bounded however large the trace.
@@ -23,6 +24,12 @@ use anyhow::{Context, Result, bail};
 
 use super::{Built, build_release, median, target_dir, which};
 use crate::run::is_root;
+
+/// The query over a small table: only the process records are read.
+const COUNT_PROCESSES: &str = "SELECT count(*) FROM processes";
+/// The query over the system calls, the figures `report`'s system call
+/// section gives.
+const SYSCALLS_BY_NAME: &str = "SELECT name, count(*) AS calls, sum(dur) AS ns FROM syscalls GROUP BY name ORDER BY calls DESC";
 
 /// One run of a command over the trace.
 #[derive(Clone, Copy, Debug)]
@@ -52,13 +59,16 @@ pub fn analysis_bench(rounds: usize, size_mb: u64, trace: Option<&Path>) -> Resu
         .len();
     let mb = bytes as f64 / 1e6;
     let out = std::env::temp_dir().join(format!("trace-bench-export-{}", std::process::id()));
-    let commands: [(&str, Vec<String>); 3] = [
+    let query = |sql: &str| vec!["query".into(), path(&file), sql.into()];
+    let commands: [(&str, Vec<String>); 5] = [
         ("dump > /dev/null", vec!["dump".into(), path(&file)]),
         ("report > /dev/null", vec!["report".into(), path(&file)]),
         (
             "export --parquet",
             vec!["export".into(), path(&file), "--parquet".into(), path(&out)],
         ),
+        ("query count processes", query(COUNT_PROCESSES)),
+        ("query syscalls by name", query(SYSCALLS_BY_NAME)),
     ];
     let mut results: Vec<Vec<Measured>> = vec![Vec::new(); commands.len()];
     for round in 0..rounds {
@@ -76,7 +86,7 @@ pub fn analysis_bench(rounds: usize, size_mb: u64, trace: Option<&Path>) -> Resu
         file.display()
     );
     println!(
-        "{:<22} {:>10} {:>12} {:>12} {:>14}",
+        "{:<24} {:>10} {:>12} {:>12} {:>14}",
         "trace-cli", "seconds", "MB/s (wall)", "MB/s (CPU)", "peak RSS"
     );
     for ((name, _), runs) in commands.iter().zip(&results) {
@@ -84,7 +94,7 @@ pub fn analysis_bench(rounds: usize, size_mb: u64, trace: Option<&Path>) -> Resu
         let cpu = median(runs.iter().map(|r| r.cpu));
         let rss = runs.iter().map(|r| r.max_rss_kb).max().unwrap_or(0);
         println!(
-            "{name:<22} {wall:>10.2} {:>12.0} {:>12.0} {:>11.1} MB",
+            "{name:<24} {wall:>10.2} {:>12.0} {:>12.0} {:>11.1} MB",
             mb / wall,
             mb / cpu.max(1e-9),
             rss as f64 / 1024.0
