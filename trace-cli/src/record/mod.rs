@@ -65,7 +65,9 @@ pub struct RecordArgs {
         short,
         long = "categories",
         value_name = "CAT,CAT...",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = crate::completions::Suggested(crate::completions::category_names),
+        hide_possible_values = true
     )]
     categories: Vec<String>,
     /// Size of the kernel ring buffer in megabytes (fractions allowed; it
@@ -125,7 +127,7 @@ pub struct RecordArgs {
     /// if prev_prio < 100`). `trace-cli events` lists them with their
     /// fields. Adds to what `-c` selects (`-c none`: the tracepoints alone).
     /// May repeat.
-    #[arg(short = 'e', long = "event", value_name = "SPEC")]
+    #[arg(short = 'e', long = "event", value_name = "SPEC", value_hint = clap::ValueHint::Other)]
     events: Vec<String>,
     /// Samples per second and CPU of `kernel:profile` (a `cpu-clock` timer;
     /// 99 stays out of step with the kernel's 100 Hz and 1000 Hz work).
