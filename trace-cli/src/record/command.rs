@@ -281,3 +281,39 @@ pub(super) async fn outcome(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use super::*;
+
+    #[test]
+    fn statuses_are_said_and_passed_on_as_a_shell_does() {
+        // A wait status: the code in the second byte, a signal in the first.
+        let (line, code) = describe(std::process::ExitStatus::from_raw(3 << 8));
+        assert_eq!(
+            (line.as_str(), code),
+            ("the command exited with status 3", 3)
+        );
+        let (line, code) = describe(std::process::ExitStatus::from_raw(11));
+        assert_eq!(code, 139);
+        assert!(line.contains("SIGSEGV"), "{line}");
+        let (line, code) = describe(std::process::ExitStatus::from_raw(9 | 0x80));
+        assert_eq!(code, 137);
+        assert!(line.contains("core dumped"), "{line}");
+    }
+
+    #[test]
+    fn commands_that_cannot_run_get_127_or_126() {
+        assert!(check_runnable("sh").is_ok());
+        assert!(check_runnable("/bin/sh").is_ok());
+        assert_eq!(
+            check_runnable("no-such-command-here").unwrap_err(),
+            (127, "no-such-command-here: command not found".to_owned())
+        );
+        assert_eq!(check_runnable("/no/such/program").unwrap_err().0, 127);
+        assert_eq!(check_runnable("/").unwrap_err().0, 126);
+        assert_eq!(check_runnable("").unwrap_err().0, 127);
+    }
+}
