@@ -135,21 +135,31 @@ pub(super) fn check_runnable(program: &str) -> Result<(), (u8, String)> {
     }
 }
 
-/// Starts `program` with `args` through `trace-cli` itself, which waits for
-/// [`Release::go`] and then becomes the command: a command that cannot be
-/// run then exits as it would in a shell (127, 126), after the recording
-/// started, so the recording ends as for any other command.
+/// Starts `program` with `args`. With `release`, through `trace-cli`
+/// itself, which waits for [`Release::go`] and then becomes the command.
+/// `Ok(Err(status))` when the command cannot be run: the status a shell
+/// gives for it (127, 126), once said why.
 pub(super) fn start_command(
     program: &str,
     args: &[String],
-    release: &Release,
+    release: Option<&Release>,
     stdout_to_stderr: bool,
-) -> Result<tokio::process::Child> {
-    let me = std::env::current_exe().context("finding trace-cli's own program")?;
-    let mut cmd = Command::new(me);
-    cmd.env(RELEASE_FD_ENV, release.read.as_raw_fd().to_string())
-        .arg(program)
-        .args(args);
+) -> Result<Result<tokio::process::Child, u8>> {
+    let mut cmd = match release {
+        Some(r) => {
+            let me = std::env::current_exe().context("finding trace-cli's own program")?;
+            let mut cmd = Command::new(me);
+            cmd.env(RELEASE_FD_ENV, r.read.as_raw_fd().to_string())
+                .arg(program)
+                .args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
     if stdout_to_stderr {
         let stderr = std::io::stderr()
             .as_fd()
@@ -157,33 +167,33 @@ pub(super) fn start_command(
             .context("duplicating standard error for the command")?;
         cmd.stdout(std::process::Stdio::from(stderr));
     }
-    cmd.spawn()
-        .with_context(|| format!("cannot run {program:?}"))
-}
-
-/// Starts `program` with `args` at once (before a delayed start).
-pub(super) fn start_now(
-    program: &str,
-    args: &[String],
-    stdout_to_stderr: bool,
-) -> Result<tokio::process::Child> {
-    let release = Release::new()?;
-    let child = start_command(program, args, &release, stdout_to_stderr)?;
-    release.go();
-    Ok(child)
+    match cmd.spawn() {
+        Ok(child) => Ok(Ok(child)),
+        // Checked before recording, but it may have changed since.
+        Err(e) if release.is_none() && e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("trace-cli: {program}: command not found");
+            Ok(Err(NOT_FOUND))
+        }
+        Err(e) if release.is_none() && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!("trace-cli: {program}: {e}");
+            Ok(Err(CANNOT_RUN))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot run {program:?}")),
+    }
 }
 
 /// Starts the `command` of a session that has started, held back until the
 /// manager follows it when `config` records some processes only; a command
 /// started before a delayed start (`early_child`) is named to the manager.
+/// `Ok(Err(status))` when the command cannot be run.
 pub(super) async fn launch(
     ctl: &mut Controller,
     early_child: Option<tokio::process::Child>,
     command: &[String],
     config: &trace_common::controller::TraceConfig,
     to_stdout: bool,
-) -> Result<Option<tokio::process::Child>> {
-    Ok(match (early_child, command.split_first()) {
+) -> Result<Result<Option<tokio::process::Child>, u8>> {
+    Ok(Ok(match (early_child, command.split_first()) {
         (Some(child), _) => {
             if let Some(pid) = child.id() {
                 // Names it; it may have exited during the wait.
@@ -192,19 +202,22 @@ pub(super) async fn launch(
             Some(child)
         }
         (None, Some((program, rest))) => {
-            let release = Release::new()?;
-            let child = start_command(program, rest, &release, to_stdout)?;
-            if config.pids.is_some()
-                && let Some(pid) = child.id()
-            {
-                // Followed before it runs its first instruction.
-                follow(ctl, pid).await?;
+            let release = config.pids.is_some().then(Release::new).transpose()?;
+            let child = match start_command(program, rest, release.as_ref(), to_stdout)? {
+                Ok(child) => child,
+                Err(status) => return Ok(Err(status)),
+            };
+            if let Some(release) = release {
+                if let Some(pid) = child.id() {
+                    // Followed before it runs its first instruction.
+                    follow(ctl, pid).await?;
+                }
+                release.go();
             }
-            release.go();
             Some(child)
         }
         (None, None) => None,
-    })
+    }))
 }
 
 /// What became of the recorded command.

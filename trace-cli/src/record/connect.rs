@@ -43,10 +43,10 @@ pub fn connect(needs_kernel: bool) -> Result<Connection> {
     }
     if needs_kernel && let Some(what) = lacking_privileges() {
         bail!(
-            "no trace-manager daemon runs (nothing listens on {}); recording needs one, or \
-             root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: {what}. \
-             Run it with sudo, or start the daemon (`sudo systemctl start trace-manager`), which \
-             records for root and the members of the `tracing` group",
+            "no trace-manager daemon runs (nothing listens on {}), and recording without one \
+             needs root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: \
+             {what}. Run it with sudo, or start the daemon (`sudo systemctl start \
+             trace-manager`), which records for root and the members of the `tracing` group",
             path.display()
         );
     }

@@ -33,7 +33,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use trace_common::controller::{Reply, Request, StackOptions, StartOptions, TraceConfig, fail};
 use trace_manager::service::Manager;
 
-use command::start_now;
+use command::start_command;
 pub use command::{RELEASE_FD_ENV, wait_and_exec};
 use connect::check_privileges;
 pub use connect::{Connection, connect, embed};
@@ -279,7 +279,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let mut early_child = None;
     if let Some(delay) = args.start_delay.map(seconds).transpose()? {
         if let Some((program, rest)) = args.command.split_first() {
-            let child = start_now(program, rest, to_stdout)?;
+            let child = match start_command(program, rest, None, to_stdout)? {
+                Ok(child) => child,
+                // Nothing is recorded yet.
+                Err(status) => return Ok(ExitCode::from(status)),
+            };
             if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
                 pids.push(pid);
             }
@@ -311,7 +315,14 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         other => return Err(failed("starting", other)),
     }
 
-    let mut child = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
+    let launched = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
+    // A command that could not be run ends the recording at once, with the
+    // status a shell gives for it.
+    let unrunnable = launched.as_ref().err().map(|&status| {
+        use std::os::unix::process::ExitStatusExt as _;
+        std::process::ExitStatus::from_raw(i32::from(status) << 8)
+    });
+    let mut child = launched.unwrap_or(None);
     let duration = args.duration.map(seconds).transpose()?;
     // Printed once every provider is attached: scripts may wait for it.
     if child.is_none() && duration.is_none() {
@@ -320,15 +331,20 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: recording");
     }
 
-    let reason = run_loop::wait_for_stop(
-        ctl,
-        child.as_mut(),
-        targets.as_ref(),
-        duration,
-        &mut interrupted,
-        &args.triggers,
-    )
-    .await?;
+    let reason = match unrunnable {
+        Some(status) => StopReason::CommandExited(Some(status)),
+        None => {
+            run_loop::wait_for_stop(
+                ctl,
+                child.as_mut(),
+                targets.as_ref(),
+                duration,
+                &mut interrupted,
+                &args.triggers,
+            )
+            .await?
+        }
+    };
     // Also after an abort: the session ends, and a deferred trace's staged
     // records are still written out.
     if let (StopReason::Trigger(_), Some(w)) = (&reason, &windowed) {
