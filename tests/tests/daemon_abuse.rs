@@ -91,8 +91,8 @@ fn a_user_the_socket_refuses_is_told_so_not_that_root_is_needed() {
     let o = cli(&["providers"], &d.socket, None);
     assert!(o.status.success(), "{}", stderr(&o));
 
-    // No daemon at all: what this user lacks to record alone is said, as
-    // before.
+    // No daemon at all: that none runs, and what this user lacks to record
+    // alone.
     let none = d.dir.join("none.sock");
     let o = cli(
         &[
@@ -109,8 +109,9 @@ fn a_user_the_socket_refuses_is_told_so_not_that_root_is_needed() {
     );
     let err = stderr(&o);
     assert!(!o.status.success(), "{err}");
+    assert!(err.contains("no trace-manager daemon runs"), "{err}");
     assert!(
-        err.contains("needs root, or the CAP_BPF and CAP_PERFMON capabilities"),
+        err.contains("root (or the CAP_BPF and CAP_PERFMON capabilities)"),
         "{err}"
     );
     assert!(!err.contains("refused the connection"), "{err}");

@@ -3,6 +3,7 @@
 
 mod categories;
 mod check;
+mod completions;
 mod convert;
 mod dump;
 mod events;
@@ -78,7 +79,9 @@ enum Command {
     /// many traces or for any engine that reads Parquet.
     Export(export::ExportArgs),
     /// Print a shell completion script (e.g. `trace-cli completions bash >
-    /// /etc/bash_completion.d/trace-cli`).
+    /// /etc/bash_completion.d/trace-cli`): subcommands, options, categories
+    /// and report sections; in bash also the tracepoint names of `record
+    /// -e`, read from the running kernel when completing.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -160,10 +163,7 @@ fn main() -> ExitCode {
         Command::Query(args) => query::run(args),
         Command::Export(args) => export::run(args),
         Command::Completions { shell } => {
-            // Generated into memory: the generator panics on a write error.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "trace-cli", &mut script);
-            print_all(&script)
+            print_all(&completions::script(shell, &mut Cli::command()))
         }
         Command::Man => man(),
     };

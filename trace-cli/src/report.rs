@@ -32,7 +32,13 @@ pub struct ReportArgs {
     files: Vec<PathBuf>,
     /// Sections to show, comma-separated: cpu, sched, syscalls, block,
     /// memory, irq, userspace, probes, samples, loss (default: all).
-    #[arg(long = "section", value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long = "section",
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = crate::completions::Suggested(crate::completions::section_names),
+        hide_possible_values = true
+    )]
     sections: Vec<String>,
     /// Only these processes (repeat the option, or separate pids with
     /// commas).

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use trace_common::controller::{Reply, Request, SessionKind};
-use trace_manager::client::Controller;
+use trace_manager::client::{ClientError, Controller};
 
 /// Arguments of `trace-cli snapshot`.
 #[derive(Args)]
@@ -33,12 +33,18 @@ fn daemon() -> Result<(tokio::runtime::Runtime, Controller)> {
     let path = trace_manager::userspace::socket_path();
     let ctl = {
         let _guard = runtime.enter();
-        Controller::connect(&path).with_context(|| {
-            format!(
-                "no trace manager daemon on {} (start one with trace-manager --flight-recorder)",
-                path.display()
-            )
-        })?
+        match Controller::connect(&path) {
+            Ok(ctl) => ctl,
+            // The path and the system's reason, each said once.
+            Err(ClientError::NoManager { source, .. }) => {
+                return Err(anyhow::Error::new(source).context(format!(
+                    "no trace manager daemon runs on {} (start one with trace-manager \
+                     --flight-recorder)",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     Ok((runtime, ctl))
 }

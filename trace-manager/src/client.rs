@@ -21,7 +21,7 @@ use trace_common::provider::control::ControlError;
 #[derive(Debug, Error)]
 pub enum ClientError {
     /// No manager listens on the socket.
-    #[error("no trace manager listens on {path}: {source}")]
+    #[error("no trace manager listens on {}", path.display())]
     NoManager {
         /// The socket path.
         path: PathBuf,

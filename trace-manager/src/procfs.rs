@@ -175,6 +175,37 @@ pub fn fd_target(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     fs::read_link(format!("{PROC}/self/fd/{}", fd.as_raw_fd()))
 }
 
+/// Whether a Unix socket listens on `path` in this network namespace (a
+/// line of `/proc/net/unix` with the listening flag and that path);
+/// `None` when that cannot be read. A socket file that nothing listens on
+/// any more (its daemon killed) is in no line.
+pub fn unix_socket_listening(path: &Path) -> Option<bool> {
+    let table = fs::read_to_string(format!("{PROC}/net/unix")).ok()?;
+    Some(listening_in(&table, path))
+}
+
+/// [`unix_socket_listening`] on the text of `/proc/net/unix`.
+fn listening_in(table: &str, path: &Path) -> bool {
+    /// `__SO_ACCEPTCON`: the socket listens.
+    const ACCEPTING: u32 = 1 << 16;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    table.lines().skip(1).any(|line| {
+        // Num RefCount Protocol Flags Type St Inode Path: numbers padded
+        // with spaces, then the path, which may hold spaces (none when
+        // the socket is not bound to one).
+        let mut rest = line;
+        let mut fields = [""; 7];
+        for field in &mut fields {
+            rest = rest.trim_start();
+            let end = rest.find(' ').unwrap_or(rest.len());
+            (*field, rest) = rest.split_at(end);
+        }
+        let flags = u32::from_str_radix(fields[3], 16).unwrap_or(0);
+        let bound = Path::new(rest.trim_start());
+        flags & ACCEPTING != 0 && (bound == path || bound == absolute)
+    })
+}
+
 /// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
 pub fn mem_total() -> Option<u64> {
     let meminfo = fs::read_to_string(format!("{PROC}/meminfo")).ok()?;
@@ -201,6 +232,19 @@ fn parse_status_field(status: &str, key: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listening_sockets_are_found_by_path() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+                     0000000000000000: 00000002 00000000 00010000 0005 01   45 /run/tm/provider.sock\n\
+                     0000000000000000: 00000002 00000000 00000000 0005 01 2346 /run/tm/stale.sock\n\
+                     0000000000000000: 00000002 00000000 00010000 0001 01 2347 /tmp/a b.sock\n\
+                     0000000000000000: 00000002 00000000 00010000 0001 01 2348\n";
+        assert!(listening_in(table, Path::new("/run/tm/provider.sock")));
+        assert!(!listening_in(table, Path::new("/run/tm/stale.sock")));
+        assert!(listening_in(table, Path::new("/tmp/a b.sock")));
+        assert!(!listening_in(table, Path::new("/run/tm/other.sock")));
+    }
 
     #[test]
     fn snapshot_contains_this_process_and_thread() {

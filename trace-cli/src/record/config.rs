@@ -63,6 +63,19 @@ pub(super) fn check(args: &RecordArgs) -> Result<Vec<String>> {
             );
         }
     }
+    // Said once, and only to who named the category: a glob or the
+    // default that takes it in asks for no interrupts in particular.
+    let filtered = !args.pids.is_empty() || (!args.command.is_empty() && !args.all_processes);
+    if filtered
+        && categories
+            .iter()
+            .any(|c| c == trace_common::category::KERNEL_IRQ)
+    {
+        eprintln!(
+            "trace-cli: warning: kernel:irq records nothing when only some processes are \
+             recorded (-p, or a COMMAND without -a): interrupts belong to no process"
+        );
+    }
     if let Some(&pid) = args
         .pids
         .iter()

@@ -31,12 +31,24 @@ pub fn connect(needs_kernel: bool) -> Result<Connection> {
         }
         // A daemon's socket this user may not use: saying that root or
         // CAP_BPF are needed would send them the wrong way (and a manager
-        // run here could not take the path either).
-        Err(e @ trace_manager::client::ClientError::Refused { .. }) => return Err(e.into()),
+        // run here could not take the path either). But a socket file
+        // that nothing listens on (a daemon that stopped, in a folder
+        // this user may not enter) is no daemon.
+        Err(e @ trace_manager::client::ClientError::Refused { .. })
+            if trace_manager::procfs::unix_socket_listening(&path) != Some(false) =>
+        {
+            return Err(e.into());
+        }
         Err(_) => {}
     }
-    if needs_kernel {
-        check_privileges()?;
+    if needs_kernel && let Some(what) = lacking_privileges() {
+        bail!(
+            "no trace-manager daemon runs (nothing listens on {}), and recording without one \
+             needs root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: \
+             {what}. Run it with sudo, or start the daemon (`sudo systemctl start \
+             trace-manager`), which records for root and the members of the `tracing` group",
+            path.display()
+        );
     }
     match Manager::bind(Some(path.clone()), true) {
         Ok(manager) => embed(manager),
@@ -73,16 +85,21 @@ pub fn embed(mut manager: Manager) -> Result<Connection> {
 
 /// Fails with one sentence when the process cannot load eBPF programs.
 pub(super) fn check_privileges() -> Result<()> {
-    if nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    match missing_privileges(effective_capabilities().unwrap_or(0)) {
+    match lacking_privileges() {
         None => Ok(()),
         Some(what) => bail!(
             "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load the kernel \
              trace provider: {what}; run it with sudo"
         ),
     }
+}
+
+/// What this process lacks to load eBPF programs; `None` when it may.
+fn lacking_privileges() -> Option<String> {
+    if nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    missing_privileges(effective_capabilities().unwrap_or(0))
 }
 
 /// What a process that is not root lacks to record, given its effective

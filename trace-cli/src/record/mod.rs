@@ -4,6 +4,7 @@
 //! - `config`: the arguments checked and mapped to a [`TraceConfig`].
 //! - `connect`: the daemon, or a manager run here; the privileges needed.
 //! - `command`: the recorded command, started and followed.
+//! - `targets`: the `-p` processes, watched for their exit.
 //! - `run_loop`: waiting for the end while alerts and the status come.
 //! - `progress`: the live status line.
 //! - `rotation`: the trace cut into a series of files (`--rotate`).
@@ -17,6 +18,7 @@ mod progress;
 mod rotation;
 mod run_loop;
 mod summary;
+mod targets;
 mod window;
 
 use std::fs::File;
@@ -63,7 +65,9 @@ pub struct RecordArgs {
         short,
         long = "categories",
         value_name = "CAT,CAT...",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = crate::completions::Suggested(crate::completions::category_names),
+        hide_possible_values = true
     )]
     categories: Vec<String>,
     /// Size of the kernel ring buffer in megabytes (fractions allowed; it
@@ -92,9 +96,14 @@ pub struct RecordArgs {
     provider_buffers: Vec<String>,
     /// Record kernel events of this process only (all its threads, and the
     /// threads and processes it creates during the recording); may repeat
-    /// or be comma-separated.
+    /// or be comma-separated. Without a COMMAND, the recording stops when
+    /// the last of them exits (see --keep-going).
     #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
     pids: Vec<u32>,
+    /// With -p: go on recording after every PID has exited (until -d,
+    /// Ctrl-C or a trigger), to keep what their children still do.
+    #[arg(long, requires = "pids")]
+    keep_going: bool,
     /// Probe a function: its calls become durations (category `uprobe`) on
     /// the calling threads. `BINARY:SYMBOL`, `BINARY:0xOFFSET`, or `SYMBOL`
     /// with `-p` (in the process's program; `LIB:SYMBOL` such as
@@ -118,7 +127,7 @@ pub struct RecordArgs {
     /// if prev_prio < 100`). `trace-cli events` lists them with their
     /// fields. Adds to what `-c` selects (`-c none`: the tracepoints alone).
     /// May repeat.
-    #[arg(short = 'e', long = "event", value_name = "SPEC")]
+    #[arg(short = 'e', long = "event", value_name = "SPEC", value_hint = clap::ValueHint::Other)]
     events: Vec<String>,
     /// Samples per second and CPU of `kernel:profile` (a `cpu-clock` timer;
     /// 99 stays out of step with the kernel's 100 Hz and 1000 Hz work).
@@ -190,9 +199,11 @@ pub struct RecordArgs {
     /// command's.
     #[arg(short = 'a', long = "all-processes", conflicts_with = "pids")]
     all_processes: bool,
-    /// Run this command and stop when it exits. Kernel events are recorded
-    /// for its process tree only (and the `--pid` processes), unless
-    /// `--all-processes`.
+    /// Run this command and stop when it exits; `record` then exits with
+    /// the command's status (128 + N when signal N killed it; 127 when it
+    /// is not found, 126 when it cannot be run, as shells do). Kernel
+    /// events are recorded for its process tree only (and the `--pid`
+    /// processes), unless `--all-processes`.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -200,6 +211,14 @@ pub struct RecordArgs {
 /// Runs `trace-cli record`.
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let categories = config::check(&args)?;
+    // A command that cannot be run is said at once, as a shell says it,
+    // before anything is loaded.
+    if let Some(program) = args.command.first()
+        && let Err((code, why)) = command::check_runnable(program)
+    {
+        eprintln!("trace-cli: {why}");
+        return Ok(ExitCode::from(code));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -230,6 +249,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     if (args.rotate.is_some() || args.pre.is_some()) && to_stdout {
         bail!("--rotate and --pre write files: they cannot go with -o -");
     }
+    // Watched from now on, so that a pid reused later is not taken for
+    // them.
+    let targets = (args.command.is_empty() && !args.keep_going)
+        .then(|| targets::Targets::watch(&args.pids))
+        .transpose()?
+        .filter(|_| !args.pids.is_empty());
     let mut conn = connect(needs_kernel)?;
     let mut windowed = None;
     let (output, rotation) = match args.rotate {
@@ -254,7 +279,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let mut early_child = None;
     if let Some(delay) = args.start_delay.map(seconds).transpose()? {
         if let Some((program, rest)) = args.command.split_first() {
-            let child = start_command(program, rest, None, to_stdout)?;
+            let child = match start_command(program, rest, None, to_stdout)? {
+                Ok(child) => child,
+                // Nothing is recorded yet.
+                Err(status) => return Ok(ExitCode::from(status)),
+            };
             if let (Some(pids), Some(pid)) = (config.pids.as_mut(), child.id()) {
                 pids.push(pid);
             }
@@ -286,7 +315,14 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         other => return Err(failed("starting", other)),
     }
 
-    let mut child = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
+    let launched = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
+    // A command that could not be run ends the recording at once, with the
+    // status a shell gives for it.
+    let unrunnable = launched.as_ref().err().map(|&status| {
+        use std::os::unix::process::ExitStatusExt as _;
+        std::process::ExitStatus::from_raw(i32::from(status) << 8)
+    });
+    let mut child = launched.unwrap_or(None);
     let duration = args.duration.map(seconds).transpose()?;
     // Printed once every provider is attached: scripts may wait for it.
     if child.is_none() && duration.is_none() {
@@ -295,14 +331,20 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         eprintln!("trace-cli: recording");
     }
 
-    let reason = run_loop::wait_for_stop(
-        ctl,
-        child.as_mut(),
-        duration,
-        &mut interrupted,
-        &args.triggers,
-    )
-    .await?;
+    let reason = match unrunnable {
+        Some(status) => StopReason::CommandExited(Some(status)),
+        None => {
+            run_loop::wait_for_stop(
+                ctl,
+                child.as_mut(),
+                targets.as_ref(),
+                duration,
+                &mut interrupted,
+                &args.triggers,
+            )
+            .await?
+        }
+    };
     // Also after an abort: the session ends, and a deferred trace's staged
     // records are still written out.
     if let (StopReason::Trigger(_), Some(w)) = (&reason, &windowed) {
@@ -325,6 +367,16 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     drop(conn.ctl);
     if let Some(task) = conn.embedded {
         let _ = task.await;
+    }
+    if let StopReason::TargetsExited = &reason {
+        eprintln!(
+            "trace-cli: {} exited: recording stopped (--keep-going records on after it)",
+            if args.pids.len() == 1 {
+                format!("process {}", args.pids[0])
+            } else {
+                "every process of -p".to_owned()
+            }
+        );
     }
     if let StopReason::Trigger(alert) = &reason {
         if trace_manager::kernel::translate::is_kernel_trigger(alert) {

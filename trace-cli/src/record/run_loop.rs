@@ -19,6 +19,8 @@ pub(super) enum StopReason {
     Trigger(String),
     /// The command exited (with this status, when known).
     CommandExited(Option<std::process::ExitStatus>),
+    /// Every process of `-p` exited.
+    TargetsExited,
     /// SIGINT or SIGTERM came.
     Signal,
     /// The manager aborted the session (why): its output failed, say.
@@ -26,11 +28,13 @@ pub(super) enum StopReason {
 }
 
 /// Waits until the recording should stop, and says why: after `duration`,
-/// when `child` exits, when `interrupted`, on one of the `triggers` alerts,
-/// or when the manager aborts the session.
+/// when `child` exits, when every process of `targets` has exited, when
+/// `interrupted`, on one of the `triggers` alerts, or when the manager
+/// aborts the session.
 pub(super) async fn wait_for_stop(
     ctl: &mut Controller,
     mut child: Option<&mut tokio::process::Child>,
+    targets: Option<&super::targets::Targets>,
     duration: Option<Duration>,
     interrupted: &mut tokio::sync::watch::Receiver<u32>,
     triggers: &[String],
@@ -49,8 +53,15 @@ pub(super) async fn wait_for_stop(
                 None => std::future::pending().await,
             }
         };
+        let gone = async {
+            match targets {
+                Some(t) => t.all_exited().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = deadline => StopReason::Duration,
+            () = gone => StopReason::TargetsExited,
             status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
             _ = interrupted.wait_for(|&n| n > 0) => StopReason::Signal,
         }

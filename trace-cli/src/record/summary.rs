@@ -6,28 +6,31 @@ use std::time::Duration;
 use anyhow::Result;
 use trace_common::controller::{Reply, fail};
 
+use super::command::Outcome;
 use super::failed;
 use super::run_loop::StopReason;
 
 /// Says how the recording ended for `reason`, `ended` being the
 /// termination's answer, then what became of the `command`; a recording
-/// that failed says what `destination` holds.
+/// that failed says what `destination` holds. The exit status is the
+/// command's when it ended the recording, else 0; 1 when the recording
+/// failed.
 pub(super) fn report(
     reason: &StopReason,
     ended: Reply,
     destination: &str,
     output_is_file: bool,
-    command: Option<String>,
+    command: Outcome,
 ) -> Result<ExitCode> {
     let why = match (&reason, ended) {
         // Said the moment it happened; the termination's answer repeats it.
         (StopReason::Aborted(why), _) => why.clone(),
         (_, Reply::Terminated(stats)) => {
             print_summary(&stats, destination);
-            if let Some(line) = command {
+            if let Some(line) = command.line {
                 eprintln!("{line}");
             }
-            return Ok(ExitCode::SUCCESS);
+            return Ok(ExitCode::from(command.code.unwrap_or(0)));
         }
         // Writing the last records failed (the disk filled, say).
         (
@@ -44,7 +47,7 @@ pub(super) fn report(
     if output_is_file {
         eprintln!("trace-cli: {destination} holds what was recorded until then, in whole records");
     }
-    if let Some(line) = command {
+    if let Some(line) = command.line {
         eprintln!("{line}");
     }
     Ok(ExitCode::FAILURE)

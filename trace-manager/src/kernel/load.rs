@@ -59,7 +59,8 @@ impl KernelProvider {
                 .iter()
                 .any(|c| c == trace_common::category::KERNEL_IRQ)
         {
-            log::warn!(
+            // The client says it to the user who named the category.
+            log::info!(
                 "kernel:irq records nothing with a pid filter: interrupts belong to no process"
             );
         }

@@ -134,7 +134,12 @@ impl Trigger {
             let (name, duration) = rest
                 .split_once(">=")
                 .or_else(|| rest.split_once('>'))
-                .ok_or_else(|| bad("expected syscall:NAME>DURATION, e.g. syscall:fsync>50ms"))?;
+                .ok_or_else(|| {
+                    bad(
+                        "expected syscall:NAME>DURATION, e.g. 'syscall:fsync>50ms' (quoted: \
+                         unquoted, a shell takes the `>` and what follows for a redirection)",
+                    )
+                })?;
             let min_ns = parse_duration_ns(duration.trim())
                 .ok_or_else(|| bad("the duration wants a unit: ns, us, ms or s"))?;
             let name = name.trim();
