@@ -445,4 +445,5 @@ fn every_block_request_finishes_and_the_bytes_written_add_up() {
             assert!(bytes >= 128 << 20, "{bytes} bytes written");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,6 +16,11 @@
 //!   recording through the daemon keep their samples' stacks whole;
 //!   `--call-graph fp` starts its walk at the sampled function.
 //!
+//! - A stripped program (the `gcc` driver, which waits for `cc1`): its
+//!   off-CPU stacks unwind through its `.eh_frame` down to
+//!   `__libc_start_main`, its unnamed frames are told apart by their
+//!   address in the file, and no stack begins in the tracing machinery.
+//!
 //! Every file passes `trace-cli check`, and its Perfetto packets decode
 //! with every interned id resolved.
 
@@ -420,4 +425,66 @@ fn a_thread_still_blocked_at_the_stop_is_written_up_to_it() {
         (300_000_000..=600_000_000).contains(&off),
         "{off} ns off CPU in a 0.5 s recording"
     );
+}
+
+#[test]
+fn a_stripped_programs_stacks_unwind_whole_with_their_addresses() {
+    require_root();
+    let dir = temp_dir("stacks-stripped");
+    let source = dir.join("x.c");
+    std::fs::write(&source, "int main(void) { return 0; }\n").unwrap();
+    let object = dir.join("x.o");
+    let (file, _) = record(
+        &dir,
+        &["-c", "kernel:offcpu"],
+        "gcc",
+        &[
+            "-O2",
+            "-c",
+            source.to_str().unwrap(),
+            "-o",
+            object.to_str().unwrap(),
+        ],
+    );
+    let out = Command::new(trace_cli())
+        .args(["flamegraph", "--offcpu", "--folded"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The driver's own stacks (its process is named after the command).
+    let driver: Vec<&str> = folded
+        .lines()
+        .filter(|l| l.starts_with("gcc;") && l.contains("gcc-"))
+        .collect();
+    assert!(!driver.is_empty(), "no stack of the gcc driver:\n{folded}");
+    for line in &driver {
+        let (stack, _) = line.rsplit_once(' ').unwrap();
+        let frames: Vec<&str> = stack.split(';').skip(1).collect();
+        // Whole: from the program's start, through libc's.
+        assert!(
+            frames.iter().any(|f| f.contains("__libc_start_main")),
+            "{line}"
+        );
+        // The driver has no symbol table: its frames are named by file and
+        // address, as addr2line takes them.
+        for f in frames.iter().filter(|f| f.contains("gcc-")) {
+            assert!(
+                f.starts_with('[') && f.contains("+0x") && f.ends_with(']'),
+                "{f} in {line}"
+            );
+        }
+        // No stack begins (at its leaf, last) in the tracing machinery.
+        let leaf = frames.last().unwrap();
+        assert!(
+            !leaf.starts_with("__traceiter_") && !leaf.starts_with("bpf_"),
+            "{line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

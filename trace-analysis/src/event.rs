@@ -257,10 +257,30 @@ pub struct Wakeup {
     pub waker_tid: Option<u64>,
 }
 
+/// The name of a frame whose function has no name (`""` or `[unknown]`):
+/// for one in a file, the file and the address in it (`[libc.so.6+0x27304]`,
+/// the address as `addr2line -e FILE` takes it), so that unnamed frames
+/// stay apart and can be named later; else the mapping's own name
+/// (`[anon]`, `[kernel.kallsyms]`), or `[unknown]`. `None` when the
+/// function has a name.
+pub fn unnamed_frame(function: &str, mapping_path: &str, rel_pc: u64) -> Option<String> {
+    if !(function.is_empty() || function == "[unknown]") {
+        return None;
+    }
+    let base = mapping_path.rsplit('/').next().unwrap_or(mapping_path);
+    Some(if base.is_empty() {
+        "[unknown]".to_owned()
+    } else if base.starts_with('[') {
+        base.to_owned()
+    } else {
+        format!("[{base}+{rel_pc:#x}]")
+    })
+}
+
 /// One frame of a sample's call stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// Function name.
+    /// Function name ([`unnamed_frame`]'s for a function with none).
     pub function: Sym,
     /// Mapping (binary) path.
     pub mapping: Sym,

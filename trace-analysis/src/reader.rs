@@ -13,7 +13,7 @@ use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
 use crate::event::{
     Args, AsyncSpan, Counter, Dropped, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice,
-    Switch, Track, Value, Wakeup,
+    Switch, Track, Value, Wakeup, unnamed_frame,
 };
 use crate::kernel::KernelSyms;
 use crate::nesting::Nesting;
@@ -783,7 +783,10 @@ impl TraceReader {
                 .frames
                 .iter()
                 .map(|f| Frame {
-                    function: self.cx.strings.intern(&f.function),
+                    function: match unnamed_frame(&f.function, &f.mapping_path, f.rel_pc) {
+                        Some(name) => self.cx.strings.intern(&name),
+                        None => self.cx.strings.intern(&f.function),
+                    },
                     mapping: self.cx.strings.intern(&f.mapping_path),
                 })
                 .collect();

@@ -127,7 +127,14 @@ pub fn describe_samples(
             } else {
                 &f.mapping_path
             };
-            let _ = write!(out, "\n    {} ({mapping})", f.function);
+            let function = if f.function.is_empty() {
+                "[unknown]"
+            } else {
+                &f.function
+            };
+            // As `perf script` prints a frame: its address (here relative to
+            // its file, as `addr2line -e FILE` takes it), name and file.
+            let _ = write!(out, "\n    {:16x} {function} ({mapping})", f.rel_pc);
         }
     }
     for e in problems {
@@ -356,7 +363,13 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(&lines[1..], ["    a (/bin/prog)", "    main (/bin/prog)"]);
+        assert_eq!(
+            &lines[1..],
+            [
+                "                 100 a (/bin/prog)",
+                "                 200 main (/bin/prog)"
+            ]
+        );
         // A payload that does not decode says so.
         let bad = describe_samples(0x40, &names, &[], &reader.feed(&[0x0a, 0x7f, 0x01]).1);
         assert!(

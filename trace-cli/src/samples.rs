@@ -49,27 +49,14 @@ pub fn weight(sample: &DecodedSample) -> u64 {
 }
 
 /// The name of `frame` in a flame graph or Chrome JSON: its function, or
-/// for an unknown (or unnamed) function the file it is in (`[libc.so.6]`),
-/// as `stackcollapse-perf` names it. `;` (the folded format's separator)
-/// becomes `:`, and line breaks spaces.
+/// for an unknown (or unnamed) function the file it is in and the address
+/// there (`[libc.so.6+0x27304]`, as `stackcollapse-perf --addrs` keeps
+/// them apart; [`trace_analysis::event::unnamed_frame`]). `;` (the folded
+/// format's separator) becomes `:`, and line breaks spaces.
 pub fn frame_name(frame: &DecodedFrame) -> String {
-    let unknown = frame.function.is_empty() || frame.function == "[unknown]";
-    let name = if unknown && frame.mapping_path.is_empty() {
-        "[unknown]".to_owned()
-    } else if unknown {
-        let base = frame
-            .mapping_path
-            .rsplit('/')
-            .next()
-            .unwrap_or(&frame.mapping_path);
-        if base.starts_with('[') {
-            base.to_owned()
-        } else {
-            format!("[{base}]")
-        }
-    } else {
-        frame.function.clone()
-    };
+    let name =
+        trace_analysis::event::unnamed_frame(&frame.function, &frame.mapping_path, frame.rel_pc)
+            .unwrap_or_else(|| frame.function.clone());
     name.replace(';', ":").replace(['\n', '\r'], " ")
 }
 
@@ -315,12 +302,12 @@ mod tests {
             function: function.to_owned(),
             mapping_path: mapping.to_owned(),
             build_id: None,
-            rel_pc: 0,
+            rel_pc: 0x2a,
         };
         assert_eq!(frame_name(&frame("main", "/bin/prog")), "main");
         assert_eq!(
             frame_name(&frame("[unknown]", "/usr/lib/libc.so.6")),
-            "[libc.so.6]"
+            "[libc.so.6+0x2a]"
         );
         assert_eq!(
             frame_name(&frame("[unknown]", "[kernel.kallsyms]")),
@@ -328,7 +315,7 @@ mod tests {
         );
         assert_eq!(frame_name(&frame("[unknown]", "")), "[unknown]");
         assert_eq!(frame_name(&frame("", "")), "[unknown]");
-        assert_eq!(frame_name(&frame("", "/bin/prog")), "[prog]");
+        assert_eq!(frame_name(&frame("", "/bin/prog")), "[prog+0x2a]");
         assert_eq!(frame_name(&frame("a;b\nc", "/x")), "a:b c");
     }
 

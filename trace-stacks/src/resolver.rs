@@ -216,9 +216,12 @@ impl StackResolver {
 
     /// Symbolizes kernel addresses with `/proc/kallsyms`, one frame per address in order.
     /// Cached. The frames report the mapping [`KERNEL_PATH`](Self::KERNEL_PATH), and `rel_pc`
-    /// is the address itself.
+    /// is the address itself. The leaf frames of the tracing machinery that ran the program
+    /// that took the stack (a tracepoint's dispatch, the BPF trampoline) are left out: the
+    /// stack starts in the traced code, as `perf` shows it.
     pub fn symbolize_kernel(&mut self, addrs: &[u64]) -> Vec<ResolvedFrame> {
-        self.symbols
+        let mut frames: Vec<ResolvedFrame> = self
+            .symbols
             .kernel(addrs)
             .into_iter()
             .zip(addrs)
@@ -228,7 +231,15 @@ impl StackResolver {
                 rel_pc: addr,
                 addr,
             })
-            .collect()
+            .collect();
+        let machinery = frames
+            .iter()
+            .take_while(|f| is_tracing_machinery(&f.function))
+            .count();
+        if machinery < frames.len() {
+            frames.drain(..machinery);
+        }
+        frames
     }
 
     /// Process `pid`, read the first time.
@@ -274,5 +285,44 @@ impl StackResolver {
             frames.push((frame, pending));
         }
         missing
+    }
+}
+
+/// Whether kernel function `name` belongs to the machinery that runs a tracing program
+/// (tracepoint dispatch, perf's tracepoint glue, the BPF run-time) rather than to the code
+/// traced.
+fn is_tracing_machinery(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "__traceiter_",
+        "__bpf_trace_",
+        "bpf_trace_run",
+        "__probestub_",
+        "perf_trace_",
+        "trace_call_bpf",
+        "bpf_prog_",
+        "__bpf_prog_run",
+        "trace_event_raw_event_",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod machinery_tests {
+    use super::is_tracing_machinery;
+
+    #[test]
+    fn tracepoint_and_bpf_frames_are_machinery_and_the_scheduler_is_not() {
+        for name in [
+            "__traceiter_sched_switch",
+            "__bpf_trace_sched_switch",
+            "bpf_trace_run4",
+            "perf_trace_sched_switch",
+            "bpf_prog_6deef7357e7b4530_sched_switch_btf",
+        ] {
+            assert!(is_tracing_machinery(name), "{name}");
+        }
+        for name in ["__schedule", "schedule", "do_nanosleep", "[unknown]"] {
+            assert!(!is_tracing_machinery(name), "{name}");
+        }
     }
 }

@@ -495,3 +495,98 @@ fn the_resolver_can_move_between_threads() {
     .unwrap();
     assert!(name.contains("chain_leaf_c"));
 }
+
+/// Builds `dir/mini`: a C program whose `hidden_worker` (static, so in no
+/// dynamic symbol table) calls `pause()`, linked at fixed addresses,
+/// stripped of every symbol table; with `debugdata`, given a
+/// `.gnu_debugdata` section (the xz-compressed symbol table some
+/// distributions ship, "MiniDebugInfo"), made as they make it. Returns the
+/// function's address.
+fn build_stripped_program(dir: &std::path::Path, debugdata: bool) -> (std::path::PathBuf, u64) {
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let src = dir.join("mini.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\n\
+         static void __attribute__((noinline)) hidden_worker(void) { pause(); }\n\
+         int main(void) { hidden_worker(); return 0; }\n",
+    )
+    .unwrap();
+    let full = dir.join("mini.full");
+    run(Command::new("cc")
+        .args(["-O1", "-g", "-no-pie", "-o"])
+        .arg(&full)
+        .arg(&src));
+    let data = std::fs::read(&full).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let addr = file
+        .symbols()
+        .find(|s| s.name() == Ok("hidden_worker"))
+        .expect("no hidden_worker symbol")
+        .address();
+    let prog = dir.join("mini");
+    std::fs::copy(&full, &prog).unwrap();
+    run(Command::new("strip").arg("--strip-all").arg(&prog));
+    if debugdata {
+        // The function symbols only, as Fedora's find-debuginfo keeps them.
+        let mini = dir.join("mini.debug");
+        run(Command::new("objcopy")
+            .args([
+                "--only-keep-debug",
+                "--strip-debug",
+                "--keep-symbol=hidden_worker",
+            ])
+            .arg(&full)
+            .arg(&mini));
+        run(Command::new("xz").arg("-f").arg(&mini));
+        let mut xz = mini.into_os_string();
+        xz.push(".xz");
+        let mut section = std::ffi::OsString::from(".gnu_debugdata=");
+        section.push(&xz);
+        run(Command::new("objcopy")
+            .arg("--add-section")
+            .arg(section)
+            .arg(&prog));
+    }
+    (prog, addr)
+}
+
+/// The name of `addr` in a run of `program`, as a sample there would be named.
+fn name_in_running(program: &std::path::Path, addr: u64) -> String {
+    let mut child = Command::new(program).spawn().unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .contains("libc.so")
+    {
+        assert!(Instant::now() < deadline, "libc never mapped");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut resolver = StackResolver::new();
+    let frames = resolver.symbolize_user(pid, &[addr + 1]);
+    let _ = child.kill();
+    let _ = child.wait();
+    frames[0].function.clone()
+}
+
+#[test]
+fn names_a_stripped_programs_functions_from_its_gnu_debugdata() {
+    let dir = std::env::temp_dir().join(format!("trace-stacks-mini-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (with, addr) = build_stripped_program(&dir, true);
+    assert_eq!(name_in_running(&with, addr), "hidden_worker");
+    // Without the section, nothing names it.
+    let bare = dir.join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    let (without, addr) = build_stripped_program(&bare, false);
+    assert_eq!(name_in_running(&without, addr), "[unknown]");
+    let _ = std::fs::remove_dir_all(&dir);
+}
