@@ -51,8 +51,9 @@ pub struct ReportArgs {
     /// after `@` (`@1234567890..@1334567890`), the file's own timestamps.
     #[arg(long, value_name = "START..END")]
     time: Option<TimeRange>,
-    /// Write the report as JSON (durations and times in ns) instead of
-    /// tables.
+    /// Write the report as JSON (durations and times in ns, every column)
+    /// instead of tables, which fit the output's width (COLUMNS if set, else
+    /// the terminal's, else 100) by leaving out the columns they name.
     #[arg(long)]
     json: bool,
     /// Rows per table (the busiest, slowest, most changed).
