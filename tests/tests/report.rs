@@ -10,6 +10,9 @@
 //!   median and maximum the program measured.
 //! - Two recordings of `report_syscalls`, the second with 300 ms more
 //!   sleep: the diff's largest change is that sleep.
+//! - Two recordings of a shell starting `true` 3 and 5 times: the diff has
+//!   one row for `true`, the sum of its processes on each side and their
+//!   number, and its text fits 100 columns.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -325,4 +328,88 @@ fn the_diff_of_two_recordings_puts_an_extra_sleep_first() {
         .unwrap();
     let off = most["off_cpu_change"].as_i64().unwrap();
     assert!((250_000_000..450_000_000).contains(&off), "{most}");
+}
+
+#[test]
+fn a_diff_sums_the_processes_of_a_name_and_fits_the_width() {
+    require_root();
+    let record = |name: &str, n: usize| {
+        let dir = temp_dir(name);
+        let file = dir.join("trace.fxt");
+        let script = format!(
+            "for i in {}; do /bin/true; done; echo done",
+            vec!["x"; n].join(" ")
+        );
+        let out = record_command(&file, "kernel:sched", "/bin/sh", &["-c", &script]);
+        assert!(out.contains("done"), "{out}");
+        file
+    };
+    let (a, b) = (record("report-names-a", 3), record("report-names-b", 5));
+    // The sum of the `true` processes of one recording, from its own report.
+    let on_cpu = |file: &Path| -> (u64, u64) {
+        let r = report(&["--section", "cpu", "--top", "10000"], &[file]);
+        let mine: Vec<&Value> = rows(&r, "cpu", "processes")
+            .iter()
+            .filter(|p| p["process"] == "true")
+            .collect();
+        (
+            mine.len() as u64,
+            mine.iter().map(|p| number(&p["on_cpu"])).sum(),
+        )
+    };
+    let ((na, on_a), (nb, on_b)) = (on_cpu(&a), on_cpu(&b));
+    assert_eq!((na, nb), (3, 5));
+    let d = report(&["--section", "cpu"], &[&a, &b]);
+    assert_eq!(d["by"], "name");
+    let procs = rows(&d, "cpu", "processes");
+    let named: Vec<&Value> = procs.iter().filter(|p| p["process"] == "true").collect();
+    assert_eq!(named.len(), 1, "one row for `true`: {procs:?}");
+    let t = named[0];
+    assert_eq!(number(&t["processes_a"]), 3, "{t}");
+    assert_eq!(number(&t["processes_b"]), 5, "{t}");
+    assert_eq!(number(&t["on_cpu_a"]), on_a, "{t}");
+    assert_eq!(number(&t["on_cpu_b"]), on_b, "{t}");
+    assert_eq!(
+        t["on_cpu_change"].as_i64(),
+        Some(on_b as i64 - on_a as i64),
+        "{t}"
+    );
+    // Every column in JSON, though a terminal would leave some out.
+    assert!(t.get("migrations_a").is_some() && t.get("involuntary_change").is_some());
+    let threads = rows(&d, "cpu", "threads");
+    let t = row(threads, "thread", "true");
+    assert_eq!(number(&t["threads_b"]), 5, "{t}");
+    // By pid, every process has its own row.
+    let by_pid = report(
+        &["--section", "cpu", "--diff-by", "pid", "--top", "10000"],
+        &[&a, &b],
+    );
+    let named = rows(&by_pid, "cpu", "processes")
+        .iter()
+        .filter(|p| p["process"] == "true")
+        .count();
+    assert_eq!(named, 3 + 5);
+    // The text fits 100 columns, the tables of the diff and of a report.
+    for files in [vec![&a, &b], vec![&a]] {
+        let out = Command::new(trace_cli())
+            .args(["report", "--color", "never"])
+            .args(files)
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}\n{text}",
+                line.chars().count()
+            );
+        }
+        assert!(text.contains("--json has every column"), "{text}");
+    }
 }

@@ -13,21 +13,23 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use comfy_table::{CellAlignment, Color, ContentArrangement};
-use trace_analysis::report::diff::{Diff, diff};
+use trace_analysis::report::diff::{Diff, DiffBy, diff};
 use trace_analysis::report::filter::Bound;
 use trace_analysis::report::{
     Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, first_timestamp,
     report, units,
 };
+use unicode_width::UnicodeWidthStr;
 
 /// Arguments of `trace-cli report`.
 #[derive(Args)]
 pub struct ReportArgs {
     /// The FXT file (`-` for standard input); with a second file, the two
     /// are compared (A the first, B the second), each table's rows sorted
-    /// by what changed most.
+    /// by what changed most, processes and threads matched by name (see
+    /// --diff-by).
     #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Sections to show, comma-separated: cpu, sched, syscalls, block,
@@ -55,16 +57,57 @@ pub struct ReportArgs {
     /// after `@` (`@1234567890..@1334567890`), the file's own timestamps.
     #[arg(long, value_name = "START..END")]
     time: Option<TimeRange>,
-    /// Write the report as JSON (durations and times in ns) instead of
-    /// tables.
+    /// Write the report as JSON (durations and times in ns, every column)
+    /// instead of tables, which fit the output's width (COLUMNS if set, else
+    /// the terminal's, else 100) by leaving out the columns they name.
     #[arg(long)]
     json: bool,
     /// Rows per table (the busiest, slowest, most changed).
     #[arg(long, value_name = "N", default_value_t = 20)]
     top: usize,
+    /// With two files, how processes and threads are matched: `name`, the
+    /// rows of a command name (a thread's: its process's and its own)
+    /// summed on each side, with how many processes or threads they are;
+    /// `pid`, one process (thread) against the same pid (tid) and name,
+    /// for two reports of one recording (two --time ranges of one file).
+    #[arg(long, value_name = "BY", value_enum)]
+    diff_by: Option<DiffByArg>,
     /// Colour the tables: `auto` on a terminal (unless NO_COLOR is set).
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
     color: String,
+}
+
+/// How `--diff-by` matches rows.
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffByArg {
+    /// By command name, summed.
+    Name,
+    /// By pid (tid) and name.
+    Pid,
+}
+
+/// The width of text output when neither COLUMNS nor a terminal gives one.
+const DEFAULT_WIDTH: usize = 100;
+
+/// The narrowest width tables are fitted to.
+const MIN_WIDTH: usize = 40;
+
+/// The width to fit the output to: COLUMNS if set, else the terminal's
+/// when standard output is one, else [`DEFAULT_WIDTH`].
+fn output_width() -> usize {
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0)
+    {
+        return w.max(MIN_WIDTH);
+    }
+    comfy_table::Table::new()
+        .width()
+        .map(usize::from)
+        .filter(|&w| w > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+        .max(MIN_WIDTH)
 }
 
 /// A comfy-table style: no borders, a line under the header.
@@ -132,6 +175,13 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if args.files.len() == 2 && args.files.iter().all(|f| f.as_os_str() == "-") {
         bail!("only one of the two files can be standard input");
     }
+    if args.files.len() == 1 && args.diff_by.is_some() {
+        bail!("--diff-by applies to two files compared");
+    }
+    let by = match args.diff_by {
+        Some(DiffByArg::Pid) => DiffBy::Pid,
+        Some(DiffByArg::Name) | None => DiffBy::Name,
+    };
     let options = Options {
         sections: sections(&args.sections)?,
         selection: Selection {
@@ -140,6 +190,8 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             time: args.time.unwrap_or_default(),
         },
         top: args.top,
+        // A diff sums the rows of a name before keeping the top ones.
+        all_rows: args.files.len() == 2,
         origin: None,
     };
     let color = match args.color.as_str() {
@@ -147,17 +199,18 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         "never" => false,
         _ => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
+    let width = output_width();
     let a = read(&args.files[0], &options)?;
     let text = match args.files.get(1) {
         None if args.json => json(serde_json::to_string_pretty(&a))?,
-        None => render_report(&a, &args.files[0], color),
+        None => render_report(&a, &args.files[0], color, width),
         Some(second) => {
             let b = read(second, &options)?;
-            let d = diff(&a, &b, args.top);
+            let d = diff(&a, &b, args.top, by);
             if args.json {
                 json(serde_json::to_string_pretty(&d))?
             } else {
-                render_diff(&d, &args.files[0], second, color)
+                render_diff(&d, &args.files[0], second, color, width)
             }
         }
     };
@@ -229,30 +282,78 @@ fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
     s
 }
 
-fn render_report(r: &Report, file: &Path, color: bool) -> String {
-    let mut out = describe(&r.trace, file);
-    out.push('\n');
+/// `text` wrapped at spaces to lines of at most `width` columns, the
+/// first after `first`, the others after `more`; a word longer than a line
+/// is cut.
+fn wrap(out: &mut String, text: &str, width: usize, first: &str, more: &str) {
+    for (n, paragraph) in text.lines().enumerate() {
+        let mut line = String::from(if n == 0 { first } else { more });
+        let mut empty = true;
+        for word in paragraph.split(' ').filter(|w| !w.is_empty()) {
+            let sep = usize::from(!empty);
+            if !empty && line.width() + sep + word.width() > width {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = more.to_owned();
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            for c in word.chars() {
+                let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+                if line.width() + w > width && line.width() > more.width() {
+                    out.push_str(&line);
+                    out.push('\n');
+                    line = more.to_owned();
+                }
+                line.push(c);
+            }
+            empty = false;
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn render_report(r: &Report, file: &Path, color: bool, width: usize) -> String {
+    let mut out = String::new();
+    wrap(&mut out, &describe(&r.trace, file), width, "", "    ");
     for s in &r.sections {
-        render_section(&mut out, s, color);
+        render_section(&mut out, s, color, width);
     }
     out
 }
 
-fn render_diff(d: &Diff, a: &Path, b: &Path, color: bool) -> String {
-    let mut out = format!("A = {}\nB = {}\n", describe(&d.a, a), describe(&d.b, b));
+fn render_diff(d: &Diff, a: &Path, b: &Path, color: bool, width: usize) -> String {
+    let mut out = String::new();
+    wrap(
+        &mut out,
+        &format!("A = {}", describe(&d.a, a)),
+        width,
+        "",
+        "    ",
+    );
+    wrap(
+        &mut out,
+        &format!("B = {}", describe(&d.b, b)),
+        width,
+        "",
+        "    ",
+    );
     for s in &d.sections {
-        render_section(&mut out, s, color);
+        render_section(&mut out, s, color, width);
     }
     out
 }
 
-fn render_section(out: &mut String, s: &Section, color: bool) {
+fn render_section(out: &mut String, s: &Section, color: bool, width: usize) {
     let _ = writeln!(out, "\n{}", bold(&format!("━━ {} ━━", s.title), color));
     for t in &s.tables {
-        render_table(out, t, color);
+        render_table(out, t, color, width);
     }
     for n in &s.notes {
-        let _ = writeln!(out, "{n}");
+        wrap(out, n, width, "", "  ");
     }
 }
 
@@ -276,62 +377,153 @@ fn text(cell: &Cell, kind: Kind) -> String {
     }
 }
 
-fn render_table(out: &mut String, t: &Table, color: bool) {
-    let _ = writeln!(out, "\n{}", bold(&t.title, color));
-    if t.rows.is_empty() {
-        let _ = writeln!(out, "  (nothing)");
+/// The widest line of `text`, in terminal columns.
+fn widest(text: &str) -> usize {
+    text.lines().map(UnicodeWidthStr::width).max().unwrap_or(0)
+}
+
+/// Table `t`'s columns `shown` as a comfy-table, wrapping cells to fit
+/// `fit` columns when given.
+fn comfy(t: &Table, shown: &[usize], color: bool, fit: Option<usize>) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(if color {
+        HEADER_LINE
     } else {
-        let mut table = comfy_table::Table::new();
-        table
-            .load_preset(if color {
-                HEADER_LINE
-            } else {
-                HEADER_LINE_ASCII
-            })
-            .set_content_arrangement(ContentArrangement::Disabled);
+        HEADER_LINE_ASCII
+    });
+    match fit {
+        Some(w) => {
+            table
+                .set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(u16::try_from(w).unwrap_or(u16::MAX));
+        }
+        None => {
+            table.set_content_arrangement(ContentArrangement::Disabled);
+        }
+    }
+    if color {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table.set_header(shown.iter().map(|&i| {
+        let cell = comfy_table::Cell::new(&t.columns[i].title);
         if color {
-            table.enforce_styling();
+            cell.add_attribute(comfy_table::Attribute::Bold)
         } else {
-            table.force_no_tty();
+            cell
         }
-        table.set_header(t.columns.iter().map(|c| {
-            let cell = comfy_table::Cell::new(&c.title);
-            if color {
-                cell.add_attribute(comfy_table::Attribute::Bold)
-            } else {
-                cell
+    }));
+    for row in &t.rows {
+        table.add_row(shown.iter().map(|&i| {
+            let (cell, col) = (&row[i], &t.columns[i]);
+            let mut c = comfy_table::Cell::new(text(cell, col.kind));
+            if col.kind != Kind::Text {
+                c = c.set_alignment(CellAlignment::Right);
             }
+            if color {
+                let change = matches!(
+                    col.kind,
+                    Kind::Change | Kind::BytesChange | Kind::DurationChange
+                ) || col.id.ends_with("_change");
+                match cell.number() {
+                    Some(v) if change && v > 0.0 => c = c.fg(Color::Red),
+                    Some(v) if change && v < 0.0 => c = c.fg(Color::Green),
+                    _ if col.id == "bar" => c = c.fg(Color::Cyan),
+                    _ => {}
+                }
+            }
+            c
         }));
-        for row in &t.rows {
-            table.add_row(row.iter().zip(&t.columns).map(|(cell, col)| {
-                let mut c = comfy_table::Cell::new(text(cell, col.kind));
-                if col.kind != Kind::Text {
-                    c = c.set_alignment(CellAlignment::Right);
-                }
-                if color {
-                    let change = matches!(
-                        col.kind,
-                        Kind::Change | Kind::BytesChange | Kind::DurationChange
-                    ) || col.id.ends_with("_change");
-                    match cell.number() {
-                        Some(v) if change && v > 0.0 => c = c.fg(Color::Red),
-                        Some(v) if change && v < 0.0 => c = c.fg(Color::Green),
-                        _ if col.id == "bar" => c = c.fg(Color::Cyan),
-                        _ => {}
-                    }
-                }
-                c
-            }));
+    }
+    table
+}
+
+/// The titles of columns `dropped` of `t`, those of a compared column's A,
+/// B and change together (`off CPU (A, B, change)`).
+fn dropped_names(t: &Table, dropped: &[usize]) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for &i in dropped {
+        let title = t.columns[i].title.as_str();
+        let (base, part) = match title.rsplit_once(' ') {
+            Some((base, part)) if ["A", "B", "change"].contains(&part) => (base, Some(part)),
+            _ => (title, None),
+        };
+        match groups.iter_mut().find(|(b, _)| *b == base) {
+            Some((_, parts)) => parts.extend(part),
+            None => groups.push((base, part.into_iter().collect())),
         }
-        for line in table.to_string().lines() {
-            let _ = writeln!(out, "  {line}");
+    }
+    groups
+        .into_iter()
+        .map(|(base, mut parts)| {
+            parts.sort_by_key(|p| ["A", "B", "change"].iter().position(|x| x == p));
+            if parts.is_empty() {
+                base.to_owned()
+            } else {
+                format!("{base} ({})", parts.join(", "))
+            }
+        })
+        .collect()
+}
+
+/// Table `t` within `width` columns: the columns of its drop order left
+/// out, the first first, until it fits (a note says which), then its
+/// cells wrapped if it still does not.
+fn render_table(out: &mut String, t: &Table, color: bool, width: usize) {
+    const INDENT: &str = "  ";
+    let _ = writeln!(out);
+    let mut title = String::new();
+    wrap(&mut title, &t.title, width, "", "  ");
+    for line in title.lines() {
+        let _ = writeln!(out, "{}", bold(line, color));
+    }
+    if t.rows.is_empty() {
+        let _ = writeln!(out, "{INDENT}(nothing)");
+    } else {
+        let room = width.saturating_sub(INDENT.len());
+        let mut shown: Vec<usize> = (0..t.columns.len()).collect();
+        let mut dropped: Vec<usize> = Vec::new();
+        let mut order = t.drop_order().into_iter();
+        let mut fit = None;
+        while widest(&comfy(t, &shown, false, None).to_string()) > room {
+            match order.next() {
+                Some(i) if shown.len() > 2 => {
+                    shown.retain(|&c| c != i);
+                    dropped.push(i);
+                }
+                _ => {
+                    fit = Some(room);
+                    break;
+                }
+            }
+        }
+        for line in comfy(t, &shown, color, fit).to_string().lines() {
+            let _ = writeln!(out, "{INDENT}{line}");
+        }
+        if !dropped.is_empty() {
+            let names = dropped_names(t, &dropped);
+            wrap(
+                out,
+                &format!(
+                    "(left out to fit {width} columns: {}; --json has every column, COLUMNS=N sets the width)",
+                    names.join(", ")
+                ),
+                width,
+                INDENT,
+                INDENT,
+            );
         }
     }
     if t.omitted > 0 {
-        let _ = writeln!(out, "  ... {} more rows (--top N shows more)", t.omitted);
+        let _ = writeln!(
+            out,
+            "{INDENT}... {} more rows (--top N shows more)",
+            t.omitted
+        );
     }
     for n in &t.notes {
-        let _ = writeln!(out, "  {n}");
+        wrap(out, n, width, INDENT, INDENT);
     }
 }
 
@@ -380,7 +572,7 @@ mod tests {
         t.push(vec!["getppid".into(), Cell::Ns(1_000)]);
         t.push(vec!["read".into(), Cell::Ns(123_456_789)]);
         let mut out = String::new();
-        render_table(&mut out, &t, false);
+        render_table(&mut out, &t, false, 100);
         assert!(!out.contains('\x1b'), "{out}");
         let lines: Vec<&str> = out.lines().collect();
         let row = |name: &str| *lines.iter().find(|l| l.contains(name)).unwrap();
@@ -392,7 +584,79 @@ mod tests {
         );
         assert!(row("read").contains("123 ms"));
         let mut coloured = String::new();
-        render_table(&mut coloured, &t, true);
+        render_table(&mut coloured, &t, true, 100);
         assert!(coloured.contains('\x1b'));
+    }
+
+    /// A thread table as wide as the CPU section's, compared.
+    fn wide_diff(name: &str) -> Table {
+        let ids = ["on_cpu", "off_cpu", "runnable", "voluntary", "involuntary"];
+        let mut columns = vec![
+            Column::new("tid", "tid", Kind::Int),
+            Column::new("thread", "thread", Kind::Text),
+            Column::new("pid", "pid", Kind::Int),
+            Column::new("process", "process", Kind::Text),
+        ];
+        for id in ids {
+            columns.push(Column::new(id, id, Kind::Duration));
+        }
+        let mut t = Table::new("threads", "Threads", columns)
+            .diffed(&["process", "thread"], &ids)
+            .per(&["pid", "tid"], "threads");
+        for i in 0..5u64 {
+            let mut row = vec![Cell::Int(i as i64), name.into(), Cell::Int(1), "cc1".into()];
+            row.extend(ids.iter().map(|_| Cell::Ns(123_456_789 * (i + 1))));
+            t.push(row);
+        }
+        t.note("a note long enough to need more than one line of a hundred columns, ".repeat(4));
+        trace_analysis::report::diff::table(Some(&t), Some(&t), 10, DiffBy::Name).unwrap()
+    }
+
+    #[test]
+    fn tables_fit_the_width_leaving_out_columns_then_wrapping() {
+        for color in [false, true] {
+            for (name, width) in [("main", 100), ("main", 60), (&*"long".repeat(40), 100)] {
+                let t = wide_diff(name);
+                let mut out = String::new();
+                render_table(&mut out, &t, color, width);
+                let plain: String = if color {
+                    // Without the colours' escape sequences.
+                    let mut s = String::new();
+                    let mut escape = false;
+                    for c in out.chars() {
+                        match c {
+                            '\x1b' => escape = true,
+                            'm' if escape => escape = false,
+                            _ if escape => {}
+                            c => s.push(c),
+                        }
+                    }
+                    s
+                } else {
+                    out.clone()
+                };
+                for line in plain.lines() {
+                    assert!(
+                        line.width() <= width,
+                        "{} > {width}: {line}\n{plain}",
+                        line.width()
+                    );
+                }
+                // The key and the first compared column stay, the others
+                // are named as left out.
+                assert!(plain.contains("on_cpu change"), "{plain}");
+                assert!(plain.contains("--json has every column"), "{plain}");
+                assert!(plain.contains("left out to fit"), "{plain}");
+            }
+        }
+        // A table that fits is shown whole.
+        let mut out = String::new();
+        let mut t = wide_diff("main");
+        t.columns.truncate(5);
+        for r in &mut t.rows {
+            r.truncate(5);
+        }
+        render_table(&mut out, &t, false, 200);
+        assert!(!out.contains("left out"), "{out}");
     }
 }

@@ -92,7 +92,8 @@ impl Block {
                 Column::new("total", "total", Kind::Duration),
             ],
         )
-        .diffed(&["device", "op"], &["total", "requests", "bytes", "p99"]);
+        .diffed(&["device", "op"], &["total", "requests", "bytes", "p99"])
+        .peaks(&["p99"]);
         let unfinished: u64 = rows.iter().map(|r| r.1.unfinished).sum();
         for ((device, op), r) in rows {
             let l = &r.latency;

@@ -106,7 +106,8 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     .diffed(
         &["process"],
         &["on_cpu", "voluntary", "involuntary", "migrations"],
-    );
+    )
+    .per(&["pid"], "processes");
     for (pid, p) in &procs {
         let (pid, process) = end.process_of(*pid, 0);
         table.push(vec![
@@ -148,7 +149,8 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
     .diffed(
         &["process", "thread"],
         &["on_cpu", "off_cpu", "runnable", "voluntary", "involuntary"],
-    );
+    )
+    .per(&["pid", "tid"], "threads");
     for (tid, t) in threads {
         let (pid, process) = end.process_of(pid_of(*tid, t), *tid);
         table.push(vec![
@@ -265,7 +267,7 @@ mod tests {
             Some(&Cell::Text("(unknown process)".into()))
         );
         // A diff matches them by that name.
-        let d = crate::report::diff::diff(&r, &r, 10);
+        let d = crate::report::diff::diff(&r, &r, 10, crate::report::diff::DiffBy::Name);
         let p = d.section("cpu").unwrap().table("processes").unwrap();
         assert_eq!(
             p.cell(0, "process"),

@@ -1,9 +1,12 @@
 //! Two reports compared: each table that names its rows (its key columns)
 //! becomes a table of the rows of either trace, with the compared values
 //! of both (A and B) and their change, sorted by the largest change of
-//! the first compared column.
+//! the first compared column. Processes and threads are matched by name,
+//! those of a name summed and counted on each side (pids differ from one
+//! recording to the next), or, when asked, by pid.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -17,6 +20,8 @@ pub struct Diff {
     pub a: TraceInfo,
     /// The second trace (B).
     pub b: TraceInfo,
+    /// How processes and threads were matched.
+    pub by: DiffBy,
     /// The compared sections, in the order of A's.
     pub sections: Vec<Section>,
 }
@@ -28,7 +33,21 @@ impl Diff {
     }
 }
 
-/// The text naming a row by `key` columns; numbers as text.
+/// How the rows of a table of processes or threads are matched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffBy {
+    /// By command name (a process's; a thread's and its process's): the
+    /// rows of one name are summed on each side and counted, as pids differ
+    /// from one recording to the next.
+    #[default]
+    Name,
+    /// By pid (and tid) and name: one process against the same process, for
+    /// two reports of one recording (a time range against another).
+    Pid,
+}
+
+/// The text naming a row by a key column; numbers as text.
 fn key_text(cell: &Cell) -> String {
     match cell {
         Cell::Text(s) => s.clone(),
@@ -41,28 +60,79 @@ fn key_text(cell: &Cell) -> String {
     }
 }
 
-/// Rows of `t` by their key; repeated keys get ` #2`, ` #3`, ... on their
-/// last key column, in the order of the rows.
-fn keyed(t: &Table) -> Vec<(Vec<String>, &Vec<Cell>)> {
-    let mut seen: HashMap<Vec<String>, usize> = HashMap::new();
-    t.rows
-        .iter()
-        .map(|row| {
-            let mut key: Vec<String> = t.key.iter().map(|&i| key_text(&row[i])).collect();
-            let n = seen.entry(key.clone()).or_default();
-            *n += 1;
-            if *n > 1
-                && let Some(last) = key.last_mut()
-            {
-                last.push_str(&format!(" #{n}"));
-            }
-            (key, row)
-        })
-        .collect()
+/// `a` and `b` combined: summed, or the larger when `peak`; an empty cell
+/// gives way to the other.
+fn combine(a: &Cell, b: &Cell, peak: bool) -> Cell {
+    let pick = |x: f64, y: f64| if peak { x.max(y) } else { x + y };
+    match (a, b) {
+        (Cell::Empty, other) | (other, Cell::Empty) => other.clone(),
+        (Cell::Count(x), Cell::Count(y)) => Cell::Count(if peak {
+            *x.max(y)
+        } else {
+            x.saturating_add(*y)
+        }),
+        (Cell::Ns(x), Cell::Ns(y)) => Cell::Ns(if peak {
+            *x.max(y)
+        } else {
+            x.saturating_add(*y)
+        }),
+        (Cell::Int(x), Cell::Int(y)) => Cell::Int(if peak {
+            *x.max(y)
+        } else {
+            x.saturating_add(*y)
+        }),
+        (Cell::NsChange(x), Cell::NsChange(y)) => Cell::NsChange(if peak {
+            *x.max(y)
+        } else {
+            x.saturating_add(*y)
+        }),
+        (Cell::Percent(x), Cell::Percent(y)) => Cell::Percent(pick(*x, *y)),
+        (Cell::Float(x), Cell::Float(y)) => Cell::Float(pick(*x, *y)),
+        (x, _) => x.clone(),
+    }
 }
 
-/// A row's key and its rows in A and B.
-type Pair<'a> = (Vec<String>, Option<&'a Vec<Cell>>, Option<&'a Vec<Cell>>);
+/// The rows of one key on one side: how many, and their compared values
+/// combined.
+struct Group {
+    count: u64,
+    values: Vec<Cell>,
+}
+
+/// The rows of `t` grouped by the columns `key` (ids), in the order of
+/// their first row, with the columns `compare` (ids) combined.
+fn grouped(t: &Table, key: &[&str], compare: &[&str]) -> Vec<(Vec<String>, Group)> {
+    let key: Vec<Option<usize>> = key.iter().map(|k| t.column(k)).collect();
+    let compare: Vec<(Option<usize>, bool)> = compare
+        .iter()
+        .map(|c| {
+            let i = t.column(c);
+            (i, i.is_some_and(|i| t.peaks.contains(&i)))
+        })
+        .collect();
+    let mut index: HashMap<Vec<String>, usize> = HashMap::new();
+    let mut out: Vec<(Vec<String>, Group)> = Vec::new();
+    for row in &t.rows {
+        let cell = |i: Option<usize>| i.and_then(|i| row.get(i)).unwrap_or(&Cell::Empty);
+        let k: Vec<String> = key.iter().map(|&i| key_text(cell(i))).collect();
+        let at = *index.entry(k.clone()).or_insert_with(|| {
+            out.push((
+                k,
+                Group {
+                    count: 0,
+                    values: vec![Cell::Empty; compare.len()],
+                },
+            ));
+            out.len() - 1
+        });
+        let g = &mut out[at].1;
+        g.count += 1;
+        for (v, &(i, peak)) in g.values.iter_mut().zip(&compare) {
+            *v = combine(v, cell(i), peak);
+        }
+    }
+    out
+}
 
 /// The change from `a` to `b` in a column of `kind`, missing values
 /// counting as zero.
@@ -92,18 +162,49 @@ fn change_kind(kind: Kind) -> Kind {
     }
 }
 
-/// Table `a` (or `b`, when only B has it) compared with `b`; `None` for a
-/// table that does not name its rows.
-pub fn table(a: Option<&Table>, b: Option<&Table>, top: usize) -> Option<Table> {
+/// The titles of columns `ids` of `t`, joined.
+fn titles(t: &Table, ids: &[usize]) -> String {
+    ids.iter()
+        .map(|&i| t.columns[i].title.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Table `a` (or `b`, when only B has it) compared with `b`, rows matched
+/// `by` name or pid; `None` for a table that does not name its rows.
+pub fn table(a: Option<&Table>, b: Option<&Table>, top: usize, by: DiffBy) -> Option<Table> {
     let shape = a.or(b)?;
     if shape.key.is_empty() || shape.compare.is_empty() {
         return None;
     }
-    let mut columns: Vec<Column> = shape
-        .key
+    let per_instance = by == DiffBy::Pid && !shape.instance.is_empty();
+    let counted = by == DiffBy::Name && !shape.instance.is_empty();
+    let key: Vec<usize> = if per_instance {
+        shape.instance.iter().chain(&shape.key).copied().collect()
+    } else {
+        shape.key.clone()
+    };
+    let key_ids: Vec<&str> = key.iter().map(|&i| shape.columns[i].id.as_str()).collect();
+    let compare_ids: Vec<&str> = shape
+        .compare
         .iter()
-        .map(|&i| shape.columns[i].clone())
+        .map(|&i| shape.columns[i].id.as_str())
         .collect();
+    let mut columns: Vec<Column> = key.iter().map(|&i| shape.columns[i].clone()).collect();
+    let what = &shape.instance_name;
+    if counted {
+        columns.push(Column::new(
+            &format!("{what}_a"),
+            &format!("{what} A"),
+            Kind::Count,
+        ));
+        columns.push(Column::new(
+            &format!("{what}_b"),
+            &format!("{what} B"),
+            Kind::Count,
+        ));
+    }
+    let first = columns.len();
     for &i in &shape.compare {
         let c = &shape.columns[i];
         columns.push(Column::new(
@@ -123,67 +224,104 @@ pub fn table(a: Option<&Table>, b: Option<&Table>, top: usize) -> Option<Table> 
         ));
     }
     let mut out = Table::new(&shape.id, &format!("{} (A → B)", shape.title), columns);
-    let nkey = shape.key.len();
+    let nkey = key.len();
+    let ncompare = shape.compare.len();
     out.key = (0..nkey).collect();
-    out.compare = (0..shape.compare.len()).map(|j| nkey + 3 * j + 2).collect();
+    out.compare = (0..ncompare).map(|j| first + 3 * j + 2).collect();
+    // A narrow terminal keeps the key and the first compared column's A, B
+    // and change longest; before them it leaves out the counts, before
+    // those the others' changes, and first the others' A and B.
+    out.optional = (1..ncompare)
+        .rev()
+        .flat_map(|j| [first + 3 * j, first + 3 * j + 1])
+        .chain((1..ncompare).rev().map(|j| first + 3 * j + 2))
+        .chain((nkey..first).rev())
+        .collect();
 
-    let rows_a = a.map(keyed).unwrap_or_default();
-    let rows_b = b.map(keyed).unwrap_or_default();
-    let index_b: HashMap<&Vec<String>, usize> = rows_b
+    let groups_a = a
+        .map(|t| grouped(t, &key_ids, &compare_ids))
+        .unwrap_or_default();
+    let groups_b = b
+        .map(|t| grouped(t, &key_ids, &compare_ids))
+        .unwrap_or_default();
+    let mut index_b: HashMap<&Vec<String>, usize> = groups_b
         .iter()
         .enumerate()
         .map(|(i, (k, _))| (k, i))
         .collect();
-    let mut used_b = vec![false; rows_b.len()];
-    let mut pairs: Vec<Pair<'_>> = Vec::new();
-    for (k, row) in &rows_a {
-        let other = index_b.get(k).map(|&i| {
-            used_b[i] = true;
-            rows_b[i].1
-        });
-        pairs.push((k.clone(), Some(*row), other));
+    let mut pairs: Vec<(&Vec<String>, Option<&Group>, Option<&Group>)> = Vec::new();
+    for (k, g) in &groups_a {
+        let other = index_b.remove(k).map(|i| &groups_b[i].1);
+        pairs.push((k, Some(g), other));
     }
-    for (i, (k, row)) in rows_b.iter().enumerate() {
-        if !used_b[i] {
-            pairs.push((k.clone(), None, Some(*row)));
+    for (k, g) in &groups_b {
+        if index_b.contains_key(k) {
+            pairs.push((k, None, Some(g)));
         }
     }
-    let source_compare = |t: Option<&Table>, id: &str| t.and_then(|t| t.column(id));
-    let mut rows: Vec<(f64, Vec<String>, Vec<Cell>)> = pairs
+    let mut rows: Vec<(f64, &Vec<String>, Vec<Cell>)> = pairs
         .into_iter()
-        .map(|(key, ra, rb)| {
-            let mut cells: Vec<Cell> = key.iter().map(|k| Cell::Text(k.clone())).collect();
-            let mut first = 0.0;
+        .map(|(k, ga, gb)| {
+            let mut cells: Vec<Cell> = k.iter().map(|k| Cell::Text(k.clone())).collect();
+            if counted {
+                cells.push(Cell::Count(ga.map_or(0, |g| g.count)));
+                cells.push(Cell::Count(gb.map_or(0, |g| g.count)));
+            }
+            let mut largest = 0.0;
             for (j, &i) in shape.compare.iter().enumerate() {
-                let c = &shape.columns[i];
-                let va = ra.and_then(|r| source_compare(a, &c.id).and_then(|i| r.get(i)));
-                let vb = rb.and_then(|r| source_compare(b, &c.id).and_then(|i| r.get(i)));
-                let ch = change(c.kind, va, vb);
+                let va = ga.map(|g| &g.values[j]).filter(|c| **c != Cell::Empty);
+                let vb = gb.map(|g| &g.values[j]).filter(|c| **c != Cell::Empty);
+                let ch = change(shape.columns[i].kind, va, vb);
                 if j == 0 {
-                    first = ch.number().unwrap_or(0.0).abs();
+                    largest = ch.number().unwrap_or(0.0).abs();
                 }
                 cells.push(va.cloned().unwrap_or(Cell::Empty));
                 cells.push(vb.cloned().unwrap_or(Cell::Empty));
                 cells.push(ch);
             }
-            (first, key, cells)
+            (largest, k, cells)
         })
         .collect();
-    rows.sort_by(|x, y| y.0.total_cmp(&x.0).then_with(|| x.1.cmp(&y.1)));
+    rows.sort_by(|x, y| y.0.total_cmp(&x.0).then_with(|| x.1.cmp(y.1)));
     for (_, _, cells) in rows {
         out.push(cells);
     }
     out.truncate(top);
-    out.note(format!(
+    let mut note = format!(
         "Rows are matched by {} and sorted by the largest change of {}; a row missing from one trace counts as zero there.",
-        shape.key.iter().map(|&i| shape.columns[i].title.as_str()).collect::<Vec<_>>().join(", "),
+        titles(shape, &key),
         shape.columns[shape.compare[0]].title
-    ));
+    );
+    if counted {
+        let peaks: Vec<usize> = shape
+            .compare
+            .iter()
+            .copied()
+            .filter(|i| shape.peaks.contains(i))
+            .collect();
+        let _ = write!(
+            note,
+            " The {what} of a name are summed ({what} A and B count them; --diff-by pid matches them one by one)"
+        );
+        if peaks.is_empty() {
+            note.push('.');
+        } else {
+            let _ = write!(
+                note,
+                ", but for {}: the largest of any.",
+                titles(shape, &peaks)
+            );
+        }
+    }
+    out.note(note);
     Some(out)
 }
 
-/// Report `a` compared with report `b`, `top` rows per table.
-pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
+/// Report `a` compared with report `b`, `top` rows per table, the rows of
+/// processes and threads matched `by` name or pid. The reports should keep
+/// all their rows ([`super::Options::all_rows`]), so that those of a name
+/// are all summed.
+pub fn diff(a: &Report, b: &Report, top: usize, by: DiffBy) -> Diff {
     let mut sections = Vec::new();
     let ids: Vec<&str> = a
         .sections
@@ -210,7 +348,7 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
         for tid in table_ids {
             let ta = sa.and_then(|s| s.table(tid));
             let tb = sb.and_then(|s| s.table(tid));
-            if let Some(t) = table(ta, tb, top) {
+            if let Some(t) = table(ta, tb, top, by) {
                 out.tables.push(t);
             }
         }
@@ -224,6 +362,7 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
     Diff {
         a: a.trace.clone(),
         b: b.trace.clone(),
+        by,
         sections,
     }
 }
@@ -231,6 +370,8 @@ pub fn diff(a: &Report, b: &Report, top: usize) -> Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::testing::Fxt;
+    use crate::report::{Options, SectionId};
 
     fn calls(rows: &[(&str, u64, u64)]) -> Table {
         let mut t = Table::new(
@@ -261,7 +402,7 @@ mod tests {
             ("read", 12, 900),
             ("new", 3, 2_000_000),
         ]);
-        let t = table(Some(&a), Some(&b), 10).unwrap();
+        let t = table(Some(&a), Some(&b), 10, DiffBy::Name).unwrap();
         assert_eq!(t.columns.len(), 1 + 2 * 3);
         assert_eq!(t.cell(0, "call"), Some(&Cell::Text("nanosleep".into())));
         assert_eq!(t.cell(0, "total_a"), Some(&Cell::Ns(50_000_000)));
@@ -276,13 +417,14 @@ mod tests {
         assert_eq!(t.cell(2, "total_change"), Some(&Cell::NsChange(-100)));
         assert_eq!(t.cell(3, "call"), Some(&Cell::Text("gone".into())));
         assert_eq!(t.cell(3, "total_change"), Some(&Cell::NsChange(-10)));
-        // Repeated keys are told apart; unkeyed tables are not compared.
+        // Repeated keys are summed; unkeyed tables are not compared.
         let dup = calls(&[("x", 1, 5), ("x", 1, 7)]);
-        let t = table(Some(&dup), Some(&dup), 10).unwrap();
-        assert_eq!(t.rows.len(), 2);
-        assert!(t.rows.iter().any(|r| r[0] == Cell::Text("x #2".into())));
+        let t = table(Some(&dup), Some(&calls(&[("x", 1, 2)])), 10, DiffBy::Name).unwrap();
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!(t.cell(0, "total_a"), Some(&Cell::Ns(12)));
+        assert_eq!(t.cell(0, "count_change"), Some(&Cell::Int(-1)));
         let plain = Table::new("h", "h", vec![Column::new("n", "n", Kind::Count)]);
-        assert!(table(Some(&plain), None, 10).is_none());
+        assert!(table(Some(&plain), None, 10, DiffBy::Name).is_none());
     }
 
     #[test]
@@ -300,7 +442,7 @@ mod tests {
         let mut b = a.clone();
         a.push(vec!["sda".into(), Cell::Count(1 << 20), Cell::Ns(500)]);
         b.push(vec!["sda".into(), Cell::Count(5 << 19), Cell::Ns(200)]);
-        let t = table(Some(&a), Some(&b), 10).unwrap();
+        let t = table(Some(&a), Some(&b), 10, DiffBy::Name).unwrap();
         let kind = |id: &str| t.columns[t.column(id).unwrap()].kind;
         assert_eq!(kind("bytes_change"), Kind::BytesChange);
         assert_eq!(kind("bytes_a"), Kind::Bytes);
@@ -327,13 +469,104 @@ mod tests {
             sections: vec![section(calls(&[("read", 1, 30)]))],
             ..Report::default()
         };
-        let d = diff(&a, &b, 5);
+        let d = diff(&a, &b, 5, DiffBy::Name);
         let t = d.section("syscalls").unwrap().table("calls").unwrap();
         assert_eq!(t.cell(0, "total_change"), Some(&Cell::NsChange(20)));
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(
             json["sections"][0]["tables"][0]["rows"][0]["total_change"],
             20
+        );
+    }
+
+    /// A build-like trace: `n` processes `cc1` (pids from `first_pid`),
+    /// the i-th on CPU for 100 × (i + 1) ns, and one `make` on CPU 1000 ns.
+    fn build(first_pid: u64, n: u64) -> Report {
+        let mut t = Fxt::new();
+        t.process(5, "make").thread(5, 5, "make");
+        for i in 0..n {
+            let pid = first_pid + 7 * i;
+            t.process(pid, "cc1").thread(pid, pid, "cc1");
+        }
+        let mut ts = 0;
+        t.switch(ts, 0, 0, 3, 5);
+        ts += 1000;
+        let mut prev = 5;
+        for i in 0..n {
+            let pid = first_pid + 7 * i;
+            t.switch(ts, 0, prev, 3, pid);
+            ts += 100 * (i + 1);
+            prev = pid;
+        }
+        t.switch(ts, 0, prev, 3, 0);
+        t.report(Options {
+            sections: vec![SectionId::Cpu, SectionId::Sched],
+            top: 3,
+            all_rows: true,
+            ..Options::default()
+        })
+    }
+
+    #[test]
+    fn processes_of_a_name_are_summed_and_counted_on_each_side() {
+        let (a, b) = (build(100, 4), build(3000, 6));
+        // A's report keeps every process though --top is 3.
+        assert_eq!(
+            a.section("cpu")
+                .unwrap()
+                .table("processes")
+                .unwrap()
+                .rows
+                .len(),
+            5
+        );
+        let d = diff(&a, &b, 3, DiffBy::Name);
+        let cpu = d.section("cpu").unwrap();
+        let p = cpu.table("processes").unwrap();
+        assert_eq!(p.rows.len(), 2, "{p:?}");
+        assert_eq!(p.cell(0, "process"), Some(&Cell::Text("cc1".into())));
+        assert_eq!(p.cell(0, "processes_a"), Some(&Cell::Count(4)));
+        assert_eq!(p.cell(0, "processes_b"), Some(&Cell::Count(6)));
+        // 100 + 200 + 300 + 400 against 100 + ... + 600.
+        assert_eq!(p.cell(0, "on_cpu_a"), Some(&Cell::Ns(1000)));
+        assert_eq!(p.cell(0, "on_cpu_b"), Some(&Cell::Ns(2100)));
+        assert_eq!(p.cell(0, "on_cpu_change"), Some(&Cell::NsChange(1100)));
+        assert_eq!(p.cell(0, "voluntary_a"), Some(&Cell::Count(4)));
+        assert_eq!(p.cell(0, "voluntary_change"), Some(&Cell::Int(2)));
+        assert_eq!(p.cell(1, "process"), Some(&Cell::Text("make".into())));
+        assert_eq!(p.cell(1, "on_cpu_change"), Some(&Cell::NsChange(0)));
+        assert!(p.column("pid").is_none());
+        // Threads by process and thread name, counted.
+        let th = cpu.table("threads").unwrap();
+        assert_eq!(th.cell(0, "thread"), Some(&Cell::Text("cc1".into())));
+        assert_eq!(th.cell(0, "threads_a"), Some(&Cell::Count(4)));
+        assert_eq!(th.cell(0, "threads_b"), Some(&Cell::Count(6)));
+        assert_eq!(th.cell(0, "on_cpu_b"), Some(&Cell::Ns(2100)));
+        // The JSON keeps every column.
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["by"], "name");
+        let row = &json["sections"][0]["tables"][1]["rows"][0];
+        assert_eq!(row["processes_b"], 6);
+        assert_eq!(row["migrations_change"], 0);
+        // By pid: each process its own row, none matched across the two.
+        let d = diff(&a, &b, 100, DiffBy::Pid);
+        let p = d.section("cpu").unwrap().table("processes").unwrap();
+        assert_eq!(p.rows.len(), 1 + 4 + 6);
+        assert!(p.column("pid").is_some() && p.column("processes_a").is_none());
+    }
+
+    #[test]
+    fn percentiles_of_a_name_are_the_largest_not_the_sum() {
+        let mut a = calls(&[("read", 1, 10), ("read", 2, 30)]).per(&["call"], "calls");
+        a.peaks = vec![2];
+        let b = a.clone();
+        let t = table(Some(&a), Some(&b), 10, DiffBy::Name).unwrap();
+        assert_eq!(t.cell(0, "total_a"), Some(&Cell::Ns(30)));
+        assert_eq!(t.cell(0, "count_a"), Some(&Cell::Count(3)));
+        assert!(
+            t.notes[0].contains("but for total: the largest"),
+            "{:?}",
+            t.notes
         );
     }
 }

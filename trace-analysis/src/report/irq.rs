@@ -141,7 +141,8 @@ impl Irq {
                 Column::new("max", "max", Kind::Duration),
             ],
         )
-        .diffed(&["handler", "kind"], &["total", "count", "p99"]);
+        .diffed(&["handler", "kind"], &["total", "count", "p99"])
+        .peaks(&["p99"]);
         for (name, soft, l) in handlers {
             table.push(vec![
                 Cell::Text(name),

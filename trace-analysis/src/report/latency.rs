@@ -38,7 +38,9 @@ pub fn section(s: &Sched, end: &Finish<'_>) -> Section {
             Column::new("total", "total", Kind::Duration),
         ],
     )
-    .diffed(&["process", "thread"], &["max", "p99", "p50", "wakeups"]);
+    .diffed(&["process", "thread"], &["max", "p99", "p50", "wakeups"])
+    .per(&["pid", "tid"], "threads")
+    .peaks(&["max", "p99", "p50"]);
     for (tid, t) in threads {
         let l = &t.latency;
         let (pid, process) = end.process_of(t.pid, *tid);

@@ -138,7 +138,9 @@ impl Memory {
                 Column::new("swap_peak", "swap peak", Kind::Bytes),
             ],
         )
-        .diffed(&["process"], &["rss_peak", "page_faults", "anon_peak"]);
+        .diffed(&["process"], &["rss_peak", "page_faults", "anon_peak"])
+        .per(&["pid"], "processes")
+        .peaks(&["rss_peak", "anon_peak"]);
         for (pid, p) in &procs {
             let sized = p.samples > 0;
             let bytes = |v: u64| if sized { Cell::Count(v) } else { Cell::Empty };

@@ -109,6 +109,10 @@ pub struct Options {
     pub selection: Selection,
     /// Rows per table (the busiest, slowest, ...).
     pub top: usize,
+    /// Every row of the tables (`top` still bounds the longest wake-up
+    /// latencies kept): what a diff needs to sum rows by name before it
+    /// keeps the `top` most changed.
+    pub all_rows: bool,
     /// The time relative bounds of the time range count from, ns: the
     /// trace's earliest timestamp ([`first_timestamp`]). `None`: the first
     /// timestamp in the order of the file, which can be later (a recorder
@@ -122,6 +126,7 @@ impl Default for Options {
             sections: Vec::new(),
             selection: Selection::default(),
             top: 20,
+            all_rows: false,
             origin: None,
         }
     }
@@ -348,7 +353,11 @@ impl Reporter {
         let end = Finish {
             cx,
             info: &info,
-            top: self.options.top,
+            top: if self.options.all_rows {
+                usize::MAX
+            } else {
+                self.options.top
+            },
             selection: &self.options.selection,
         };
         if let Some(s) = &mut self.sched {

@@ -93,7 +93,8 @@ impl Probes {
                 Column::new("max", "max", Kind::Duration),
             ],
         )
-        .diffed(&["kind", "category", "probe"], &["hits", "total", "p99"]);
+        .diffed(&["kind", "category", "probe"], &["hits", "total", "p99"])
+        .peaks(&["p99"]);
         for ((k, c, n), p) in rows {
             let l = &p.latency;
             let timed = l.count > 0;

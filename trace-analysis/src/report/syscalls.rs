@@ -128,7 +128,8 @@ impl Syscalls {
             "System calls by total time",
             columns(vec![Column::new("call", "call", Kind::Text)]),
         )
-        .diffed(&["call"], &["total", "count", "errors", "p99", "max"]);
+        .diffed(&["call"], &["total", "count", "errors", "p99", "max"])
+        .peaks(&["p99", "max"]);
         for (sym, c) in &calls {
             let mut row = vec![Cell::Text(name(**sym))];
             row.extend(cells(c));
@@ -189,7 +190,9 @@ impl Syscalls {
                 Column::new("call", "call", Kind::Text),
             ]),
         )
-        .diffed(&["process", "call"], &["total", "count", "errors", "p99"]);
+        .diffed(&["process", "call"], &["total", "count", "errors", "p99"])
+        .per(&["pid"], "processes")
+        .peaks(&["p99"]);
         for ((pid, sym), c) in procs {
             let mut row = vec![
                 Cell::Int(*pid as i64),

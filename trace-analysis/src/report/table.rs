@@ -160,6 +160,20 @@ pub struct Table {
     pub key: Vec<usize>,
     /// The columns a diff compares, the first the one it sorts by.
     pub compare: Vec<usize>,
+    /// The columns naming one instance of a row's key (a process's pid, a
+    /// thread's tid): a diff by name sums the rows of a key over them, a
+    /// diff by pid matches rows by them too.
+    pub instance: Vec<usize>,
+    /// What one instance is called in a diff's count of them
+    /// (`processes`, `threads`).
+    pub instance_name: String,
+    /// The compared columns whose rows combine by their largest value, not
+    /// their sum (percentiles, maxima, peaks).
+    pub peaks: Vec<usize>,
+    /// The columns a narrow terminal leaves out first, in that order.
+    /// Empty: the columns neither naming a row nor compared first, from
+    /// the last.
+    pub optional: Vec<usize>,
     /// What to know to read the figures.
     pub notes: Vec<String>,
     /// Rows left out (beyond `--top`).
@@ -183,6 +197,37 @@ impl Table {
         self.key = key.iter().filter_map(|k| self.column(k)).collect();
         self.compare = compare.iter().filter_map(|k| self.column(k)).collect();
         self
+    }
+
+    /// Names the columns telling apart instances of one key (see
+    /// [`Table::instance`]) and what an instance is called.
+    pub fn per(mut self, instance: &[&str], name: &str) -> Self {
+        self.instance = instance.iter().filter_map(|k| self.column(k)).collect();
+        self.instance_name = name.to_owned();
+        self
+    }
+
+    /// Names the compared columns that combine by their largest value.
+    pub fn peaks(mut self, peaks: &[&str]) -> Self {
+        self.peaks = peaks.iter().filter_map(|k| self.column(k)).collect();
+        self
+    }
+
+    /// The columns a narrow terminal may leave out, the first first: the
+    /// `optional` ones if set, else every column neither in the key nor
+    /// compared first, the columns not compared from the last, then the
+    /// compared ones from the last.
+    pub fn drop_order(&self) -> Vec<usize> {
+        if !self.optional.is_empty() {
+            return self.optional.clone();
+        }
+        let kept = |i: &usize| !self.key.contains(i) && self.compare.first() != Some(i);
+        let mut order: Vec<usize> = (0..self.columns.len())
+            .rev()
+            .filter(|i| kept(i) && !self.compare.contains(i))
+            .collect();
+        order.extend(self.compare.iter().rev().filter(|i| kept(i)));
+        order
     }
 
     /// The index of column `id`.

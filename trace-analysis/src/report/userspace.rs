@@ -152,7 +152,8 @@ impl Userspace {
             .diffed(
                 &["provider", "category", "name"],
                 &["total", "count", "p99", "max"],
-            );
+            )
+            .peaks(&["p99", "max"]);
             for ((p, c, n), sp) in rows {
                 let l = &sp.latency;
                 t.push(vec![
@@ -233,7 +234,8 @@ impl Userspace {
             .diffed(
                 &["provider", "counter", "series"],
                 &["peak", "last", "samples"],
-            );
+            )
+            .peaks(&["peak", "last"]);
             for ((p, c, series), v) in rows {
                 t.push(vec![
                     Cell::Text(provider(p)),
