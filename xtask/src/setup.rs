@@ -31,12 +31,15 @@ use crate::run::{is_root, run};
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages needed to build and link `bpf-linker`, and to build the
-/// end-to-end tests' C USDT probes (`systemtap-sdt-dev`: `sys/sdt.h`).
+/// end-to-end tests' C USDT probes (`systemtap-sdt-dev`: `sys/sdt.h`); `strace`, which the
+/// tests compare system call counts with, and `xz-utils`, with which they build a stripped
+/// program's `.gnu_debugdata`.
 const DEBIAN_PACKAGES: &[&str] = &[
     "build-essential",
     "zlib1g-dev",
     "systemtap-sdt-dev",
     "strace",
+    "xz-utils",
 ];
 
 /// Runs every setup step.
