@@ -1,6 +1,7 @@
 //! `kernel:sched`: context switches and wake-ups, from the classic
 //! tracepoints and from their BTF variants.
 
+use core::hint::black_box;
 use core::mem::MaybeUninit;
 use core::ptr;
 
@@ -31,10 +32,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    let (prev_wanted, next_wanted) = (current_wanted(layout), wanted(layout, r.id(&l.next_pid)));
-    if !prev_wanted && !next_wanted {
+    let Some((prev_wanted, next_wanted)) = switch_wanted(layout, r.id(&l.next_pid)) else {
         return 0;
-    }
+    };
     let prev_state = r.int(&l.prev_state) as i32;
     forget_exited(layout, r.id(&l.prev_pid), prev_state);
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
@@ -58,6 +58,18 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     }
     r.submit(layout, entry);
     0
+}
+
+/// Whether the task switched out (the current one) and the task `next`
+/// switched in are followed; `None` when neither is (the switch is not
+/// recorded). Each answer is made a plain boolean before they are combined:
+/// the compiler would otherwise OR the two map lookups' pointers, which the
+/// verifier refuses.
+#[inline(always)]
+fn switch_wanted(layout: &KernelLayout, next: u32) -> Option<(bool, bool)> {
+    let prev_wanted = black_box(current_wanted(layout));
+    let next_wanted = black_box(wanted(layout, next));
+    (prev_wanted || next_wanted).then_some((prev_wanted, next_wanted))
 }
 
 /// Under a pid filter, writes the side of a switch that is not followed as
@@ -185,10 +197,9 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: `next` is the tracepoint's task argument; the marker is
     // patched to `task_struct.pid`.
     let next_pid: u32 = unsafe { field(next, MARK_TASK_PID) };
-    let (prev_wanted, next_wanted) = (current_wanted(layout), wanted(layout, next_pid));
-    if !prev_wanted && !next_wanted {
+    let Some((prev_wanted, next_wanted)) = switch_wanted(layout, next_pid) else {
         return 0;
-    }
+    };
     // SAFETY: `prev` is the tracepoint's task argument; the marker is
     // patched to `task_struct.exit_state`.
     let state = switch_state(preempt & 0xff != 0, prev_state as u32, unsafe {
