@@ -709,6 +709,70 @@ pub fn check(file: &Path) -> (bool, String) {
     )
 }
 
+/// Records `program` (which prints `pid=P ...`, then waits for a line on
+/// standard input) with `trace-cli record -c CATEGORIES -p P` once it runs,
+/// lets it go and closes its standard input, and stops the recording when
+/// it has ended (if the recording has not stopped by itself). Returns the
+/// file (`dir/trace.fxt`), the program's first line and the rest of what it
+/// printed.
+pub fn record_running(
+    dir: &Path,
+    categories: &str,
+    program: &str,
+    args: &[&str],
+) -> (PathBuf, String, String) {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let file = dir.join("trace.fxt");
+    let mut target = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = target.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(target.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let pid = workload::numbers(&first)["pid"].to_string();
+    let mut recorder = Command::new(trace_cli())
+        .args(["record", "-c", categories, "-p", &pid, "-o"])
+        .arg(&file)
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(recorder.stderr.take().unwrap());
+    wait_for_recording(&mut err);
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(target.wait().unwrap().success());
+    // SAFETY: kill() with a pid and a signal has no memory effects.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{log}");
+    (file, first, rest)
+}
+
+/// The files of a rotation over `dir/trace.fxt` (`trace-0001.fxt`, ...), in
+/// order.
+pub fn rotated_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("trace-") && n.ends_with(".fxt"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// `trace-cli report --json ARGS FILES`, parsed.
 pub fn report_json(args: &[&str], files: &[&Path]) -> serde_json::Value {
     let out = Command::new(trace_cli())

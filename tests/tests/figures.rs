@@ -17,15 +17,23 @@
 //! -f -c` counts in the same run, call by call: a new task's return from
 //! the `vfork` or `clone` that made it is no call of its own.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
-use tests::{report_json, report_rows, require_root, temp_dir, trace_cli, wait_for_recording};
+use tests::{report_json, report_rows, require_root, temp_dir, trace_cli};
 use trace_common::fxt::{ArgValue, StringRef};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_cpu_time_workload");
+
+/// The tests of this file run one at a time: each compares a recording with
+/// a measurement of the same run, and one of them storms every CPU with
+/// system calls (a recording of everything beside it would lose events).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The rows of the CPU section's table `table`, none when the trace has
 /// no context switches (a rotated file may have none).
@@ -96,6 +104,7 @@ fn record_workload(out: &Path, args: &[&str]) -> (u64, u64) {
 #[test]
 fn a_commands_cpu_time_is_its_own_in_every_buffering_mode() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("accounting-modes");
     for mode in ["oneshot", "circular", "streaming"] {
         let out = dir.join(format!("{mode}.fxt"));
@@ -118,62 +127,18 @@ fn a_commands_cpu_time_is_its_own_in_every_buffering_mode() {
 #[test]
 fn a_running_processs_cpu_time_is_its_own() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("accounting-pid");
-    let file = dir.join("trace.fxt");
-    let mut target = Command::new(WORKLOAD)
-        .arg("--wait-stdin")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = target.stdin.take().unwrap();
-    let mut stdout = BufReader::new(target.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let pid = tests::workload::numbers(&first)["pid"].to_string();
-    let mut recorder = Command::new(trace_cli())
-        .args(["record", "-c", "kernel:sched", "-p", &pid, "-o"])
-        .arg(&file)
-        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(recorder.stderr.take().unwrap());
-    wait_for_recording(&mut err);
-    stdin.write_all(b"go\n").unwrap();
-    stdin.flush().unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    drop(stdin);
-    assert!(target.wait().unwrap().success());
-    // SAFETY: kill() with a pid and a signal has no memory effects.
-    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
-    let mut log = String::new();
-    err.read_to_string(&mut log).unwrap();
-    assert!(recorder.wait().unwrap().success(), "{log}");
+    let (file, _, line) = tests::record_running(&dir, "kernel:sched", WORKLOAD, &["--wait-stdin"]);
     let (pid, theirs) = workload_figures(&line);
     let report = report_json(&["--section", "cpu"], &[&file]);
     agrees("-p", on_cpu(&report, pid), theirs);
 }
 
-/// The files of a rotated recording into `dir`, in order.
-fn rotated(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("trace-") && n.ends_with(".fxt"))
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn the_cpu_time_of_rotated_files_adds_up_to_the_processs_own() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("accounting-rotated");
     let out = dir.join("trace.fxt");
     // The whole system's scheduling and system calls, so that the files
@@ -190,13 +155,16 @@ fn the_cpu_time_of_rotated_files_adds_up_to_the_processs_own() {
             "64K",
         ],
     );
-    let files = rotated(&dir);
+    let files = tests::rotated_files(&dir);
     assert!(files.len() >= 3, "only {} files", files.len());
     let mut ours = 0;
     for f in &files {
         let report = report_json(&["--section", "cpu"], &[f]);
         let (from, to) = (
-            report["trace"]["observed_ns"].as_u64().unwrap(),
+            report["trace"]["observed_ns"]
+                .as_u64()
+                .or(report["trace"]["start_ns"].as_u64())
+                .unwrap(),
             report["trace"]["end_ns"].as_u64().unwrap(),
         );
         // Nothing in a file is charged for more time than the file covers.
@@ -217,6 +185,7 @@ fn the_cpu_time_of_rotated_files_adds_up_to_the_processs_own() {
 #[test]
 fn a_circular_recording_covers_the_time_of_the_events_it_kept() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("accounting-circular");
     let out = dir.join("trace.fxt");
     // Every CPU makes system calls as fast as it can for 3 s: a 1 MiB
@@ -252,7 +221,10 @@ fn a_circular_recording_covers_the_time_of_the_events_it_kept() {
     );
     let report = report_json(&["--section", "cpu"], &[&out]);
     let (from, to) = (
-        report["trace"]["observed_ns"].as_u64().unwrap(),
+        report["trace"]["observed_ns"]
+            .as_u64()
+            .or(report["trace"]["start_ns"].as_u64())
+            .unwrap(),
         report["trace"]["end_ns"].as_u64().unwrap(),
     );
     let kept = last - first;
@@ -279,6 +251,7 @@ fn a_circular_recording_covers_the_time_of_the_events_it_kept() {
 #[test]
 fn system_calls_are_counted_as_strace_counts_them_in_the_same_run() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("figures-strace");
     let out = dir.join("trace.fxt");
     let summary = dir.join("strace.txt");
@@ -401,6 +374,7 @@ fn record_direct_writes(out: &Path, all: bool) {
 #[test]
 fn every_block_request_finishes_and_the_bytes_written_add_up() {
     require_root();
+    let _one = one_at_a_time();
     let dir = temp_dir("figures-block");
     for all in [false, true] {
         let out = dir.join(format!("block-{all}.fxt"));

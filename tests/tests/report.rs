@@ -14,12 +14,11 @@
 //!   one row for `true`, the sum of its processes on each side and their
 //!   number, and its text fits 100 columns.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
-use tests::{require_root, temp_dir, trace_cli, wait_for_recording};
+use tests::{require_root, temp_dir, trace_cli};
 
 /// `trace-cli report --json ARGS`, parsed.
 fn report(args: &[&str], files: &[&Path]) -> Value {
@@ -48,43 +47,11 @@ fn values(line: &str) -> std::collections::HashMap<&str, u64> {
     tests::workload::numbers(line)
 }
 
-/// Records `program` (which prints `pid=P ...`, then waits for a line) with
-/// `-p` once it runs, lets it go, and stops the recording when it has
-/// ended; returns the file and the program's first line.
+/// Records `program` with `-p` ([`tests::record_running`]), which prints
+/// `done` at its end; returns the file and the program's first line.
 fn record_running(dir: &Path, categories: &str, program: &str, args: &[&str]) -> (PathBuf, String) {
-    let file = dir.join("trace.fxt");
-    let mut target = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = target.stdin.take().unwrap();
-    let mut stdout = BufReader::new(target.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let pid = values(&first)["pid"].to_string();
-    let mut recorder = Command::new(trace_cli())
-        .args(["record", "-c", categories, "-p", &pid, "-o"])
-        .arg(&file)
-        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(recorder.stderr.take().unwrap());
-    wait_for_recording(&mut err);
-    stdin.write_all(b"go\n").unwrap();
-    stdin.flush().unwrap();
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    drop(stdin);
-    assert!(target.wait().unwrap().success());
+    let (file, first, rest) = tests::record_running(dir, categories, program, args);
     assert!(rest.contains("done"), "{rest}");
-    // SAFETY: kill() with a pid and a signal has no memory effects.
-    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
-    let mut log = String::new();
-    err.read_to_string(&mut log).unwrap();
-    assert!(recorder.wait().unwrap().success(), "{log}");
     (file, first)
 }
 

@@ -2,7 +2,7 @@
 //! trace that `trace-cli check` passes, together holding every event once.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,21 +14,6 @@ fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// The files of a rotation over `dir/trace.fxt`, in order.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("trace-") && n.ends_with(".fxt"))
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 #[test]
@@ -64,7 +49,7 @@ fn rotation_by_size_gives_files_that_each_pass_check_and_hold_every_event_once()
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "{stderr}");
     assert!(app.wait_with_output().unwrap().status.success());
-    let files = files(&dir);
+    let files = tests::rotated_files(&dir);
     assert!(files.len() >= 4, "{} files: {stderr}", files.len());
     assert!(
         stderr.contains(&format!("trace-cli: {} files: ", files.len())),
@@ -153,7 +138,7 @@ fn rotation_by_time_keeps_the_newest_files() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "{stderr}");
-    let files = files(&dir);
+    let files = tests::rotated_files(&dir);
     assert_eq!(files.len(), 3, "{files:?} {stderr}");
     assert!(stderr.contains("older deleted"), "{stderr}");
     // The newest are kept: the first file is gone.
@@ -201,7 +186,7 @@ fn stack_samples_resolve_in_every_file() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "{stderr}");
-    let files = files(&dir);
+    let files = tests::rotated_files(&dir);
     assert!(files.len() >= 3, "{files:?} {stderr}");
     let mut with_chain = 0;
     let mut total = 0;
