@@ -58,9 +58,11 @@ fn provider_started_before_recording_lines_up_with_the_kernel() {
     let dir = temp_dir("align");
     let socket = dir.join("provider.sock");
     let out = dir.join("trace.fxt");
-    let (app, pid, main_tid) = start_app(&socket, 4.0, 2000);
+    // A call every 4 ms: `seq-500` is raised 2 s after the start, well
+    // after the recording started (300 ms, and the manager's start).
+    let (app, pid, main_tid) = start_app(&socket, 4.0, 4000);
     std::thread::sleep(Duration::from_millis(300));
-    let rec = record(&socket, &out, &["-c", "kernel:sched,app", "-d", "1.5"])
+    let rec = record(&socket, &out, &["-c", "kernel:sched,app", "-d", "2"])
         .env("RUST_LOG", "trace_manager=info")
         .output()
         .unwrap();

@@ -257,15 +257,23 @@ fn dump_prints_samples_with_their_frames() {
     assert_eq!(
         lines[first + 1..first + 5],
         [
-            "    spin_c (/usr/bin/spin)",
-            "    spin_b (/usr/bin/spin)",
-            "    spin_a (/usr/bin/spin)",
-            "    main (/usr/bin/spin)",
+            // As `perf script` prints frames: address, name, file.
+            "                1000 spin_c (/usr/bin/spin)",
+            "                1010 spin_b (/usr/bin/spin)",
+            "                1020 spin_a (/usr/bin/spin)",
+            "                1030 main (/usr/bin/spin)",
         ]
     );
     assert_eq!(out.matches(" sample cpu-clock ").count(), 40);
     assert_eq!(out.matches(" sample off-cpu ").count(), 3);
-    assert!(out.contains("count=2000000ns\n    schedule ([kernel.kallsyms])\n"));
+    let off_cpu = lines
+        .iter()
+        .position(|l| l.ends_with("count=2000000ns"))
+        .unwrap_or_else(|| panic!("no off-CPU sample of 2 ms in:\n{out}"));
+    assert!(
+        lines[off_cpu + 1].ends_with(" schedule ([kernel.kallsyms])"),
+        "{out}"
+    );
     // The other records print as before.
     assert!(out.contains("kernel_object process koid=100 name=\"spin\""));
     assert!(!out.contains(" blob name="));
