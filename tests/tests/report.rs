@@ -227,7 +227,10 @@ fn a_providers_durations_have_the_median_and_maximum_measured() {
     // overshoots on a loaded machine: what is checked is that the report
     // gives what the program measured).
     assert!((5_000_000..50_000_000).contains(&p50_measured), "{stdout}");
-    assert!((10_000_000..100_000_000).contains(&max_measured), "{stdout}");
+    assert!(
+        (10_000_000..100_000_000).contains(&max_measured),
+        "{stdout}"
+    );
 
     let r = report(&["--section", "userspace"], &[&file]);
     let durations = rows(&r, "userspace", "durations");
