@@ -5,10 +5,11 @@
 //! Starts `N` threads (default 8) that each spin until they have used `M`
 //! ms of CPU (default 20) and end, joins them, then sleeps `S` ms (default
 //! 1000): a thread that ended must not be charged for what its CPU did
-//! afterwards. Prints `pid=P cpu_ns=C`, the CPU time the whole process used
+//! afterwards. Prints `pid=P cpu_ns=C total_cpu_ns=T`: the CPU time the
+//! whole process used, ended threads included (CLOCK_PROCESS_CPUTIME_ID),
 //! from its first instruction of `main` (after the handshake with
-//! `--wait-stdin`) to the end of the sleep, ended threads included
-//! (CLOCK_PROCESS_CPUTIME_ID). With `--wait-stdin` it prints `pid=P` and
+//! `--wait-stdin`) to the end of the sleep, and from its creation (the
+//! fork, and the exec and loading before `main`). With `--wait-stdin` it prints `pid=P` and
 //! waits for a line on standard input first, and waits for the end of
 //! standard input before it exits.
 
@@ -49,8 +50,12 @@ fn main() {
         t.join().expect("a spinning thread panicked");
     }
     std::thread::sleep(Duration::from_millis(flags.number("sleep-ms")));
-    let used = process_cpu_ns() - start;
-    println!("pid={} cpu_ns={used}", std::process::id());
+    let total = process_cpu_ns();
+    println!(
+        "pid={} cpu_ns={} total_cpu_ns={total}",
+        std::process::id(),
+        total - start
+    );
     if wait {
         let mut rest = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut rest);
