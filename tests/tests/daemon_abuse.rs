@@ -221,6 +221,39 @@ fn convert_fails_on_a_damaged_file_unless_told_to_skip_damage() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
+
+    // And as every command that reads a trace does: its answers from what
+    // could be read, exit status 1 unless told to skip damage.
+    let parquet = dir.join("parquet");
+    let readers: [Vec<String>; 3] = [
+        vec!["report".into()],
+        vec!["query".into(), "SELECT count(*) FROM threads".into()],
+        vec![
+            "export".into(),
+            "--parquet".into(),
+            parquet.display().to_string(),
+        ],
+    ];
+    for args in &readers {
+        let run = |file: &Path, extra: &[&str]| {
+            let mut c = Command::new(trace_cli());
+            c.arg(&args[0]).arg(file).args(&args[1..]).args(extra);
+            c.output().unwrap()
+        };
+        let o = run(&good, &[]);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let o = run(&damaged, &[]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("skipped 1 malformed record(s)"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("--skip-damage"), "{args:?}: {err}");
+        assert!(!o.stdout.is_empty() || args[0] == "export", "{args:?}");
+        let o = run(&damaged, &["--skip-damage"]);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
 }
 
 /// A process that has exited (and been reaped).

@@ -440,6 +440,13 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
     assert!(status.success());
     let (second, mark) = snapshot_marking(&snaps, "syscall:fsync>1ms", slow_pid);
     check(&second);
+    // A system-wide trace is root's: its directory and files too.
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&snaps), 0o700, "{}", snaps.display());
+    for f in [&first, &second] {
+        assert_eq!(mode(f), 0o600, "{}", f.display());
+    }
     let t = parse(&second);
     assert!(int(mark.args.get("duration_ns")).unwrap() > 1_000_000);
     let fsync = t
@@ -809,4 +816,39 @@ fn probe_and_tracepoint_triggers_stop_a_recording() {
         .collect();
     assert_eq!(generated.len(), 1, "only what the filter lets through");
     assert_eq!(int(generated[0].args.get("pid")), Some(u64::from(target)));
+}
+
+#[test]
+fn only_root_reads_the_flight_recorder() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let d = flight_daemon(
+        "flight-denied",
+        &["--flight-recorder", "-c", "kernel:sched", "--window", "2s"],
+    );
+    // Anyone may connect, as members of `tracing` may to the real socket.
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = std::env::temp_dir().join(format!("trace-e2e-denied-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = out.join("theirs.fxt");
+    let refused = d
+        .cli(&["snapshot", "-o"])
+        .arg(&theirs)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("only root may read it"), "{err}");
+    assert!(
+        std::fs::metadata(&theirs).map_or(0, |m| m.len()) == 0,
+        "nothing of the trace reached the file"
+    );
+    // Root's snapshot is whole.
+    let mine = out.join("mine.fxt");
+    snapshot(&d, &mine);
+    check(&mine);
+    std::fs::remove_dir_all(&out).ok();
 }

@@ -175,10 +175,15 @@ fn sessions_beyond_the_memory_budget_are_refused_or_shrunk() {
         "the limit is named: {stderr}"
     );
 
-    // Twenty providers of 4 MiB and a 64 MiB kernel buffer do not fit in
-    // 96 MiB: each provider gets the same share of what it asked for.
+    // Twenty providers of 4 MiB, a 64 MiB kernel buffer and the kernel's
+    // backlog (16 MiB at least) do not fit in 96 MiB: each provider gets
+    // the same share of what it asked for.
     let (_providers, lines) = idle_providers(&socket, 20);
-    let rec = record(&socket, &out, &["-c", "kernel:sched", "-d", "1"]);
+    let rec = record(
+        &socket,
+        &out,
+        &["-c", "kernel:sched", "-b", "64", "-d", "1"],
+    );
     let stderr = String::from_utf8_lossy(&rec.stderr);
     assert!(rec.status.success(), "{stderr}");
     let sizes: Vec<u64> = lines
@@ -203,6 +208,8 @@ fn sessions_beyond_the_memory_budget_are_refused_or_shrunk() {
         &[
             "-c",
             "kernel:sched",
+            "-b",
+            "64",
             "--provider-buffer",
             "idle-0=1024",
             "-d",
@@ -231,4 +238,66 @@ fn sessions_beyond_the_memory_budget_are_refused_or_shrunk() {
     assert!(big.1 < 1024 * MIB && big.1 >= 4 * MIB, "{sizes:?}");
     let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap();
     assert!(log.contains("of what it asked for"), "{log}");
+}
+
+#[test]
+fn a_storm_past_a_small_backlog_ends_and_keeps_what_it_read() {
+    require_root();
+    let dir = temp_dir("budget-storm");
+    let socket = dir.join("manager.sock");
+    let budget = 48 * MIB;
+    let daemon = Killed(vec![start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &["--memory-budget", "48M"],
+    )]);
+    let pid = daemon.0[0].id();
+    let (rss_before, _) = rss(pid);
+    let out = dir.join("trace.fxt");
+    // Far more events than the translation follows at once: the backlog
+    // reaches its limit (16 MiB, the least it is given), the rings fill
+    // and the kernel drops the rest.
+    let began = Instant::now();
+    let rec = record(
+        &socket,
+        &out,
+        &[
+            "-a",
+            "-c",
+            "kernel:syscall,kernel:sched",
+            "-b",
+            "8",
+            "--",
+            env!("CARGO_BIN_EXE_syscall_loop"),
+            "2000000",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(rec.status.success(), "{stderr}");
+    assert!(
+        began.elapsed() < Duration::from_secs(120),
+        "the recording took {:?}",
+        began.elapsed()
+    );
+    let (ok, findings) = tests::check(&out);
+    assert!(ok, "{findings}");
+    let calls = parse(&out)
+        .events
+        .iter()
+        .filter(|e| e.name == "getppid")
+        .count();
+    assert!(calls > 100_000, "{calls} calls recorded\n{stderr}");
+    // The daemon goes on answering once the storm is over.
+    let sessions = Command::new(trace_cli())
+        .arg("sessions")
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(sessions.status.success());
+    let (_, peak) = rss(pid);
+    eprintln!(
+        "the daemon grew by {} MiB under a {} MiB budget",
+        peak.saturating_sub(rss_before) / MIB,
+        budget / MIB
+    );
 }

@@ -235,6 +235,49 @@ fn without_a_daemon_sessions_and_snapshot_say_the_cause_once() {
 }
 
 #[test]
+fn a_refused_recording_leaves_its_output_path_as_it_was() {
+    let d = tests::Daemon::start("refused-output");
+    // A session that holds the daemon.
+    let first = d.dir.join("first.fxt");
+    let mut holder = d
+        .cli(&["record", "-c", "kernel:sched", "-d", "30", "-o"])
+        .arg(&first)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&first).map_or(0, |m| m.len()) == 0 {
+        assert!(Instant::now() < deadline, "the first recording never began");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let earlier = d.dir.join("earlier.fxt");
+    std::fs::write(&earlier, b"an earlier trace").unwrap();
+    let never = d.dir.join("never.fxt");
+    for path in [&earlier, &never] {
+        let out = d
+            .cli(&["record", "-c", "kernel:sched", "-d", "1", "-o"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("try again when it ends"), "{err}");
+    }
+    assert_eq!(std::fs::read(&earlier).unwrap(), b"an earlier trace");
+    assert!(!never.exists(), "a file was left for a refused recording");
+    let names: Vec<String> = std::fs::read_dir(&d.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains(".recording-")),
+        "{names:?}"
+    );
+    holder.kill().ok();
+    holder.wait().ok();
+}
+
+#[test]
 fn a_trigger_cut_by_the_shell_is_shown_whole_with_how_to_quote_it() {
     let dir = temp_dir("trigger-quote");
     // Quoted: the whole argument is in the error.

@@ -26,6 +26,7 @@ use trace_common::fxt::read::{InstantScope, Reader, TraceState, instant_scope};
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
 use trace_perfetto::{DecodedSample, SampleReader};
 
+use crate::damage::{DamageArgs, Skipped};
 use crate::samples;
 
 /// The pid of the pseudo-process holding one track per CPU.
@@ -39,11 +40,8 @@ pub struct ConvertArgs {
     /// Where to write the JSON (`-` for standard output).
     #[arg(short, long)]
     output: PathBuf,
-    /// Exit 0 even when malformed records were skipped (the JSON holds
-    /// every record that could be read, either way; without this flag a
-    /// damaged file makes the exit status 1, as with `dump`).
-    #[arg(long)]
-    skip_damage: bool,
+    #[command(flatten)]
+    damage: DamageArgs,
 }
 
 pub fn run(args: ConvertArgs) -> Result<ExitCode> {
@@ -71,34 +69,12 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
             args.output.display()
         );
     }
-    if stats.packet_errors > 0 {
-        eprintln!(
-            "trace-cli: {} problem(s) in the Perfetto packets of {} (`trace-cli check` lists them){}",
-            stats.packet_errors,
-            args.file.display(),
-            if args.skip_damage {
-                ""
-            } else {
-                " (--skip-damage accepts a damaged file)"
-            }
-        );
-    }
-    if stats.errors > 0 {
-        eprintln!(
-            "trace-cli: skipped {} malformed record(s) in {}{}",
-            stats.errors,
-            args.file.display(),
-            if args.skip_damage {
-                ""
-            } else {
-                " (--skip-damage accepts a damaged file)"
-            }
-        );
-    }
-    if (stats.errors > 0 || stats.packet_errors > 0) && !args.skip_damage {
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    let skipped = Skipped {
+        records: stats.errors,
+        packets: stats.packet_errors,
+    };
+    args.damage.warn(skipped, &args.file, None);
+    Ok(args.damage.status(skipped))
 }
 
 /// What a conversion did.

@@ -10,6 +10,8 @@ use clap::Args;
 use trace_sql::engine;
 use trace_sql::parquet_export::{export_stream, export_trace};
 
+use crate::damage::{DamageArgs, Skipped};
+
 /// Arguments of `trace-cli export`.
 #[derive(Args)]
 pub struct ExportArgs {
@@ -32,12 +34,15 @@ pub struct ExportArgs {
     /// is written, and a stream's size is known only at its end.
     #[arg(long, value_name = "ID")]
     trace_id: Option<String>,
+    #[command(flatten)]
+    damage: DamageArgs,
 }
 
 pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.trace_id.is_some() && args.files.len() > 1 {
         bail!("--trace-id names one trace: export the files one at a time");
     }
+    let mut skipped = Skipped::default();
     for file in &args.files {
         let stdin = file.as_os_str() == "-";
         if stdin && args.trace_id.is_none() {
@@ -60,13 +65,12 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot export {}", file.display()))?
         };
         crate::warn_names_refused(exported.stats.names_refused, file);
-        if exported.stats.errors > 0 {
-            eprintln!(
-                "trace-cli: skipped {} malformed record(s) in {}",
-                exported.stats.errors,
-                file.display()
-            );
-        }
+        let skip = Skipped {
+            records: exported.stats.errors,
+            packets: 0,
+        };
+        args.damage.warn(skip, file, None);
+        skipped.records += skip.records;
         let rows: Vec<String> = exported
             .files
             .iter()
@@ -86,5 +90,5 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
             }
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(args.damage.status(skipped))
 }

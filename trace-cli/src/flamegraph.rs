@@ -21,6 +21,7 @@ use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use trace_common::category::glob_matches;
 use trace_perfetto::DecodedSample;
 
+use crate::damage::{DamageArgs, Skipped};
 use crate::samples::{self, CPU_CLOCK, Names, OFF_CPU, Scan, WAKEUP};
 
 /// Arguments of `trace-cli flamegraph`.
@@ -59,6 +60,8 @@ pub struct FlamegraphArgs {
     /// or standard output with `--folded`).
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    damage: DamageArgs,
 }
 
 impl FlamegraphArgs {
@@ -304,20 +307,23 @@ pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
         tids: &args.tids,
     });
     let scan = Scan::read(&data, |s| folder.add(&s));
-    if scan.malformed > 0 {
-        eprintln!(
-            "trace-cli: skipped {} malformed record(s) in {}",
-            scan.malformed,
-            args.file.display()
-        );
-    }
-    if let Some((offset, e)) = &scan.first_packet_error {
-        eprintln!(
-            "trace-cli: {} problem(s) in the Perfetto packets of {}, the first in the blob at {offset:#x}: {e}",
-            scan.packet_errors,
-            args.file.display()
-        );
-    }
+    let skipped = Skipped {
+        records: scan.malformed,
+        packets: scan.packet_errors,
+    };
+    let first_packet = scan
+        .first_packet_error
+        .as_ref()
+        .map(|(offset, e)| format!("in the blob at {offset:#x}: {e}"));
+    args.damage.warn(
+        skipped,
+        &args.file,
+        if skipped.records > 0 {
+            None
+        } else {
+            first_packet.as_deref()
+        },
+    );
     let by_pid = std::mem::take(&mut folder.by_pid);
     let folded = folder.finish(&scan.names);
     if folded.samples == 0 {
@@ -389,7 +395,7 @@ pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
             output.display()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(args.damage.status(skipped))
 }
 
 #[cfg(test)]

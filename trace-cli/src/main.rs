@@ -5,6 +5,7 @@ mod categories;
 mod check;
 mod completions;
 mod convert;
+mod damage;
 mod dump;
 mod events;
 mod export;

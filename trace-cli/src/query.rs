@@ -17,6 +17,8 @@ use trace_sql::datafusion::error::DataFusionError;
 use trace_sql::datafusion::prelude::SessionContext;
 use trace_sql::engine;
 
+use crate::damage::{DamageArgs, Skipped};
+
 /// Arguments of `trace-cli query`.
 #[derive(Args)]
 pub struct QueryArgs {
@@ -41,6 +43,8 @@ pub struct QueryArgs {
     /// file, as `export` does).
     #[arg(long, value_name = "ID")]
     trace_id: Option<String>,
+    #[command(flatten)]
+    damage: DamageArgs,
 }
 
 /// How results are printed.
@@ -79,18 +83,19 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         trace_stats = Some(stats);
     }
     let result = run_statements(&ctx, &runtime, &args);
+    let mut skipped = Skipped::default();
     if let Some(stats) = trace_stats {
         let stats = stats.get();
         crate::warn_names_refused(stats.names_refused, &args.path);
-        if stats.errors > 0 {
-            eprintln!(
-                "trace-cli: skipped {} malformed record(s) in {}",
-                stats.errors,
-                args.path.display()
-            );
-        }
+        // What the statements read of the file: a damaged part no table
+        // named is not seen.
+        skipped.records = stats.errors;
+        args.damage.warn(skipped, &args.path, None);
     }
-    result
+    match result {
+        Ok(code) if code == ExitCode::SUCCESS => Ok(args.damage.status(skipped)),
+        other => other,
+    }
 }
 
 /// Runs the statements given, or the prompt.

@@ -23,6 +23,8 @@ use trace_analysis::report::{
 };
 use unicode_width::UnicodeWidthStr;
 
+use crate::damage::{DamageArgs, Skipped};
+
 /// Arguments of `trace-cli report`.
 #[derive(Args)]
 pub struct ReportArgs {
@@ -62,6 +64,8 @@ pub struct ReportArgs {
     /// the terminal's, else 100) by leaving out the columns they name.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    damage: DamageArgs,
     /// Rows per table (the busiest, slowest, most changed).
     #[arg(long, value_name = "N", default_value_t = 20)]
     top: usize,
@@ -136,7 +140,7 @@ fn sections(names: &[String]) -> Result<Vec<SectionId>> {
 }
 
 /// Reads the trace at `path` (`-`: standard input) into a report.
-fn read(path: &Path, options: &Options) -> Result<Report> {
+fn read(path: &Path, options: &Options, damage: DamageArgs) -> Result<Report> {
     let relative = |b: Option<Bound>| matches!(b, Some(Bound::Relative(_)));
     let time = &options.selection.time;
     let mut options = options.clone();
@@ -156,18 +160,11 @@ fn read(path: &Path, options: &Options) -> Result<Report> {
         report(file, options.clone()).with_context(|| format!("reading {}", path.display()))?
     };
     crate::warn_names_refused(r.trace.names_refused, path);
-    if r.trace.malformed_records > 0 {
-        eprintln!(
-            "trace-cli: skipped {} malformed record(s) in {}{}",
-            r.trace.malformed_records,
-            path.display(),
-            r.trace
-                .malformed
-                .first()
-                .map(|m| format!(", the first: {m}"))
-                .unwrap_or_default()
-        );
-    }
+    damage.warn(
+        skipped(&r),
+        path,
+        r.trace.malformed.first().map(String::as_str),
+    );
     Ok(r)
 }
 
@@ -200,12 +197,14 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         _ => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
     let width = output_width();
-    let a = read(&args.files[0], &options)?;
+    let a = read(&args.files[0], &options, args.damage)?;
+    let mut skip = skipped(&a);
     let text = match args.files.get(1) {
         None if args.json => json(serde_json::to_string_pretty(&a))?,
         None => render_report(&a, &args.files[0], color, width),
         Some(second) => {
-            let b = read(second, &options)?;
+            let b = read(second, &options, args.damage)?;
+            skip.records += skipped(&b).records;
             let d = diff(&a, &b, args.top, by);
             if args.json {
                 json(serde_json::to_string_pretty(&d))?
@@ -214,7 +213,16 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             }
         }
     };
-    crate::print_all(text.as_bytes())
+    crate::print_all(text.as_bytes())?;
+    Ok(args.damage.status(skip))
+}
+
+/// What reading a report's file skipped.
+fn skipped(r: &Report) -> Skipped {
+    Skipped {
+        records: r.trace.malformed_records,
+        packets: 0,
+    }
 }
 
 /// JSON text and a line end.

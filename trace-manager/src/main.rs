@@ -24,8 +24,9 @@ struct Args {
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log_level: log::LevelFilter,
     /// Memory every session's trace buffers may take together (kernel
-    /// ring buffers and providers' buffers): `512M`, `4G`... Default: a
-    /// quarter of the machine's memory.
+    /// ring buffers, the backlog of kernel events not yet translated, and
+    /// providers' buffers): `512M`, `4G`... Default: a quarter of the
+    /// machine's memory.
     #[arg(long, value_name = "SIZE", value_parser = trace_manager::limits::parse_size)]
     memory_budget: Option<u64>,
     /// Memory one session's trace buffers may take. A session asking for a

@@ -62,6 +62,9 @@ pub struct RecordConfig {
     /// [`crate::kernel::translate::Trigger`]); [`Session::take_fired`]
     /// says which fired.
     pub triggers: Vec<crate::kernel::translate::Trigger>,
+    /// Most memory the kernel events read and not yet translated may take
+    /// (see [`KernelConfig::backlog_bytes`]).
+    pub backlog_bytes: usize,
 }
 
 impl RecordConfig {
@@ -412,6 +415,7 @@ impl<W: Write> Session<W> {
             classic_tracepoints: false,
             separate_syscall_events: false,
             stacks: self.config.stacks.clone(),
+            backlog_bytes: self.config.backlog_bytes,
         })?;
         self.kernel = Some(kernel);
         // The programs are attached: a call that ends without its entry
@@ -761,6 +765,7 @@ mod tests {
                 kernel_mode: BufferingMode::Streaming,
                 stacks: Default::default(),
                 triggers: Vec::new(),
+                backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
             },
             Vec::new(),
         )

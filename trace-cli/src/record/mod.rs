@@ -14,6 +14,7 @@
 mod command;
 mod config;
 mod connect;
+mod output;
 mod progress;
 mod rotation;
 mod run_loop;
@@ -76,7 +77,7 @@ pub struct RecordArgs {
         short = 'b',
         long = "buffer-size",
         value_name = "MEGABYTES",
-        default_value_t = 64.0
+        default_value_t = 16.0
     )]
     buffer_megabytes: f64,
     /// What userspace providers do when their buffer fills.
@@ -262,7 +263,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             let pre = seconds(args.pre.unwrap_or_default())?;
             let (output, w) = window::start(args.output.clone(), pre, seconds(args.post)?)?;
             windowed = Some(w);
-            (output, None)
+            (Pending::Made(output), None)
         }
         Some(limit) => {
             let (output, rotation) = rotation::start(trace_split::Rotation {
@@ -270,9 +271,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 limit,
                 max_files: args.max_files.map(|n| n as usize),
             })?;
-            (output, Some(rotation))
+            (Pending::Made(output), Some(rotation))
         }
-        None => (open_output(&args.output, to_stdout)?, None),
+        None => (
+            Pending::Plain(output::Output::open(&args.output, to_stdout)?),
+            None,
+        ),
     };
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.
@@ -299,7 +303,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         }
     }
 
-    initialize(&mut conn, &config, &output, needs_kernel).await?;
+    initialize(&mut conn, &config, output.fd(), needs_kernel).await?;
+    let output = output.granted()?;
     // A file (also standard output redirected to one) is cut back to its
     // last whole record if writing fails; a pipe's reader has what it read.
     let output_is_file = File::from(output).metadata().is_ok_and(|m| m.is_file());
@@ -429,23 +434,29 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     Ok(code)
 }
 
-/// Where the trace goes: the `output` file, or standard output (`to_stdout`),
-/// which must not be a terminal.
-fn open_output(output: &std::path::Path, to_stdout: bool) -> Result<OwnedFd> {
-    Ok(if to_stdout {
-        use std::io::IsTerminal as _;
-        if std::io::stdout().is_terminal() {
-            bail!("-o - writes the binary trace to standard output: pipe or redirect it");
+/// The output descriptor before the session is granted.
+enum Pending {
+    /// The `-o` file or standard output.
+    Plain(output::Output),
+    /// A descriptor the rotation or the window reads from.
+    Made(OwnedFd),
+}
+
+impl Pending {
+    fn fd(&self) -> &OwnedFd {
+        match self {
+            Pending::Plain(o) => o.fd(),
+            Pending::Made(fd) => fd,
         }
-        std::io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .context("duplicating standard output")?
-    } else {
-        File::create(output)
-            .with_context(|| format!("cannot create {}", output.display()))?
-            .into()
-    })
+    }
+
+    /// The session was granted: the descriptor, the path taken.
+    fn granted(self) -> Result<OwnedFd> {
+        match self {
+            Pending::Plain(o) => o.granted(),
+            Pending::Made(fd) => Ok(fd),
+        }
+    }
 }
 
 /// Initializes the session on `conn`, writing to `output`. When another

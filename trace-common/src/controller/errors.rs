@@ -28,6 +28,10 @@ pub mod fail {
     pub const ABORTED: u32 = 7;
     /// Follow named a process that does not exist (or has exited).
     pub const NO_SUCH_PROCESS: u32 = 8;
+    /// The client may not do this: its user may not read what it asks for
+    /// (a snapshot of another user's recording, or of the flight recorder
+    /// by anyone but root).
+    pub const DENIED: u32 = 9;
 }
 
 /// The state of the tracing session (`SessionState`).

@@ -224,8 +224,8 @@ impl KernelProvider {
     ///
     /// Reading the rings comes first: they are small, and the kernel drops
     /// what does not fit in them, so everything they hold is taken out at
-    /// once into the backlog (up to [`KernelProvider::backlog_limit`]
-    /// bytes), and at most [`RELEASE_SLICE`] events of the backlog are
+    /// once into the backlog (while its memory is within
+    /// [`KernelProvider::backlog_limit`]), and at most [`RELEASE_SLICE`] events of the backlog are
     /// handed on per call; [`KernelProvider::readable`] returns at once
     /// while more are due. After [`KernelProvider::detach`] everything is
     /// handed on.
@@ -242,9 +242,16 @@ impl KernelProvider {
             began.saturating_sub(REORDER_WINDOW.as_nanos() as u64)
         };
         let mut pending = false;
-        let room = self.detached || self.reorder.bytes() < self.backlog_limit;
+        // Past the limit the rings wait, unless nothing held can be handed
+        // on until more is read (the watermark only moves by reading): the
+        // backlog then grows by at most one drain's reading.
+        let room = self.detached || self.reorder.footprint() < self.backlog_limit;
+        // Past the limit, a ring is still read when what it may hold is
+        // older than everything held: nothing held can be handed on until
+        // it is (the watermark only moves by reading it).
+        let oldest = if room { None } else { self.reorder.oldest() };
         for cpu in &mut self.rings {
-            if !room {
+            if !room && oldest.is_some_and(|o| cpu.newest > o) {
                 // Left unread: what it holds is no older than what was read
                 // from it last.
                 if cpu.positions.as_ref().is_none_or(|p| p.backlog() > 0) {
@@ -286,7 +293,12 @@ impl KernelProvider {
         self.reorder.bytes()
     }
 
-    /// Most bytes of events read from the rings and not yet handed on:
+    /// Memory the backlog takes now, its allocations counted whole.
+    pub fn backlog_footprint(&self) -> usize {
+        self.reorder.footprint()
+    }
+
+    /// Most memory the backlog may take ([`Self::backlog_footprint`]):
     /// past it the rings are left to fill (and the kernel to drop).
     pub fn backlog_limit(&self) -> usize {
         self.backlog_limit

@@ -24,8 +24,7 @@ use super::error::is_eperm;
 use super::format::{fill_layout, parse_format};
 use super::reorder::Reorder;
 use super::{
-    BACKLOG_PER_RING_BYTE, KernelConfig, KernelError, KernelProvider, MAX_BACKLOG_BYTES,
-    MIN_BACKLOG_BYTES, btf, patch, ring_size, tracefs,
+    KernelConfig, KernelError, KernelProvider, MIN_BACKLOG_BYTES, btf, patch, ring_size, tracefs,
 };
 use crate::procfs::{self, process_exists};
 
@@ -295,8 +294,7 @@ impl KernelProvider {
             ring_buffer_bytes,
             drain_limit: (per_cpu_bytes / 32).max(1024),
             pending: false,
-            backlog_limit: (ring_buffer_bytes.saturating_mul(BACKLOG_PER_RING_BYTE))
-                .clamp(MIN_BACKLOG_BYTES, MAX_BACKLOG_BYTES),
+            backlog_limit: config.backlog_bytes.max(MIN_BACKLOG_BYTES),
             next_tick: None,
             detached_misses: 0,
             malformed: 0,

@@ -100,14 +100,14 @@ pub const REORDER_WINDOW: std::time::Duration = std::time::Duration::from_millis
 /// milliseconds of translation, after which the rings are read again.
 pub const RELEASE_SLICE: usize = 65_536;
 
-/// Bytes of events read from the rings and not yet translated that the
-/// manager holds at most, per byte of ring buffer (within
-/// [`MIN_BACKLOG_BYTES`] and [`MAX_BACKLOG_BYTES`]).
-pub const BACKLOG_PER_RING_BYTE: usize = 4;
-/// The backlog allowed at the smallest ring buffers.
-pub const MIN_BACKLOG_BYTES: usize = 64 << 20;
-/// The backlog allowed at the largest ring buffers.
-pub const MAX_BACKLOG_BYTES: usize = 512 << 20;
+/// Memory that events read from the rings and not yet translated may take
+/// at most, unless a session's memory budget leaves less
+/// ([`KernelConfig::backlog_bytes`]): what absorbs a burst the translation
+/// cannot follow at once.
+pub const DEFAULT_BACKLOG_BYTES: usize = 256 << 20;
+/// The smallest backlog limit: below it a backlog could not hold one
+/// drain's reading of the rings.
+pub const MIN_BACKLOG_BYTES: usize = 16 << 20;
 
 /// Longest time events wait in the ring buffer before
 /// [`KernelProvider::readable`] returns anyway.
@@ -148,6 +148,11 @@ pub struct KernelConfig {
     pub separate_syscall_events: bool,
     /// How stacks are recorded (`kernel:profile`, `kernel:offcpu`, probes).
     pub stacks: trace_common::controller::StackOptions,
+    /// Most memory the backlog of events read from the rings and not yet
+    /// translated may take (its allocations, counted whole; at least
+    /// [`MIN_BACKLOG_BYTES`]): past it the rings are left to fill, and the
+    /// kernel counts what it drops.
+    pub backlog_bytes: usize,
 }
 
 impl Default for KernelConfig {
@@ -167,6 +172,7 @@ impl Default for KernelConfig {
             classic_tracepoints: false,
             separate_syscall_events: false,
             stacks: Default::default(),
+            backlog_bytes: DEFAULT_BACKLOG_BYTES,
         }
     }
 }

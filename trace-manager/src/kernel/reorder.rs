@@ -12,6 +12,10 @@
 /// Byte offset of the timestamp in every event (`EventHeader::ts`).
 const TS_OFFSET: usize = 8;
 
+/// Arena bytes kept once a backlog is worked off (a steady load's drains
+/// reuse them); anything beyond is freed.
+const RETAINED_BYTES: usize = 4 << 20;
+
 /// One held event: where its bytes are in the arena.
 #[derive(Clone, Copy, Debug)]
 struct Held {
@@ -93,10 +97,22 @@ impl Reorder {
         self.len() == 0
     }
 
-    /// Bytes of the events held now (what a backlog costs in memory, the
-    /// arena's bookkeeping aside).
+    /// Bytes of the events held now.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Bytes of memory held: the arenas' and the index's whole allocations,
+    /// which grow by doubling and are kept between compactions; what a
+    /// backlog costs, and what its limit is measured in.
+    pub fn footprint(&self) -> usize {
+        self.arena.capacity() + self.spare.capacity() + self.held.capacity() * size_of::<Held>()
+    }
+
+    /// The timestamp of the oldest event held.
+    pub fn oldest(&mut self) -> Option<u64> {
+        self.sort();
+        self.held.get(self.done).map(|h| h.ts)
     }
 
     /// Whether an event stamped before `watermark` is held.
@@ -153,6 +169,11 @@ impl Reorder {
             self.done = 0;
             self.unsorted = 0;
             self.run_start = 0;
+            // A burst has been worked off: what it took beyond a steady
+            // load's needs goes back to the system.
+            self.arena.shrink_to(RETAINED_BYTES);
+            self.spare = Vec::new();
+            self.held.shrink_to(RETAINED_BYTES / size_of::<Held>() / 8);
             return;
         }
         if self.done < 1024 || self.done < self.held.len() / 2 {
@@ -212,6 +233,29 @@ mod tests {
         r.release(u64::MAX, &mut |b| out.push(decode(b)));
         assert_eq!(out, [(25, 4), (30, 0)]);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_worked_off_burst_gives_its_memory_back() {
+        let mut r = Reorder::default();
+        for i in 0..400_000u32 {
+            r.push(&entry(u64::from(i), i));
+        }
+        r.end_run();
+        let burst = r.footprint();
+        assert!(burst >= r.bytes(), "{burst} < {}", r.bytes());
+        // Half handed on: compacted into the spare arena, both counted.
+        let mut n = 0;
+        r.release(200_000, &mut |_| n += 1);
+        assert_eq!(n, 200_000);
+        assert!(r.footprint() > burst, "the spare arena is counted");
+        r.release(u64::MAX, &mut |_| {});
+        assert!(r.is_empty());
+        assert!(
+            r.footprint() <= RETAINED_BYTES * 2,
+            "{} bytes kept after the burst",
+            r.footprint()
+        );
     }
 
     #[test]

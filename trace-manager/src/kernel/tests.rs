@@ -31,6 +31,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         classic_tracepoints: false,
         separate_syscall_events: false,
         stacks: Default::default(),
+        backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
     }
 }
 
@@ -364,6 +365,7 @@ fn root_full_ring_buffer_counts_drops() {
         classic_tracepoints: false,
         separate_syscall_events: false,
         stacks: Default::default(),
+        backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

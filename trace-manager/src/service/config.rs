@@ -19,8 +19,10 @@ pub(super) fn new_session(
     config: &TraceConfig,
     output: OwnedFd,
     creds: Option<&crate::creds::ClientCreds>,
+    kernel: KernelMemory,
 ) -> Result<Session<Sink>, String> {
-    let record = record_config(config, creds)?;
+    let mut record = record_config(config, creds)?;
+    record.backlog_bytes = usize::try_from(kernel.backlog).unwrap_or(usize::MAX);
     let sink = Sink::new(output, config.defer_transfer)
         .map_err(|e| format!("setting up the output: {e}"))?;
     // The sink batches records itself, in whole records.
@@ -53,6 +55,7 @@ pub(super) fn record_config(
         kernel_mode: config.kernel_buffering_mode,
         stacks: config.stacks.clone(),
         triggers,
+        backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
     })
 }
 
@@ -98,9 +101,13 @@ fn kernel_triggers(config: &TraceConfig) -> Result<Vec<Trigger>, String> {
     Ok(list)
 }
 
-/// The memory the kernel's buffers take for `config`, when it is within
-/// the session's `budget`; else why not.
-pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<u64, String> {
+/// The memory the kernel side of `config` takes, when it is within the
+/// session's `budget` (its buffers and, out of what they leave, its
+/// backlog: see [`backlog_within`]); else why not. Returns both figures.
+pub(super) fn kernel_within_budget(
+    config: &TraceConfig,
+    budget: u64,
+) -> Result<KernelMemory, String> {
     let kernel_bytes = kernel_memory(config);
     if kernel_bytes > budget {
         return Err(format!(
@@ -111,7 +118,37 @@ pub(super) fn kernel_within_budget(config: &TraceConfig, budget: u64) -> Result<
             mib(budget)
         ));
     }
-    Ok(kernel_bytes)
+    let backlog = if kernel_bytes == 0 {
+        0
+    } else {
+        backlog_within(budget - kernel_bytes)
+    };
+    Ok(KernelMemory {
+        total: kernel_bytes + backlog,
+        backlog,
+    })
+}
+
+/// What the kernel side of a session takes out of its memory budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct KernelMemory {
+    /// Buffers, maps and backlog together.
+    pub total: u64,
+    /// The backlog's limit ([`crate::kernel::KernelConfig::backlog_bytes`]).
+    pub backlog: u64,
+}
+
+/// The most the kernel events read and not yet translated may take, out of
+/// the `left` bytes of a budget the buffers leave: a quarter of it (the
+/// providers' buffers share the rest), within
+/// [`MIN_BACKLOG_BYTES`](crate::kernel::MIN_BACKLOG_BYTES) (which a budget
+/// smaller than the buffers plus that exceeds by at most that much) and
+/// [`DEFAULT_BACKLOG_BYTES`](crate::kernel::DEFAULT_BACKLOG_BYTES).
+pub(super) fn backlog_within(left: u64) -> u64 {
+    (left / 4).clamp(
+        crate::kernel::MIN_BACKLOG_BYTES as u64,
+        crate::kernel::DEFAULT_BACKLOG_BYTES as u64,
+    )
 }
 
 /// The memory the kernel provider's ring buffers will take for `config`:

@@ -11,6 +11,7 @@
 //! record any userspace category.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::time::{Duration, Instant};
 
 use trace_common::controller::{
@@ -19,7 +20,7 @@ use trace_common::controller::{
 use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use super::Manager;
-use super::config::{kernel_memory, record_config, userspace_config};
+use super::config::{backlog_within, kernel_memory, record_config, userspace_config};
 use super::connections::Event;
 use crate::clock::boottime_ns;
 use crate::limits::mib;
@@ -156,10 +157,24 @@ impl Manager {
             ..trace
         };
         if !config.triggers.is_empty() {
-            std::fs::create_dir_all(&config.trigger_dir)
+            // A system-wide trace is root's to read: the directory made
+            // for it is root's alone, and so is every file in it.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&config.trigger_dir)
                 .map_err(|e| format!("creating {}: {e}", config.trigger_dir.display()))?;
         }
-        let record = record_config(&trace, None)?;
+        let mut record = record_config(&trace, None)?;
+        // What a burst the translation cannot follow may hold, out of what
+        // the rest leaves of the budget.
+        let backlog = if kernel == 0 {
+            0
+        } else {
+            backlog_within(self.limits.memory_budget - total)
+        };
+        record.backlog_bytes = usize::try_from(backlog).unwrap_or(usize::MAX);
+        let total = total + backlog;
         let window = Window::new(
             config.window.as_nanos().min(u128::from(u64::MAX)) as u64,
             usize::try_from(config.window_bytes).unwrap_or(usize::MAX),
@@ -168,7 +183,7 @@ impl Manager {
         session
             .start(BufferDisposition::ClearEntire, &[])
             .map_err(|e| format!("starting the flight recorder's kernel provider: {e}"))?;
-        self.limits.memory_budget -= total;
+        self.limits.memory_budget = self.limits.memory_budget.saturating_sub(total);
         self.limits.session_memory_budget = self
             .limits
             .session_memory_budget
@@ -345,10 +360,19 @@ impl Manager {
             Vec::new()
         };
         tokio::task::spawn_blocking(move || {
-            let written = std::fs::File::create(&path).and_then(|file| {
-                let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-                contents.write_to(&mut out, &tail)
-            });
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|file| {
+                    // A file left by an earlier run keeps its mode otherwise.
+                    use std::os::unix::fs::PermissionsExt as _;
+                    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+                    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+                    contents.write_to(&mut out, &tail)
+                });
             match written {
                 Ok(w) => log::info!(
                     "flight recorder: trigger {} snapshot: {} records, {} -> {}{}",
@@ -396,6 +420,10 @@ impl Manager {
             );
             return;
         }
+        if let Err(message) = self.may_snapshot(id) {
+            self.fail(id, txid, false, fail::DENIED, message);
+            return;
+        }
         let peek = self.flight_holds_providers();
         let Some(f) = self.flight.as_mut() else {
             self.snapshot_circular(id, txid, fds);
@@ -425,6 +453,44 @@ impl Manager {
         self.answer_snapshot(id, txid, fd, move |mut out| {
             contents.write_to(&mut out, &tail)
         });
+    }
+
+    /// Whether client `id` may read what a snapshot would hold: the flight
+    /// recorder records the whole system, every provider and every probe,
+    /// so only root may read it; a circular recording, its owner's user
+    /// and root. (A member of the tracing group may record the system, but
+    /// not read a recording another user made, whose probes and providers
+    /// it may have been refused.)
+    fn may_snapshot(&self, id: u64) -> Result<(), String> {
+        let Some(uid) = self
+            .clients
+            .get(&id)
+            .and_then(|c| c.creds.as_ref())
+            .map(|c| c.uid)
+        else {
+            return Err("snapshot refused: who the client is is unknown".into());
+        };
+        if uid == 0 {
+            return Ok(());
+        }
+        if self.flight.is_some() {
+            return Err(
+                "snapshot refused: the flight recorder records the whole system; only root may read it"
+                    .into(),
+            );
+        }
+        let owner = self.active.as_ref().and_then(|a| {
+            self.clients
+                .get(&a.owner)
+                .and_then(|c| c.creds.as_ref())
+                .map(|c| c.uid)
+        });
+        match owner {
+            Some(o) if o != uid => Err(format!(
+                "snapshot refused: the recording running belongs to user {o}; only it and root may read it"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Writes a snapshot to `fd` with `write`, on a blocking thread, and

@@ -264,8 +264,8 @@ impl Manager {
         // The kernel's ring buffers come first out of the session's memory
         // budget; the providers share the rest.
         let budget = self.limits.session_budget(0);
-        let kernel_bytes = match kernel_within_budget(&config, budget) {
-            Ok(bytes) => bytes,
+        let kernel = match kernel_within_budget(&config, budget) {
+            Ok(kernel) => kernel,
             Err(message) => {
                 self.fail(id, txid, false, fail::BAD_CONFIG, message);
                 return;
@@ -273,9 +273,9 @@ impl Manager {
         };
         let output = fds.pop().expect("one descriptor, checked above");
         let creds = self.clients.get(&id).and_then(|c| c.creds.clone());
-        match new_session(&config, output, creds.as_ref()) {
+        match new_session(&config, output, creds.as_ref(), kernel) {
             Ok(session) => {
-                let userspace = userspace_config(&config, budget - kernel_bytes);
+                let userspace = userspace_config(&config, budget.saturating_sub(kernel.total));
                 let categories = userspace.categories.clone();
                 // Providers write into the flight recorder meanwhile.
                 if !self.flight_holds_providers() {
