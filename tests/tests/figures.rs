@@ -147,11 +147,15 @@ fn the_cpu_time_of_rotated_files_adds_up_to_the_processs_own() {
     let dir = temp_dir("accounting-rotated");
     let out = dir.join("trace.fxt");
     // The whole system's scheduling and system calls, so that the files
-    // turn over while the workload runs.
+    // turn over while the workload runs; rings large enough that a test
+    // build's slower translation drops no switch (a switch dropped charges
+    // its thread until the next one).
     let (pid, theirs) = record_workload(
         &out,
         &[
             "-a",
+            "-b",
+            "64",
             "-c",
             "kernel:sched,kernel:syscall",
             "--buffering-mode",
