@@ -445,3 +445,120 @@ fn every_provider_of_a_session_is_reported() {
     assert!(o.status.success(), "{err}\n{}", d.log());
     assert!(err.contains(&format!("{N} userspace providers")), "{err}");
 }
+
+/// How long `trace-cli sessions` took at most, run again and again while
+/// `busy` says the daemon has something slow to do.
+fn slowest_answer(socket: &Path, mut busy: impl FnMut() -> bool) -> (Duration, usize) {
+    let mut slowest = Duration::ZERO;
+    let mut asked = 0;
+    while busy() {
+        let start = Instant::now();
+        let out = cli(&["sessions"], socket, None);
+        slowest = slowest.max(start.elapsed());
+        asked += 1;
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("flight"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    (slowest, asked)
+}
+
+/// Resolving probes and attaching or detaching hundreds of them happens off
+/// the daemon's loop: while an outsider's session resolves 64 probes in its
+/// own process named 1 024 times, and while a recording of the 350-odd
+/// `syscalls:sys_enter_*` tracepoints attaches them and then detaches them
+/// (the kernel takes tens of milliseconds for each here), another
+/// client's `sessions` is answered within a second each time, beside the
+/// flight recorder; both recordings succeed and their files pass `check`.
+#[test]
+fn slow_setups_leave_the_daemon_answering_others() {
+    let d = Daemon::start_with(
+        "slow-setups",
+        &["--flight-recorder", "-c", "kernel:sched", "--window", "5s"],
+    );
+    make_public(&d);
+    let python = Command::new("/usr/bin/python3")
+        .args(["-c", "import time; time.sleep(120)"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .unwrap();
+    let pid = python.id().to_string();
+    let _python = Killed(vec![python]);
+    std::thread::sleep(Duration::from_millis(300));
+    let pids = vec![pid.as_str(); 1024].join(",");
+    let probes = d.dir.join("probes.fxt");
+    let mut args: Vec<&str> = vec!["record", "-p", &pids, "-c", "kernel:sched", "-d", "1"];
+    for _ in 0..64 {
+        args.extend(["--uprobe", "PyObject_Malloc"]);
+    }
+    args.extend(["-o", probes.to_str().unwrap()]);
+    let recorder = as_nobody(&args, &d.socket);
+    let (slowest, asked) = answers_while(&d.socket, recorder, &probes);
+    eprintln!("64 probes x 1 024 pids: {asked} answers, the slowest in {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}\n{}", d.log());
+
+    let all = d.dir.join("syscalls.fxt");
+    let recorder = as_nobody(
+        &[
+            "record",
+            "-c",
+            "none",
+            "-e",
+            "syscalls:sys_enter_*",
+            "-d",
+            "1",
+            "-o",
+            all.to_str().unwrap(),
+        ],
+        &d.socket,
+    );
+    let (slowest, asked) = answers_while(&d.socket, recorder, &all);
+    eprintln!("every syscalls:sys_enter_* tracepoint: {asked} answers, the slowest in {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}\n{}", d.log());
+    // Its hundreds of tracepoints are still being detached: the daemon
+    // answers meanwhile too.
+    let until = Instant::now() + Duration::from_secs(5);
+    let (slowest, _) = slowest_answer(&d.socket, || Instant::now() < until);
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}\n{}", d.log());
+}
+
+/// Lets anyone connect to the daemon's socket and write into its directory,
+/// as members of `tracing` may.
+fn make_public(d: &Daemon) {
+    use std::os::unix::fs::PermissionsExt;
+    for (path, mode) in [(&d.socket, 0o666), (&d.dir, 0o777)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// `trace-cli ARGS` as nobody on `socket`, started.
+fn as_nobody(args: &[&str], socket: &Path) -> std::process::Child {
+    Command::new(trace_cli())
+        .args(args)
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .env("RUST_LOG", "warn")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The slowest of the answers to `sessions` while `recorder` runs; the
+/// recording must succeed and its file `out` pass `check`.
+fn answers_while(
+    socket: &Path,
+    mut recorder: std::process::Child,
+    out: &Path,
+) -> (Duration, usize) {
+    let answers = slowest_answer(socket, || recorder.try_wait().unwrap().is_none());
+    let done = recorder.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", stderr(&done));
+    let (ok, report) = tests::check(out);
+    assert!(ok, "{report}");
+    answers
+}

@@ -301,3 +301,88 @@ fn a_storm_past_a_small_backlog_ends_and_keeps_what_it_read() {
         budget / MIB
     );
 }
+
+/// Runs `n` providers on `socket` one after the other, each for half a
+/// second, ticking every 10 ms; their pids.
+fn short_lived_providers(socket: &Path, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let (mut child, pid, _) =
+                tests::start_provider(env!("CARGO_BIN_EXE_tiny_provider"), socket, 0.5, 10_000);
+            assert!(child.wait().unwrap().success());
+            pid
+        })
+        .collect()
+}
+
+/// The pids of `trace` that wrote `tick` instants.
+fn ticking(file: &Path) -> std::collections::HashSet<u64> {
+    let (ok, findings) = tests::check(file);
+    assert!(ok, "{}: {findings}", file.display());
+    let t = parse(file);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    t.events
+        .iter()
+        .filter(|e| e.name == "tick")
+        .map(|e| e.pid)
+        .collect()
+}
+
+/// Providers that come and go give their buffers and registry places back
+/// once their records are saved. Twenty-four providers, one after the
+/// other, pass through a budget that holds eight (a recording with
+/// `--session-memory-budget 32M`) or sixteen (the flight recorder's 64 MiB)
+/// of their 4 MiB buffers, then one more: every one of them is in the
+/// trace, none "left out: memory budget".
+#[test]
+fn providers_that_went_away_give_their_buffers_back() {
+    require_root();
+    // A recording.
+    let dir = temp_dir("departed");
+    let socket = dir.join("manager.sock");
+    let log = dir.join("daemon.log");
+    let daemon = Killed(vec![start_daemon(
+        &socket,
+        &log,
+        &["--session-memory-budget", "32M"],
+    )]);
+    let out = dir.join("trace.fxt");
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-c", "app", "-d", "60", "-o"])
+        .arg(&out)
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(rec.stderr.take().unwrap());
+    tests::wait_for_recording(&mut err);
+    let pids = short_lived_providers(&socket, 25);
+    // SAFETY: kill(2) with a pid we spawned has no memory effects.
+    unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(rec.wait().unwrap().success(), "{rest}");
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!log_text.contains("memory budget has"), "{log_text}");
+    let seen = ticking(&out);
+    let missing: Vec<&u64> = pids.iter().filter(|p| !seen.contains(p)).collect();
+    assert!(
+        missing.is_empty(),
+        "not recorded: {missing:?}\n{rest}\n{log_text}"
+    );
+    drop(daemon);
+
+    // The flight recorder.
+    let d = tests::Daemon::start_with(
+        "departed-flight",
+        &["--flight-recorder", "-c", "app", "--window", "60s"],
+    );
+    let pids = short_lived_providers(&d.socket, 25);
+    let snap = d.dir.join("snapshot.fxt");
+    let s = d.cli(&["snapshot", "-o"]).arg(&snap).output().unwrap();
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(!d.log().contains("left out"), "{}", d.log());
+    let seen = ticking(&snap);
+    let missing: Vec<&u64> = pids.iter().filter(|p| !seen.contains(p)).collect();
+    assert!(missing.is_empty(), "not recorded: {missing:?}\n{}", d.log());
+}

@@ -396,3 +396,53 @@ fn runs_as_root() -> bool {
             == Some("0")
     })
 }
+
+/// Ctrl-C stops a recording at once even while the kernel floods it: the
+/// recording covers the time until the interrupt (its own figure, "in N
+/// s"), not until the flood ends, and the file passes `check`. (A flood
+/// once kept the recorder's loop from ever reading the interrupt while
+/// events were left to translate.)
+#[test]
+fn ctrl_c_stops_a_flooded_recording_at_once() {
+    require_root();
+    let dir = temp_dir("interrupt-flood");
+    let trace = dir.join("flood.fxt");
+    // getppid as fast as one thread per CPU can, for longer than the test.
+    let storm = Command::new(env!("CARGO_BIN_EXE_syscall_rate"))
+        .args(["0", "60"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let storms = tests::Killed(vec![storm]);
+    let mut rec = cli(
+        &dir,
+        &["record", "-a", "-c", "kernel:syscall,kernel:sched", "-o"],
+    )
+    .arg(&trace)
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut err = std::io::BufReader::new(rec.stderr.take().unwrap());
+    tests::wait_for_recording(&mut err);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let interrupted = started.elapsed();
+    // SAFETY: kill(2) with a pid we spawned has no memory effects.
+    unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(rec.wait().unwrap().success(), "{rest}");
+    drop(storms);
+    // "... in 3.1 s, ..."
+    let covered: f64 = rest
+        .split(" in ")
+        .find_map(|s| s.split_once(" s,")?.0.parse().ok())
+        .unwrap_or_else(|| panic!("no duration in {rest}"));
+    eprintln!("interrupted after {interrupted:?}; the recording covers {covered} s");
+    assert!(
+        covered < interrupted.as_secs_f64() + 2.0,
+        "interrupted after {interrupted:?}, recorded {covered} s: {rest}"
+    );
+    let (ok, findings) = check(&trace);
+    assert!(ok, "{findings}");
+}

@@ -308,6 +308,9 @@ pub struct Session<W: Write> {
     dropped_before: Vec<(u32, u64)>,
     other_dropped_before: u64,
     started: Option<Instant>,
+    /// How many processes were followed when [`Session::begin_start`] said
+    /// what to load: those added since are followed once it is attached.
+    followed_at_start: usize,
     /// The last stop wrote the kept events: the next start begins afresh
     /// whatever its disposition, so nothing is written twice.
     written_at_stop: bool,
@@ -350,6 +353,7 @@ impl<W: Write> Session<W> {
             dropped_before: Vec::new(),
             other_dropped_before: 0,
             started: None,
+            followed_at_start: 0,
             written_at_stop: false,
         })
     }
@@ -368,6 +372,22 @@ impl<W: Write> Session<W> {
         disposition: BufferDisposition,
         additional: &[String],
     ) -> Result<(), RecordError> {
+        match self.begin_start(disposition, additional) {
+            Some(config) => self.attached(KernelProvider::start(&config)?),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Session::start`] in two steps, for a caller that loads the kernel
+    /// provider elsewhere (it takes long: a thread of its own): readies the
+    /// session and says what to load, `None` when nothing is (no kernel
+    /// category, or the provider of an earlier start still runs: started
+    /// already). The provider loaded goes to [`Session::attached`].
+    pub fn begin_start(
+        &mut self,
+        disposition: BufferDisposition,
+        additional: &[String],
+    ) -> Option<KernelConfig> {
         if disposition != BufferDisposition::Retain || self.written_at_stop {
             self.keep.ring.clear();
             self.keep.forgotten = NameState::default();
@@ -389,7 +409,7 @@ impl<W: Write> Session<W> {
         }
         if self.kernel.is_some() || (categories.is_empty() && !self.config.probes()) {
             self.started = Some(Instant::now());
-            return Ok(());
+            return None;
         }
         for c in &categories {
             if !self.stats.categories.contains(c) {
@@ -405,7 +425,8 @@ impl<W: Write> Session<W> {
         {
             self.translator.prepare_stacks();
         }
-        let kernel = KernelProvider::start(&KernelConfig {
+        self.followed_at_start = self.config.pids.as_ref().map_or(0, Vec::len);
+        Some(KernelConfig {
             categories,
             ring_buffer_bytes: self.config.buffer_bytes,
             pids: self.config.pids.clone(),
@@ -416,7 +437,19 @@ impl<W: Write> Session<W> {
             separate_syscall_events: false,
             stacks: self.config.stacks.clone(),
             backlog_bytes: self.config.backlog_bytes,
-        })?;
+            deadline: None,
+        })
+    }
+
+    /// Completes [`Session::begin_start`] with the kernel provider it asked
+    /// for, loaded and attached: names what exists.
+    pub fn attached(&mut self, mut kernel: KernelProvider) -> Result<(), RecordError> {
+        let added = self.config.pids.as_deref().unwrap_or_default();
+        for &pid in added.get(self.followed_at_start..).unwrap_or_default() {
+            if let Err(e) = kernel.follow(pid) {
+                log::info!("process {pid}, followed while the programs were loaded: {e}");
+            }
+        }
         self.kernel = Some(kernel);
         // The programs are attached: a call that ends without its entry
         // began before this.

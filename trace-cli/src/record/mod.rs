@@ -372,6 +372,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     drop(conn.ctl);
     if let Some(task) = conn.embedded {
         let _ = task.await;
+        // The probes it placed are closed before this process exits.
+        let open = trace_manager::kernel::perf_probe::detaching();
+        if open > 0 {
+            eprintln!("trace-cli: removing {open} probes (the kernel takes a while for each)");
+        }
+        trace_manager::kernel::perf_probe::wait_detached();
     }
     if let StopReason::TargetsExited = &reason {
         eprintln!(

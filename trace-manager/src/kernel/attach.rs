@@ -32,54 +32,55 @@ impl KernelProvider {
         probes: &[crate::kernel::uprobes::ResolvedProbe],
         pids: &[u32],
     ) -> Result<(), KernelError> {
-        use aya::programs::{UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeAttachPoint};
+        use aya::programs::UProbe;
         use trace_common::kernel::{UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM};
         // A probe resolved for some processes goes into those; else into
         // the filtered processes, or every process.
-        let scopes =
-            |probe: &crate::kernel::uprobes::ResolvedProbe| -> Vec<aya::programs::uprobe::UProbeScope> {
-                let pids = if probe.pids.is_empty() {
-                    pids
-                } else {
-                    &probe.pids[..]
-                };
-                if pids.is_empty() {
-                    vec![aya::programs::uprobe::UProbeScope::AllProcesses]
-                } else {
-                    pids.iter()
-                        .filter_map(|&p| std::num::NonZeroU32::new(p))
-                        .map(aya::programs::uprobe::UProbeScope::OneProcess)
-                        .collect()
-                }
+        let scopes = |probe: &crate::kernel::uprobes::ResolvedProbe| -> Vec<Option<u32>> {
+            let pids = if probe.pids.is_empty() {
+                pids
+            } else {
+                &probe.pids[..]
             };
+            if pids.is_empty() {
+                vec![None]
+            } else {
+                pids.iter().map(|&p| Some(p)).collect()
+            }
+        };
         for program in [UPROBE_ENTRY_PROGRAM, UPROBE_RETURN_PROGRAM] {
             let up: &mut UProbe = program_of(&mut self.ebpf, program)?;
             up.load().map_err(|e| program_error(program, e))?;
+            let fd = up
+                .fd()
+                .and_then(|fd| fd.try_clone().map_err(ProgramError::from))
+                .map_err(|e| program_error(program, e))?;
+            self.attached.push(program);
             for (index, probe) in probes.iter().enumerate() {
-                for scope in scopes(probe) {
-                    let location = match &probe.location {
-                        crate::kernel::uprobes::ProbeLocation::Symbol(s) => {
-                            UProbeAttachLocation::Symbol(s.as_str())
-                        }
-                        crate::kernel::uprobes::ProbeLocation::Offset(o) => {
-                            UProbeAttachLocation::AbsoluteOffset(*o)
-                        }
-                    };
-                    let point = UProbeAttachPoint {
-                        location,
-                        cookie: Some(index as u64),
-                    };
-                    // Through the file resolved, not its path (see
-                    // `ProgramFile`).
-                    up.attach(point, probe.file.attach_path(), scope)
-                        .map_err(|e| KernelError::Attach {
-                            program,
-                            tracepoint: format!("uprobe {}", probe.spec),
-                            source: Box::new(e),
-                        })?;
+                // A symbol's file offset was found when it was resolved:
+                // the file is not searched again for each process.
+                let (crate::kernel::uprobes::ProbeLocation::Symbol { offset, .. }
+                | crate::kernel::uprobes::ProbeLocation::Offset(offset)) = probe.location;
+                // Through the file resolved, not its path (see
+                // `ProgramFile`). Linked here, not through aya, so that
+                // detaching many does not hold up the caller
+                // (`perf_probe::detach_all`).
+                let path = probe.file.attach_path();
+                for pid in scopes(probe) {
+                    let cookie = index as u64;
+                    let link = if program == UPROBE_RETURN_PROGRAM {
+                        perf_probe::attach_uretprobe(fd.as_fd(), &path, offset, pid, cookie)
+                    } else {
+                        perf_probe::attach_uprobe(fd.as_fd(), &path, offset, 0, pid, cookie)
+                    }
+                    .map_err(|source| KernelError::ProbeAttach {
+                        probe: format!("--uprobe {}", probe.spec),
+                        source,
+                    })?;
+                    self.probe_links.push(link);
+                    self.in_time()?;
                 }
             }
-            self.attached.push(program);
         }
         Ok(())
     }
@@ -139,6 +140,7 @@ impl KernelProvider {
                     source,
                 })?;
                 self.probe_links.push(link);
+                self.in_time()?;
             }
         }
         Ok(())

@@ -9,7 +9,10 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use trace_common::kernel::{KernelEvent, events_in, parse};
 
-use super::{DRAIN_INTERVAL, KernelError, KernelProvider, RELEASE_SLICE, REORDER_WINDOW};
+use super::{
+    DRAIN_INTERVAL, DRAIN_SLICE, DRAIN_STEP, KernelError, KernelProvider, RELEASE_SLICE,
+    REORDER_WINDOW,
+};
 use crate::clock::boottime_ns;
 
 /// The descriptor that is readable when any CPU's ring buffer has data (an
@@ -134,6 +137,10 @@ impl KernelProvider {
     /// call registers the rings' epoll descriptor with it). Cancel-safe.
     pub async fn readable(&mut self) -> Result<(), KernelError> {
         if self.pending {
+            // Work is left, but the task gives the others on its thread
+            // their turn first: under a flood the caller's loop would
+            // otherwise never let a request (a stop, a Ctrl-C) through.
+            tokio::task::yield_now().await;
             return Ok(());
         }
         if let Readiness::Plain(_) = self.readiness {
@@ -236,6 +243,7 @@ impl KernelProvider {
     ) -> usize {
         let limit = self.drain_limit;
         let began = boottime_ns();
+        let slice_ends = std::time::Instant::now() + DRAIN_SLICE;
         let mut watermark = if self.detached {
             u64::MAX
         } else {
@@ -270,7 +278,9 @@ impl KernelProvider {
                     }
                 }
                 taken += 1;
-                if taken >= limit {
+                if taken >= limit
+                    || (taken.is_multiple_of(DRAIN_STEP) && std::time::Instant::now() > slice_ends)
+                {
                     pending = true;
                     watermark = watermark.min(cpu.newest);
                     break;
@@ -283,7 +293,17 @@ impl KernelProvider {
         } else {
             RELEASE_SLICE
         };
-        let n = self.reorder.release_at_most(watermark, slice, f);
+        // In steps, within the time left (one step at least).
+        let mut n = 0;
+        while n < slice {
+            let step = self
+                .reorder
+                .release_at_most(watermark, DRAIN_STEP.min(slice - n), f);
+            n += step;
+            if step == 0 || (!self.detached && std::time::Instant::now() > slice_ends) {
+                break;
+            }
+        }
         self.pending = pending || self.reorder.has_before(watermark);
         n
     }

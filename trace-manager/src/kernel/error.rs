@@ -140,6 +140,12 @@ pub enum KernelError {
         #[source]
         source: io::Error,
     },
+    /// Loading and attaching took longer than the request may take.
+    #[error(
+        "setting up the kernel provider took longer than one request may: select fewer \
+         tracepoints, probes or processes"
+    )]
+    TooSlow,
     /// A process to follow does not exist.
     #[error("no process with id {pid} (it may have exited)")]
     NoSuchProcess {

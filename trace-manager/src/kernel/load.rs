@@ -300,6 +300,7 @@ impl KernelProvider {
             malformed: 0,
             layout,
             stop_ts: None,
+            deadline: config.deadline,
         };
         let pids = config.pids.as_deref().unwrap_or_default();
         for &pid in pids {
@@ -318,6 +319,7 @@ impl KernelProvider {
                 }
             }
             provider.attach(spec)?;
+            provider.in_time()?;
         }
         if !config.uprobes.is_empty() {
             provider.attach_uprobes(&config.uprobes, pids)?;
@@ -335,6 +337,8 @@ impl KernelProvider {
         for &pid in pids {
             provider.follow(pid)?;
         }
+        provider.in_time()?;
+        provider.deadline = None;
         log::info!(
             "kernel provider started: categories {:?}, programs {:?}, ring buffers {} x {} KiB",
             provider.categories,
@@ -556,6 +560,21 @@ pub(super) fn raise_memlock_limit() {
             "cannot raise RLIMIT_MEMLOCK: {}",
             io::Error::last_os_error()
         );
+    }
+}
+
+/// [`KernelError::TooSlow`] once `deadline` has passed.
+pub(super) fn in_time(deadline: Option<std::time::Instant>) -> Result<(), KernelError> {
+    match deadline {
+        Some(d) if std::time::Instant::now() > d => Err(KernelError::TooSlow),
+        _ => Ok(()),
+    }
+}
+
+impl KernelProvider {
+    /// [`in_time`] with the deadline the provider was started with.
+    pub(super) fn in_time(&self) -> Result<(), KernelError> {
+        in_time(self.deadline)
     }
 }
 

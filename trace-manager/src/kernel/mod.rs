@@ -100,6 +100,15 @@ pub const REORDER_WINDOW: std::time::Duration = std::time::Duration::from_millis
 /// milliseconds of translation, after which the rings are read again.
 pub const RELEASE_SLICE: usize = 65_536;
 
+/// Most time one drain spends reading the rings, and then handing events
+/// on (checked every [`DRAIN_STEP`] entries): the loop that calls it gets
+/// its turn at other work that often however fast the kernel writes, and
+/// however slow the build.
+pub const DRAIN_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Entries read or handed on between two looks at the clock in a drain.
+pub(crate) const DRAIN_STEP: usize = 4096;
+
 /// Memory that events read from the rings and not yet translated may take
 /// at most, unless a session's memory budget leaves less
 /// ([`KernelConfig::backlog_bytes`]): what absorbs a burst the translation
@@ -153,6 +162,10 @@ pub struct KernelConfig {
     /// [`MIN_BACKLOG_BYTES`]): past it the rings are left to fill, and the
     /// kernel counts what it drops.
     pub backlog_bytes: usize,
+    /// When loading and attaching must be done by ([`KernelError::TooSlow`]
+    /// past it, everything attached so far detached again); `None`: no
+    /// limit.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for KernelConfig {
@@ -173,6 +186,7 @@ impl Default for KernelConfig {
             separate_syscall_events: false,
             stacks: Default::default(),
             backlog_bytes: DEFAULT_BACKLOG_BYTES,
+            deadline: None,
         }
     }
 }
@@ -214,6 +228,8 @@ pub struct KernelProvider {
     layout: KernelLayout,
     /// When the recording was cut ([`KernelProvider::cut`]).
     stop_ts: Option<u64>,
+    /// [`KernelConfig::deadline`], while starting.
+    deadline: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for KernelProvider {

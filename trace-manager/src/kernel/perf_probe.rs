@@ -14,6 +14,7 @@ use std::io;
 use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aya_obj::generated::{bpf_attach_type, bpf_cmd};
 
@@ -23,6 +24,8 @@ const UPROBE_TYPE: &str = "/sys/bus/event_source/devices/uprobe/type";
 const UPROBE_REF_CTR_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset";
 /// Where the reference counter offset goes in `perf_event_attr::config`.
 const REF_CTR_OFFSET_SHIFT: u32 = 32;
+/// Which bit of `config` makes a uprobe a return probe.
+const UPROBE_RETPROBE_FORMAT: &str = "/sys/bus/event_source/devices/uprobe/format/retprobe";
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// `PERF_TYPE_TRACEPOINT`.
@@ -73,6 +76,63 @@ pub struct ProbeLink {
     _event: OwnedFd,
 }
 
+/// Probes fewer than this are closed where they are detached.
+const DETACH_INLINE: usize = 16;
+
+/// Probes [`detach_all`] has not closed yet.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// The threads still closing probes ([`detach_all`]).
+static DETACHING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Removes `links`. The kernel takes a grace period to close each (tens of
+/// milliseconds in a virtual machine, one after the other: a minute for a
+/// thousand tracepoints), so many are closed on a thread of their own and
+/// the caller goes on at once; [`wait_detached`] waits for them.
+pub fn detach_all(links: Vec<ProbeLink>) {
+    let n = links.len();
+    if n < DETACH_INLINE {
+        drop(links);
+        return;
+    }
+    OPEN.fetch_add(n, Ordering::Relaxed);
+    let spawned = std::thread::Builder::new()
+        .name("probe-detach".into())
+        .spawn(move || {
+            for link in links {
+                drop(link);
+                OPEN.fetch_sub(1, Ordering::Relaxed);
+            }
+        });
+    match spawned {
+        Ok(handle) => {
+            let mut running = DETACHING.lock().unwrap_or_else(|e| e.into_inner());
+            running.retain(|h| !h.is_finished());
+            running.push(handle);
+        }
+        // No thread: the links were closed here, with the closure.
+        Err(e) => {
+            OPEN.fetch_sub(n, Ordering::Relaxed);
+            log::warn!("closing probes in the background: {e}");
+        }
+    }
+}
+
+/// How many probes are still being closed in the background.
+pub fn detaching() -> usize {
+    OPEN.load(Ordering::Relaxed)
+}
+
+/// Waits until every probe [`detach_all`] was given is closed: a process
+/// that exits sooner leaves the kernel closing them one after the other.
+pub fn wait_detached() {
+    let running = std::mem::take(&mut *DETACHING.lock().unwrap_or_else(|e| e.into_inner()));
+    for handle in running {
+        let _ = handle.join();
+    }
+}
+
 /// Places a uprobe at `offset` of `binary` (in process `pid` only, or in
 /// every process) that runs `program` with `cookie`; `ref_ctr_offset`, when
 /// not 0, is the file offset of a `u16` the kernel increments while the
@@ -84,6 +144,32 @@ pub fn attach_uprobe(
     ref_ctr_offset: u64,
     pid: Option<u32>,
     cookie: u64,
+) -> io::Result<ProbeLink> {
+    open_uprobe(program, binary, offset, ref_ctr_offset, pid, cookie, false)
+}
+
+/// Places a return probe (a uretprobe) on the function at `offset` of
+/// `binary` (in process `pid` only, or in every process): `program` runs
+/// with `cookie` each time the function returns.
+pub fn attach_uretprobe(
+    program: BorrowedFd<'_>,
+    binary: &Path,
+    offset: u64,
+    pid: Option<u32>,
+    cookie: u64,
+) -> io::Result<ProbeLink> {
+    open_uprobe(program, binary, offset, 0, pid, cookie, true)
+}
+
+/// [`attach_uprobe`], or [`attach_uretprobe`] when `retprobe`.
+fn open_uprobe(
+    program: BorrowedFd<'_>,
+    binary: &Path,
+    offset: u64,
+    ref_ctr_offset: u64,
+    pid: Option<u32>,
+    cookie: u64,
+    retprobe: bool,
 ) -> io::Result<ProbeLink> {
     let pmu: u32 = std::fs::read_to_string(UPROBE_TYPE)?
         .trim()
@@ -106,7 +192,7 @@ pub fn attach_uprobe(
     let attr = PerfEventAttr {
         type_: pmu,
         size: size_of::<PerfEventAttr>() as u32,
-        config: ref_ctr_offset << REF_CTR_OFFSET_SHIFT,
+        config: ref_ctr_offset << REF_CTR_OFFSET_SHIFT | if retprobe { retprobe_bit()? } else { 0 },
         config1: path.as_ptr() as u64,
         config2: offset,
         ..PerfEventAttr::default()
@@ -119,6 +205,20 @@ pub fn attach_uprobe(
     };
     // `config1` points at `path`, which outlives the call.
     open_and_link(program, &attr, pid, cpu, cookie)
+}
+
+/// The bit of a uprobe's `config` that makes it a return probe, as the
+/// uprobe PMU's `format/retprobe` says (`config:0`).
+fn retprobe_bit() -> io::Result<u64> {
+    let text = std::fs::read_to_string(UPROBE_RETPROBE_FORMAT)?;
+    text.trim()
+        .strip_prefix("config:")
+        .and_then(|bit| bit.parse::<u32>().ok())
+        .filter(|&bit| bit < 64)
+        .map(|bit| 1u64 << bit)
+        .ok_or_else(|| {
+            io::Error::other(format!("{UPROBE_RETPROBE_FORMAT} holds {:?}", text.trim()))
+        })
 }
 
 /// Runs `program` with `cookie` on every hit of the tracepoint with id `id`

@@ -36,7 +36,7 @@ impl KernelProvider {
     pub fn detach(&mut self) {
         self.detached_misses = self.recursion_misses();
         self.detached = true;
-        self.probe_links.clear();
+        super::perf_probe::detach_all(std::mem::take(&mut self.probe_links));
         for name in std::mem::take(&mut self.attached) {
             let Some(program) = self.ebpf.program_mut(name) else {
                 continue;
@@ -98,6 +98,14 @@ impl KernelProvider {
     /// Detaches everything and frees the maps.
     pub fn stop(self) {
         drop(self);
+    }
+}
+
+impl Drop for KernelProvider {
+    /// The probes opened directly are closed together, in the background
+    /// ([`super::perf_probe::detach_all`]).
+    fn drop(&mut self) {
+        super::perf_probe::detach_all(std::mem::take(&mut self.probe_links));
     }
 }
 

@@ -32,6 +32,7 @@ fn config(categories: &[&str]) -> KernelConfig {
         separate_syscall_events: false,
         stacks: Default::default(),
         backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
+        deadline: None,
     }
 }
 
@@ -366,6 +367,7 @@ fn root_full_ring_buffer_counts_drops() {
         separate_syscall_events: false,
         stacks: Default::default(),
         backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
+        deadline: None,
     })
     .unwrap();
     // SAFETY: sysconf has no preconditions.

@@ -10,12 +10,13 @@
 //! their raw name or their demangled Rust (`crate::module::function`, without
 //! the hash) or C++ (`ns::function`, without the parameters) name.
 
+use std::collections::HashMap;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use object::{Object, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use crate::procfs;
 
@@ -75,8 +76,14 @@ impl Eq for ProgramFile {}
 /// A place in an ELF file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeLocation {
-    /// A symbol, by its name in the file (mangled).
-    Symbol(String),
+    /// A symbol: its name in the file (mangled) and where it is in the
+    /// file.
+    Symbol {
+        /// The name in the symbol table.
+        mangled: String,
+        /// Its file offset.
+        offset: u64,
+    },
     /// A file offset.
     Offset(u64),
 }
@@ -129,6 +136,33 @@ pub enum UprobeError {
 
 /// Resolves `spec`; `pid` is the process given with `-p`, if any.
 pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeError> {
+    resolve_with(spec, pid, &mut Lookups::default())
+}
+
+/// What one spec found in each program file it was looked up in, by device
+/// and inode: a file many processes map is read and searched once.
+#[derive(Default)]
+struct Lookups(HashMap<(u64, u64), Lookup>);
+
+/// What a spec found in one program file.
+#[derive(Clone)]
+enum Lookup {
+    /// A function: its name in the file and its file offset.
+    Found { mangled: String, offset: u64 },
+    /// No such function; why it may be missing.
+    Missing { hint: &'static str },
+    /// Not an ELF file this can read.
+    NotElf { why: String },
+    /// The spec is a file offset, and the file an ELF file.
+    Offset,
+}
+
+/// [`resolve`], remembering what each file held in `lookups`.
+fn resolve_with(
+    spec: &str,
+    pid: Option<u32>,
+    lookups: &mut Lookups,
+) -> Result<ResolvedProbe, UprobeError> {
     let syntax = |why: &str| UprobeError::Syntax {
         spec: spec.to_owned(),
         why: why.to_owned(),
@@ -140,6 +174,12 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
     if what.is_empty() {
         return Err(syntax("no function or offset after the binary"));
     }
+    let offset = match what.strip_prefix("0x") {
+        Some(hex) => {
+            Some(u64::from_str_radix(hex, 16).map_err(|_| syntax("bad hexadecimal offset"))?)
+        }
+        None => None,
+    };
     let path = match binary {
         Some(b) => find_binary(b, pid).map_err(|source| UprobeError::Binary {
             spec: spec.to_owned(),
@@ -156,27 +196,63 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
             })?
         }
     };
-    let (program, data) = read_program(&path).map_err(|source| UprobeError::Binary {
+    let binary_error = |source| UprobeError::Binary {
         spec: spec.to_owned(),
         path: path.clone(),
         source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|e| UprobeError::NotElf {
+    };
+    let (program, len) = open_program(&path).map_err(binary_error)?;
+    let lookup = match lookups.0.get(&program.id) {
+        Some(known) => known.clone(),
+        None => {
+            let data = program.read(len).map_err(binary_error)?;
+            let lookup = look_up(&data, what, offset.is_some());
+            lookups.0.insert(program.id, lookup.clone());
+            lookup
+        }
+    };
+    let probe = |location, name| ResolvedProbe {
         spec: spec.to_owned(),
-        path: path.clone(),
-        why: e.to_string(),
-    })?;
-    if let Some(hex) = what.strip_prefix("0x") {
-        let offset = u64::from_str_radix(hex, 16).map_err(|_| syntax("bad hexadecimal offset"))?;
-        let base = path.file_name().unwrap_or_default().to_string_lossy();
-        return Ok(ResolvedProbe {
+        binary: path.clone(),
+        file: program.clone(),
+        location,
+        name,
+        pids: Vec::new(),
+    };
+    match lookup {
+        Lookup::NotElf { why } => Err(UprobeError::NotElf {
             spec: spec.to_owned(),
-            binary: path.clone(),
-            file: program,
-            location: ProbeLocation::Offset(offset),
-            name: format!("{base}+{offset:#x}"),
-            pids: Vec::new(),
-        });
+            path: path.clone(),
+            why,
+        }),
+        Lookup::Offset => {
+            let offset = offset.unwrap_or_default();
+            let base = path.file_name().unwrap_or_default().to_string_lossy();
+            let name = format!("{base}+{offset:#x}");
+            Ok(probe(ProbeLocation::Offset(offset), name))
+        }
+        Lookup::Found { mangled, offset } => Ok(probe(
+            ProbeLocation::Symbol { mangled, offset },
+            what.to_owned(),
+        )),
+        Lookup::Missing { hint } => Err(UprobeError::NoSymbol {
+            spec: spec.to_owned(),
+            symbol: what.to_owned(),
+            hint,
+            path: path.clone(),
+        }),
+    }
+}
+
+/// Searches the ELF file `data` for the function `what` (or only checks
+/// that it is an ELF file when the spec is an `offset`).
+fn look_up(data: &[u8], what: &str, offset: bool) -> Lookup {
+    let file = match object::File::parse(data) {
+        Ok(file) => file,
+        Err(e) => return Lookup::NotElf { why: e.to_string() },
+    };
+    if offset {
+        return Lookup::Offset;
     }
     let found = file
         .symbols()
@@ -184,28 +260,37 @@ pub fn resolve(spec: &str, pid: Option<u32>) -> Result<ResolvedProbe, UprobeErro
         .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
         .find_map(|s| {
             let raw = s.name().ok()?;
-            matches(raw, what).then(|| raw.to_owned())
+            if !matches(raw, what) {
+                return None;
+            }
+            Some(Lookup::Found {
+                mangled: raw.to_owned(),
+                offset: file_offset(&file, &s)?,
+            })
         });
-    match found {
-        Some(mangled) => Ok(ResolvedProbe {
-            spec: spec.to_owned(),
-            binary: path,
-            file: program,
-            location: ProbeLocation::Symbol(mangled),
-            name: what.to_owned(),
-            pids: Vec::new(),
-        }),
-        None => Err(UprobeError::NoSymbol {
-            spec: spec.to_owned(),
-            symbol: what.to_owned(),
-            hint: if file.symbols().next().is_none() {
-                " (it has no symbol table: stripped? only exported functions can be found)"
-            } else {
-                ""
-            },
-            path,
-        }),
+    found.unwrap_or(Lookup::Missing {
+        hint: if file.symbols().next().is_none() {
+            " (it has no symbol table: stripped? only exported functions can be found)"
+        } else {
+            ""
+        },
+    })
+}
+
+/// Where symbol `sym` of `file` is in the file, which is what a uprobe is
+/// placed at: its address made relative to its section's place in the
+/// file, for executables and shared objects (whose symbols are virtual
+/// addresses); the address itself for relocatable objects.
+fn file_offset(file: &object::File<'_>, sym: &object::Symbol<'_, '_>) -> Option<u64> {
+    if !matches!(
+        file.kind(),
+        object::ObjectKind::Dynamic | object::ObjectKind::Executable
+    ) {
+        return Some(sym.address());
     }
+    let section = file.section_by_index(sym.section_index()?).ok()?;
+    let (start, _) = section.file_range()?;
+    Some(sym.address() - section.address() + start)
 }
 
 /// Resolves `spec` in each process of `pids` (in every process when
@@ -216,9 +301,13 @@ pub fn resolve_in(spec: &str, pids: &[u32]) -> Result<Vec<ResolvedProbe>, Uprobe
     if pids.is_empty() {
         return resolve(spec, None).map(|p| vec![p]);
     }
+    let mut pids = pids.to_vec();
+    pids.sort_unstable();
+    pids.dedup();
+    let lookups = std::cell::RefCell::new(Lookups::default());
     per_process(
-        pids,
-        |pid| resolve(spec, Some(pid)).map(|p| vec![p]),
+        &pids,
+        |pid| resolve_with(spec, Some(pid), &mut lookups.borrow_mut()).map(|p| vec![p]),
         |p| (p.file.id(), p.location.clone()),
         |p| &mut p.pids,
     )
@@ -352,7 +441,14 @@ const MAX_PROGRAM_BYTES: u64 = 2 << 30;
 /// device or a FIFO, which could make the reader wait or read forever) of
 /// at most [`MAX_PROGRAM_BYTES`].
 pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<(ProgramFile, Vec<u8>)> {
-    use std::io::Read as _;
+    let (program, len) = open_program(path)?;
+    let data = program.read(len)?;
+    Ok((program, data))
+}
+
+/// The program file `path`, open, and its length: a regular file of at
+/// most [`MAX_PROGRAM_BYTES`].
+fn open_program(path: &std::path::Path) -> std::io::Result<(ProgramFile, u64)> {
     // O_NONBLOCK: opening a FIFO does not wait for a writer.
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -371,13 +467,24 @@ pub(crate) fn read_program(path: &std::path::Path) -> std::io::Result<(ProgramFi
             format!("larger than {} GiB", MAX_PROGRAM_BYTES >> 30),
         ));
     }
-    let mut data = Vec::with_capacity(meta.len() as usize);
-    (&file).take(MAX_PROGRAM_BYTES).read_to_end(&mut data)?;
     let program = ProgramFile {
         file: Arc::new(file),
         id: (meta.dev(), meta.ino()),
     };
-    Ok((program, data))
+    Ok((program, meta.len()))
+}
+
+impl ProgramFile {
+    /// The file's bytes, `len` of them at most (its length when opened).
+    fn read(&self, len: u64) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read as _, Seek as _};
+        let mut file = &*self.file;
+        file.rewind()?;
+        let mut data = Vec::with_capacity(len as usize);
+        file.take(len.min(MAX_PROGRAM_BYTES))
+            .read_to_end(&mut data)?;
+        Ok(data)
+    }
 }
 
 #[cfg(test)]
@@ -457,6 +564,57 @@ mod tests {
         // C++ `ns::f(int)`.
         assert!(matches("_ZN2ns1fEi", "ns::f"));
         assert!(!matches("_ZN2ns1fEi", "ns::g"));
+    }
+
+    /// A function of this test program, to find by name.
+    #[inline(never)]
+    #[unsafe(no_mangle)]
+    extern "C" fn uprobe_offset_probe_target() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn a_symbol_resolves_to_where_it_is_in_the_file() {
+        let me = std::env::current_exe().unwrap();
+        let probe = resolve(
+            &format!("{}:uprobe_offset_probe_target", me.display()),
+            None,
+        )
+        .unwrap();
+        let ProbeLocation::Symbol { mangled, offset } = probe.location else {
+            panic!("{:?}", probe.location);
+        };
+        assert_eq!(mangled, "uprobe_offset_probe_target");
+        // Where the running function is, as a file offset: its address in
+        // the mapping of this program that holds it, from that mapping's
+        // file offset.
+        let addr = uprobe_offset_probe_target as *const () as usize as u64;
+        assert_eq!(uprobe_offset_probe_target(), 7);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let expected = maps
+            .lines()
+            .find_map(|line| {
+                let mut fields = line.split_whitespace();
+                let (start, end) = fields.next()?.split_once('-')?;
+                let start = u64::from_str_radix(start, 16).ok()?;
+                let end = u64::from_str_radix(end, 16).ok()?;
+                let file_offset = u64::from_str_radix(fields.nth(1)?, 16).ok()?;
+                (start..end)
+                    .contains(&addr)
+                    .then(|| addr - start + file_offset)
+            })
+            .unwrap();
+        assert_eq!(offset, expected);
+    }
+
+    #[test]
+    fn a_process_named_twice_is_resolved_once() {
+        let me = std::process::id();
+        let exe = std::env::current_exe().unwrap();
+        let spec = format!("{}:uprobe_offset_probe_target", exe.display());
+        let probes = resolve_in(&spec, &[me, me, me]).unwrap();
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].pids, vec![me]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! session's memory budget.
 
 use std::os::fd::OwnedFd;
+use std::time::Instant;
 
 use trace_common::controller::{MAX_CATEGORIES, TraceConfig};
 
@@ -13,15 +14,14 @@ use crate::limits::mib;
 use crate::session::{RecordConfig, Session};
 use crate::userspace::UserspaceConfig;
 
-/// The session `config` asks for, writing to `output`, for the client
-/// `creds` describes.
+/// The session `config` asks for, recording what `record` says (see
+/// [`record_config`]), writing to `output`.
 pub(super) fn new_session(
+    mut record: RecordConfig,
     config: &TraceConfig,
     output: OwnedFd,
-    creds: Option<&crate::creds::ClientCreds>,
     kernel: KernelMemory,
 ) -> Result<Session<Sink>, String> {
-    let mut record = record_config(config, creds)?;
     record.backlog_bytes = usize::try_from(kernel.backlog).unwrap_or(usize::MAX);
     let sink = Sink::new(output, config.defer_transfer)
         .map_err(|e| format!("setting up the output: {e}"))?;
@@ -30,12 +30,23 @@ pub(super) fn new_session(
 }
 
 /// What the kernel provider records for `config`, its probes resolved with
-/// the rights of the client `creds` describes.
+/// the rights of the client `creds` describes, by `deadline` if one is
+/// given (this reads the program files of every process named: it is done
+/// off the manager's loop).
 pub(super) fn record_config(
     config: &TraceConfig,
     creds: Option<&crate::creds::ClientCreds>,
+    deadline: Option<Instant>,
 ) -> Result<RecordConfig, String> {
-    let (uprobes, usdt) = resolve_probes(config, creds)?;
+    let mut config = config.clone();
+    // A process named twice is one process.
+    if let Some(pids) = config.pids.as_mut() {
+        pids.sort_unstable();
+        pids.dedup();
+    }
+    let config = &config;
+    let (uprobes, usdt) = resolve_probes(config, creds, deadline)?;
+    check_attachments(&uprobes, &usdt, config.pids.as_deref())?;
     let triggers = kernel_triggers(config)?;
     // The tracepoints of the signal and out-of-memory triggers, filtered.
     let mut specs = config.tracepoints.clone();
@@ -44,7 +55,9 @@ pub(super) fn record_config(
             .iter()
             .filter_map(|t| t.tracepoint_spec().map(str::to_owned)),
     );
+    in_time(deadline)?;
     let tracepoints = std::sync::Arc::new(resolve_tracepoints(&specs)?);
+    in_time(deadline)?;
     Ok(RecordConfig {
         categories: config.categories.clone(),
         buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
@@ -266,6 +279,7 @@ type Probes = (
 fn resolve_probes(
     config: &TraceConfig,
     creds: Option<&crate::creds::ClientCreds>,
+    deadline: Option<Instant>,
 ) -> Result<Probes, String> {
     if config.uprobes.is_empty() && config.usdt.is_empty() {
         return Ok((Vec::new(), Vec::new()));
@@ -276,13 +290,15 @@ fn resolve_probes(
         let uprobes = config
             .uprobes
             .iter()
-            .map(|spec| crate::kernel::uprobes::resolve_in(spec, &pids))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?
+            .map(|spec| {
+                in_time(deadline)?;
+                crate::kernel::uprobes::resolve_in(spec, &pids).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .flatten()
             .collect();
-        Ok((uprobes, resolve_usdt(&config.usdt, &pids)?))
+        Ok((uprobes, resolve_usdt(&config.usdt, &pids, deadline)?))
     })
     .map_err(|e| format!("probes are refused: {e}"))?
 }
@@ -292,9 +308,11 @@ fn resolve_probes(
 fn resolve_usdt(
     specs: &[String],
     pids: &[u32],
+    deadline: Option<Instant>,
 ) -> Result<Vec<crate::kernel::usdt::UsdtSite>, String> {
     let mut sites: Vec<crate::kernel::usdt::UsdtSite> = Vec::new();
     for spec in specs {
+        in_time(deadline)?;
         let found = crate::kernel::usdt::resolve_in(spec, pids).map_err(|e| e.to_string())?;
         log::info!("--usdt {spec}: {} sites", found.len());
         for site in found {
@@ -315,4 +333,67 @@ fn resolve_usdt(
         }
     }
     Ok(sites)
+}
+
+/// The most probes one session places: each `--uprobe` (entry and return)
+/// and `--usdt` site counts once per process it is placed in. Each is a
+/// perf event and a link, a descriptor or two the manager holds, and the
+/// kernel takes a while to attach and detach each.
+pub(super) const MAX_PROBE_PLACES: usize = 4096;
+
+/// Refuses a session whose probes would be placed more than
+/// [`MAX_PROBE_PLACES`] times.
+fn check_attachments(
+    uprobes: &[crate::kernel::uprobes::ResolvedProbe],
+    usdt: &[crate::kernel::usdt::UsdtSite],
+    pids: Option<&[u32]>,
+) -> Result<(), String> {
+    let filtered = pids.map_or(0, <[u32]>::len).max(1);
+    let places = |own: usize| if own == 0 { filtered } else { own };
+    let total: usize = uprobes
+        .iter()
+        .map(|p| 2 * places(p.pids.len()))
+        .sum::<usize>()
+        + usdt.iter().map(|s| places(s.pids.len())).sum::<usize>();
+    if total > MAX_PROBE_PLACES {
+        return Err(format!(
+            "the probes would be placed {total} times (each --uprobe twice, entry and return, \
+             and each probe once in each process); at most {MAX_PROBE_PLACES}: name fewer \
+             probes or processes"
+        ));
+    }
+    Ok(())
+}
+
+/// An error once `deadline` has passed.
+fn in_time(deadline: Option<Instant>) -> Result<(), String> {
+    match deadline {
+        Some(d) if Instant::now() > d => Err(format!(
+            "resolving the probes and tracepoints took longer than {} s, the most one request \
+             may take: name fewer probes, tracepoints or processes",
+            super::setup::SETUP_LIMIT.as_secs()
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_placed_too_often_are_refused() {
+        let exe = std::env::current_exe().unwrap();
+        let probe =
+            crate::kernel::uprobes::resolve(&format!("{}:0x1000", exe.display()), None).unwrap();
+        let probes = [probe];
+        // Entry and return in each of 2 048 processes: 4 096 places.
+        let pids: Vec<u32> = (1..=2048).collect();
+        assert!(check_attachments(&probes, &[], Some(&pids)).is_ok());
+        let pids: Vec<u32> = (1..=2049).collect();
+        let e = check_attachments(&probes, &[], Some(&pids)).unwrap_err();
+        assert!(e.contains("4098 times"), "{e}");
+        // Without a pid filter a probe is placed once, for every process.
+        assert!(check_attachments(&probes, &[], None).is_ok());
+    }
 }

@@ -43,6 +43,18 @@ pub(super) enum Event {
     Drained { id: u64, txid: u32, reply: Reply },
     /// The answer to a request carried out on another thread (a snapshot).
     Answer { id: u64, txid: u32, reply: Reply },
+    /// An InitializeTracing's probes and tracepoints, resolved on a thread.
+    Prepared {
+        id: u64,
+        txid: u32,
+        prepared: Box<super::setup::Prepared>,
+    },
+    /// A StartTracing's kernel provider, loaded on a thread.
+    Loaded {
+        id: u64,
+        txid: u32,
+        kernel: Box<Result<crate::kernel::KernelProvider, crate::kernel::KernelError>>,
+    },
 }
 
 /// A client's connection.
@@ -153,6 +165,10 @@ impl Manager {
         if self.terminating.as_ref().is_some_and(|t| t.owner == id) {
             self.terminating = None;
             log::info!("session state READY");
+        }
+        if self.preparing == Some(id) {
+            // What its thread resolves is dropped when it comes.
+            self.preparing = None;
         }
     }
 

@@ -165,7 +165,7 @@ impl Manager {
                 .create(&config.trigger_dir)
                 .map_err(|e| format!("creating {}: {e}", config.trigger_dir.display()))?;
         }
-        let mut record = record_config(&trace, None)?;
+        let mut record = record_config(&trace, None, None)?;
         // What a burst the translation cannot follow may hold, out of what
         // the rest leaves of the budget.
         let backlog = if kernel == 0 {
@@ -612,6 +612,19 @@ impl Manager {
                 elapsed_ns: p.elapsed.as_nanos() as u64,
                 bytes: p.bytes,
                 dropped: p.dropped,
+                window_ns: 0,
+            });
+        }
+        if let Some(owner) = self.preparing {
+            // Its probes and tracepoints are being resolved.
+            list.push(SessionInfo {
+                kind: SessionKind::Recording,
+                owner_pid: self.clients.get(&owner).map_or(0, |c| c.pid),
+                state: "setting up".into(),
+                categories: Vec::new(),
+                elapsed_ns: 0,
+                bytes: 0,
+                dropped: 0,
                 window_ns: 0,
             });
         }

@@ -31,6 +31,7 @@ mod config;
 mod connections;
 mod flight;
 mod requests;
+mod setup;
 mod sink;
 mod state;
 mod throttle;
@@ -84,6 +85,9 @@ pub struct Manager {
     /// A session whose output is still being written out: it is
     /// TERMINATING, and no other can begin.
     terminating: Option<Terminating>,
+    /// The client whose InitializeTracing is being set up on a thread
+    /// ([`setup`]): the session's place is taken.
+    preparing: Option<u64>,
     /// Memory and connection limits.
     limits: Limits,
     /// The connections open, by user.
@@ -113,6 +117,7 @@ impl Manager {
             events_rx,
             local: None,
             terminating: None,
+            preparing: None,
             limits: Limits::for_this_machine(),
             connections: Connections::default(),
             refused: 0,
@@ -265,6 +270,8 @@ impl Manager {
             }
             Event::Drained { id, txid, reply } => return self.on_drained(id, txid, reply),
             Event::Answer { id, txid, reply } => self.reply(id, txid, reply),
+            Event::Prepared { id, txid, prepared } => self.prepared(id, txid, prepared),
+            Event::Loaded { id, txid, kernel } => self.loaded(id, txid, kernel),
         }
         false
     }

@@ -13,10 +13,13 @@ use trace_common::controller::{
     StopResult, TraceConfig, fail,
 };
 
-use super::config::{kernel_within_budget, new_session, usable_category, userspace_config};
+use trace_common::provider::BufferDisposition;
+
+use super::config::{KernelMemory, kernel_within_budget, usable_category, userspace_config};
 use super::connections::Event;
+use super::setup::Then;
 use super::{Manager, Sink, sink};
-use crate::session::{RecordError, Session};
+use crate::session::Session;
 
 /// How long providers get to confirm a stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(1);
@@ -39,6 +42,8 @@ pub(super) struct Active {
     pub(super) watchers: VecDeque<u32>,
     /// The state before the current start, to go back to if it fails.
     pub(super) before_start: SessionState,
+    /// How long the current start waits for providers.
+    pub(super) start_timeout: Duration,
     /// The categories of the session's configuration.
     pub(super) categories: Vec<String>,
     /// A stop waiting for providers to confirm.
@@ -47,6 +52,8 @@ pub(super) struct Active {
     /// into this session too, and what a reader must know of them was
     /// written first.
     pub(super) tee_declared: bool,
+    /// A StartTracing loading the kernel provider on a thread.
+    pub(super) loading: Option<super::setup::Loading>,
 }
 
 /// A stop in progress: providers were told to stop.
@@ -231,7 +238,8 @@ impl Manager {
             return;
         }
         let terminating = self.terminating.as_ref().map(|t| t.owner);
-        if let Some(owner) = self.active.as_ref().map(|a| a.owner).or(terminating) {
+        let busy = self.active.as_ref().map(|a| a.owner);
+        if let Some(owner) = busy.or(terminating).or(self.preparing) {
             let owner = self.clients.get(&owner).map_or(0, |c| c.pid);
             self.fail(
                 id,
@@ -271,35 +279,48 @@ impl Manager {
                 return;
             }
         };
-        let output = fds.pop().expect("one descriptor, checked above");
-        let creds = self.clients.get(&id).and_then(|c| c.creds.clone());
-        match new_session(&config, output, creds.as_ref(), kernel) {
-            Ok(session) => {
-                let userspace = userspace_config(&config, budget.saturating_sub(kernel.total));
-                let categories = userspace.categories.clone();
-                // Providers write into the flight recorder meanwhile.
-                if !self.flight_holds_providers() {
-                    self.registry.initialize_all(userspace);
-                }
-                self.active = Some(Active {
-                    owner: id,
-                    state: SessionState::Ready,
-                    config,
-                    session,
-                    aborted: None,
-                    pending_start: None,
-                    alerts: VecDeque::new(),
-                    watchers: VecDeque::new(),
-                    before_start: SessionState::Initialized,
-                    categories,
-                    pending_stop: None,
-                    tee_declared: false,
-                });
-                self.set_state(SessionState::Initialized);
-                self.reply(id, txid, Reply::Initialized);
-            }
-            Err(message) => self.fail(id, txid, false, fail::BAD_CONFIG, message),
+        let Some(output) = fds.pop() else {
+            return;
+        };
+        // Resolving probes and tracepoints reads files: on a thread.
+        self.prepare(id, txid, config, output, kernel);
+    }
+
+    /// Makes `session` the active one, owned by client `id`, and answers
+    /// its InitializeTracing `txid`.
+    pub(super) fn begin_session(
+        &mut self,
+        id: u64,
+        txid: u32,
+        config: TraceConfig,
+        session: Session<Sink>,
+        kernel: KernelMemory,
+    ) {
+        let budget = self.limits.session_budget(0);
+        let userspace = userspace_config(&config, budget.saturating_sub(kernel.total));
+        let categories = userspace.categories.clone();
+        // Providers write into the flight recorder meanwhile.
+        if !self.flight_holds_providers() {
+            self.registry.initialize_all(userspace);
         }
+        self.active = Some(Active {
+            owner: id,
+            state: SessionState::Ready,
+            config,
+            session,
+            aborted: None,
+            pending_start: None,
+            alerts: VecDeque::new(),
+            watchers: VecDeque::new(),
+            before_start: SessionState::Initialized,
+            categories,
+            pending_stop: None,
+            tee_declared: false,
+            loading: None,
+            start_timeout: Duration::ZERO,
+        });
+        self.set_state(SessionState::Initialized);
+        self.reply(id, txid, Reply::Initialized);
     }
 
     pub(super) fn start(&mut self, id: u64, txid: u32, options: StartOptions) {
@@ -350,24 +371,28 @@ impl Manager {
         let Some(a) = self.active.as_mut() else {
             return;
         };
-        if let Err(e) = a.session.start(options.buffer_disposition, &additional) {
-            let before = a.before_start;
-            let message = match e {
-                RecordError::Kernel(k @ crate::kernel::KernelError::Permission { .. }) => {
-                    format!("{k}; the trace manager needs root (or CAP_BPF and CAP_PERFMON)")
-                }
-                other => other.to_string(),
-            };
-            self.set_state(before);
-            self.fail(id, txid, false, fail::START_FAILED, message);
-            return;
+        a.start_timeout = timeout;
+        let disposition = options.buffer_disposition;
+        match a.session.begin_start(disposition, &additional) {
+            // Loading and attaching the programs takes long: on a thread.
+            Some(kernel) => self.load_kernel(id, txid, kernel, disposition, additional),
+            None => self.kernel_started(txid, disposition, &additional),
         }
+    }
+
+    /// Goes on with the StartTracing `txid` once the kernel provider runs:
+    /// starts the userspace providers, and acknowledges when they did.
+    pub(super) fn kernel_started(
+        &mut self,
+        txid: u32,
+        disposition: BufferDisposition,
+        additional: &[String],
+    ) {
         if !self.flight_holds_providers() {
-            self.registry
-                .start_all(options.buffer_disposition, &additional);
+            self.registry.start_all(disposition, additional);
         }
         if let Some(a) = self.active.as_mut() {
-            a.pending_start = Some((txid, tokio::time::Instant::now() + timeout));
+            a.pending_start = Some((txid, tokio::time::Instant::now() + a.start_timeout));
         }
         self.finish_start(false);
     }
@@ -381,6 +406,13 @@ impl Manager {
                 return;
             }
         };
+        if self.loading() {
+            self.after_loading(Then::Stop {
+                txid,
+                write_results,
+            });
+            return;
+        }
         match state {
             // The start is acknowledged first, then undone.
             SessionState::Starting => self.finish_start(true),
@@ -546,6 +578,10 @@ impl Manager {
                 fail::OUT_OF_ORDER,
                 "TerminateTracing without a session".into(),
             );
+            return;
+        }
+        if self.loading() {
+            self.after_loading(Then::Terminate { txid });
             return;
         }
         let state = self.active.as_ref().map(|a| a.state);

@@ -26,6 +26,7 @@ impl Registry {
         let budget = config.budget;
         self.config = Some(config);
         self.granted = 0;
+        self.departed.clear();
         let asked: u64 = self
             .providers
             .iter()
@@ -309,5 +310,6 @@ impl Registry {
         self.phase = Phase::Idle;
         self.config = None;
         self.alerts.clear();
+        self.departed.clear();
     }
 }

@@ -12,7 +12,8 @@ use trace_common::provider::{BufferDisposition, BufferingMode};
 use super::collect::{self, Rolling};
 use super::provider::{Phase, Provider, abort, start_one};
 use super::{
-    MAX_REGISTERED, Note, NoteKind, ProviderInfo, UserspaceConfig, UserspaceError, async_fd,
+    MAX_REGISTERED, Note, NoteKind, ProviderInfo, ProviderStats, UserspaceConfig, UserspaceError,
+    async_fd,
 };
 use crate::limits::Slot;
 use crate::output::FxtStream;
@@ -36,7 +37,15 @@ pub struct Registry {
     /// The share of what they asked for that providers get this session
     /// (1 when everything fits).
     pub(super) share: f64,
+    /// The numbers of providers that went away during the session, their
+    /// records saved and their buffers given back (the newest
+    /// [`MAX_DEPARTED`]).
+    pub(super) departed: std::collections::VecDeque<ProviderStats>,
 }
+
+/// The most providers gone during a session whose numbers a stop result
+/// lists.
+pub(super) const MAX_DEPARTED: usize = 4096;
 
 impl Default for Registry {
     fn default() -> Self {
@@ -60,6 +69,7 @@ impl Registry {
             alerts: Vec::new(),
             granted: 0,
             share: 1.0,
+            departed: std::collections::VecDeque::new(),
         }
     }
 
@@ -254,6 +264,8 @@ impl Registry {
                 // Outside a session nothing of it is left to collect.
                 if phase == Phase::Idle {
                     self.providers.remove(i);
+                } else if let Some(mode) = mode {
+                    return self.retire(i, mode, out);
                 }
             }
             NoteKind::Packet(_) if p.aborted => {}
@@ -338,6 +350,64 @@ impl Registry {
                 }
                 Err(e) => abort(p, &e.to_string()),
             },
+        }
+        Ok(())
+    }
+
+    /// Takes provider `i`, gone during a session, off the books: what its
+    /// buffer holds that was not written yet is written into `out` now (as
+    /// a stop would write it), then its buffer goes back to the session's
+    /// memory budget and its place in the registry is freed; its numbers
+    /// stay for the stop result. Without an output to write into, it is
+    /// kept until the session ends, as before.
+    fn retire<W: Write>(
+        &mut self,
+        i: usize,
+        mode: BufferingMode,
+        out: Option<&mut FxtStream<W>>,
+    ) -> Result<(), UserspaceError> {
+        let phase = self.phase;
+        let p = &mut self.providers[i];
+        if let Some(t) = p.trace.as_mut() {
+            // Started: records since the last save; stopped: those no stop
+            // wrote yet.
+            let unwritten = phase == Phase::Started || t.unwritten;
+            if unwritten {
+                let Some(out) = out else {
+                    return Ok(());
+                };
+                t.unwritten = false;
+                let snap = t.buffer.snapshot(mode);
+                // The mapping is ours: a provider that crashed is collected
+                // too.
+                collect::collect(
+                    out,
+                    &mut t.fwd,
+                    &snap,
+                    mode,
+                    Rolling::Final {
+                        last_saved: t.last_saved,
+                    },
+                )?;
+            }
+        }
+        // Dropping it stops its watchers, unmaps its buffer and frees its
+        // connection's slot.
+        let mut p = self.providers.remove(i);
+        if let Some(t) = p.trace.take() {
+            self.granted = self.granted.saturating_sub(t.buffer.len as u64);
+            if self.departed.len() >= MAX_DEPARTED {
+                self.departed.pop_front();
+            }
+            self.departed.push_back(ProviderStats {
+                id: p.info.id,
+                name: std::mem::take(&mut p.info.name),
+                pid: p.info.pid,
+                collect: t.fwd.stats.clone(),
+                started: t.started,
+                aborted: p.aborted || !t.stopped,
+            });
+            t.watcher.abort();
         }
         Ok(())
     }

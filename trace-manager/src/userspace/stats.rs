@@ -52,6 +52,7 @@ impl Registry {
                     aborted: p.aborted || (p.gone && !t.stopped),
                 })
             })
+            .chain(self.departed.iter().cloned())
             .collect()
     }
 }

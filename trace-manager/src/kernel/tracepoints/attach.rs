@@ -70,6 +70,7 @@ impl KernelProvider {
                 },
             )?;
             self.probe_links.push(link);
+            self.in_time()?;
         }
         log::info!(
             "tracepoints selected by name: {}",

@@ -32,8 +32,13 @@ pub fn catalog(root: &Path) -> Result<Vec<(String, String)>, TracepointError> {
             continue;
         };
         let gname = group.file_name().to_string_lossy().into_owned();
+        // ftrace's own records (`ftrace:function`, `ftrace:print`) are no
+        // tracepoints a program can be attached to.
+        if gname == "ftrace" {
+            continue;
+        }
         for event in events.flatten() {
-            if event.path().join("format").is_file() {
+            if event.path().join("format").is_file() && event.path().join("id").is_file() {
                 out.push((
                     gname.clone(),
                     event.file_name().to_string_lossy().into_owned(),
