@@ -852,3 +852,113 @@ fn only_root_reads_the_flight_recorder() {
     check(&mine);
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// Snapshots asked for into pipes nobody reads cannot pin the daemon's
+/// memory: a client gets one snapshot at a time and the daemon two in all
+/// (the others are refused, saying so), and a reader that takes nothing for
+/// 10 s is cut off with a message. Sixteen clients asking one after the
+/// other, with a flight recorder filling its window, leave the daemon's
+/// peak memory within a few windows of where it was.
+#[test]
+fn snapshots_nobody_reads_are_limited_and_cut_off() {
+    use std::os::fd::AsFd;
+    use trace_common::controller::{Reply, Request};
+    let d = flight_daemon(
+        "flight-unread",
+        &[
+            "--flight-recorder",
+            "-c",
+            "kernel:sched,kernel:syscall",
+            "--window",
+            "5s",
+            "--window-max",
+            "32M",
+            // The kernel events' backlog within it too.
+            "--memory-budget",
+            "128M",
+        ],
+    );
+    let daemon_pid = d.child.id();
+    // Something to record: a stream of system calls.
+    let calls = Command::new(env!("CARGO_BIN_EXE_syscall_rate"))
+        .args(["50000", "40", "1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _calls = Killed(vec![calls]);
+    // The window full.
+    std::thread::sleep(Duration::from_secs(8));
+    let (_, before) = tests::rss(daemon_pid);
+    tests::runtime().block_on(async {
+        let mut asked = Vec::new();
+        let mut refused = 0;
+        for _ in 0..16 {
+            let mut c = trace_manager::client::Controller::connect(&d.socket).unwrap();
+            let (read, write) = pipe();
+            let txid = c.send(Request::Snapshot, Some(write.as_fd())).unwrap();
+            drop(write);
+            // A second one on the same connection while the first is unread.
+            let (_read2, write2) = pipe();
+            let again = c
+                .call(Request::Snapshot, Some(write2.as_fd()))
+                .await
+                .unwrap();
+            assert!(
+                matches!(&again, Reply::Failed { message, .. }
+                    if message.contains("already being written")
+                        || message.contains("the most at once")),
+                "{again:?}"
+            );
+            asked.push((c, txid, read));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        // Two at most were taken on; every other was refused at once.
+        let mut cut_off = 0;
+        for (mut c, txid, _read) in asked {
+            match c.wait(txid).await.unwrap() {
+                Reply::Failed { message, .. } if message.contains("took nothing for 10 s") => {
+                    cut_off += 1
+                }
+                Reply::Failed { message, .. } if message.contains("the most at once") => {
+                    refused += 1
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!((1..=2).contains(&cut_off), "{cut_off} cut off");
+        assert_eq!(cut_off + refused, 16);
+    });
+    let (_, peak) = tests::rss(daemon_pid);
+    eprintln!(
+        "daemon peak {} MiB, {} MiB before the snapshots",
+        peak >> 20,
+        before >> 20
+    );
+    // Two snapshots of at most a 32 MiB window each, and their buffers.
+    assert!(
+        peak < before + (160 << 20),
+        "peak {} MiB, before {} MiB",
+        peak >> 20,
+        before >> 20
+    );
+    // The daemon goes on: a snapshot that is read is written whole.
+    let s = d.dir.join("after.fxt");
+    snapshot(&d, &s);
+    check(&s);
+}
+
+/// A pipe: its read end and its write end.
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(r, 0);
+    // SAFETY: both were just created for us and nothing else owns them.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}

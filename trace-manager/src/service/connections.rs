@@ -41,8 +41,9 @@ pub(super) enum Event {
     Closed { id: u64 },
     /// A terminated session's output has been written out.
     Drained { id: u64, txid: u32, reply: Reply },
-    /// The answer to a request carried out on another thread (a snapshot).
-    Answer { id: u64, txid: u32, reply: Reply },
+    /// A snapshot was written (or given up) on another thread: the answer
+    /// to its request.
+    SnapshotWritten { id: u64, txid: u32, reply: Reply },
     /// An InitializeTracing's probes and tracepoints, resolved on a thread.
     Prepared {
         id: u64,

@@ -27,6 +27,13 @@ use crate::limits::mib;
 use crate::session::Session;
 use crate::window::{Window, Written};
 
+/// Snapshots one client may have in flight at once (written and not yet
+/// read).
+const SNAPSHOTS_PER_CLIENT: usize = 1;
+
+/// Snapshots in flight at once, all clients together.
+const SNAPSHOTS_IN_FLIGHT: usize = 2;
+
 /// What the flight recorder keeps.
 #[derive(Clone, Debug)]
 pub struct FlightConfig {
@@ -424,6 +431,10 @@ impl Manager {
             self.fail(id, txid, false, fail::DENIED, message);
             return;
         }
+        if let Err(message) = self.snapshot_room(id) {
+            self.fail(id, txid, false, fail::OTHER, message);
+            return;
+        }
         let peek = self.flight_holds_providers();
         let Some(f) = self.flight.as_mut() else {
             self.snapshot_circular(id, txid, fds);
@@ -493,19 +504,54 @@ impl Manager {
         }
     }
 
+    /// Whether client `id` may have another snapshot written now: each
+    /// holds what it writes (the window's chunks, which the window may
+    /// drop meanwhile, and copies) until its reader has read it, so a
+    /// client gets [`SNAPSHOTS_PER_CLIENT`] at a time and all together
+    /// [`SNAPSHOTS_IN_FLIGHT`].
+    fn snapshot_room(&self, id: u64) -> Result<(), String> {
+        let mine = self.snapshots.get(&id).copied().unwrap_or(0);
+        let all: usize = self.snapshots.values().sum();
+        if mine >= SNAPSHOTS_PER_CLIENT {
+            return Err(format!(
+                "a snapshot is already being written for this client ({SNAPSHOTS_PER_CLIENT} \
+                 at a time): read it first"
+            ));
+        }
+        if all >= SNAPSHOTS_IN_FLIGHT {
+            return Err(format!(
+                "{all} snapshots are being written already, the most at once: try again when \
+                 they are read"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A snapshot for client `id` was written (or given up).
+    pub(super) fn snapshot_done(&mut self, id: u64) {
+        if let Some(n) = self.snapshots.get_mut(&id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.snapshots.remove(&id);
+            }
+        }
+    }
+
     /// Writes a snapshot to `fd` with `write`, on a blocking thread, and
-    /// answers request `txid` of client `id` when it is written.
+    /// answers request `txid` of client `id` when it is written. A reader
+    /// that takes nothing for [`super::paced::READER_STALL`] is cut off.
     fn answer_snapshot(
-        &self,
+        &mut self,
         id: u64,
         txid: u32,
         fd: OwnedFd,
         write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<Written> + Send + 'static,
     ) {
+        *self.snapshots.entry(id).or_insert(0) += 1;
         let tx = self.events_tx.clone();
         tokio::task::spawn_blocking(move || {
             let began = Instant::now();
-            let file = std::fs::File::from(fd);
+            let file = super::paced::PacedWriter::new(fd, super::paced::READER_STALL);
             let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
             let reply = match write(&mut out) {
                 Ok(w) => {
@@ -526,7 +572,7 @@ impl Manager {
                     message: format!("writing the snapshot: {e}"),
                 },
             };
-            let _ = tx.send(Event::Answer { id, txid, reply });
+            let _ = tx.send(Event::SnapshotWritten { id, txid, reply });
         });
     }
 

@@ -30,6 +30,7 @@
 mod config;
 mod connections;
 mod flight;
+mod paced;
 mod requests;
 mod setup;
 mod sink;
@@ -88,6 +89,8 @@ pub struct Manager {
     /// The client whose InitializeTracing is being set up on a thread
     /// ([`setup`]): the session's place is taken.
     preparing: Option<u64>,
+    /// Snapshots being written, by client.
+    snapshots: HashMap<u64, usize>,
     /// Memory and connection limits.
     limits: Limits,
     /// The connections open, by user.
@@ -118,6 +121,7 @@ impl Manager {
             local: None,
             terminating: None,
             preparing: None,
+            snapshots: HashMap::new(),
             limits: Limits::for_this_machine(),
             connections: Connections::default(),
             refused: 0,
@@ -269,7 +273,10 @@ impl Manager {
                 }
             }
             Event::Drained { id, txid, reply } => return self.on_drained(id, txid, reply),
-            Event::Answer { id, txid, reply } => self.reply(id, txid, reply),
+            Event::SnapshotWritten { id, txid, reply } => {
+                self.snapshot_done(id);
+                self.reply(id, txid, reply);
+            }
             Event::Prepared { id, txid, prepared } => self.prepared(id, txid, prepared),
             Event::Loaded { id, txid, kernel } => self.loaded(id, txid, kernel),
         }
