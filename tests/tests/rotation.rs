@@ -217,3 +217,59 @@ fn stack_samples_resolve_in_every_file() {
     assert!(total > 1000, "{total} samples");
     assert!(with_chain * 2 > total, "{with_chain} of {total} in spin_c");
 }
+
+/// Under a load a plain recording takes, `--rotate` and `--pre` do too: a
+/// `getppid` storm on every CPU for 6 s, recorded system-wide. The reader
+/// of the manager's output (the thread cutting files) is slower than the
+/// kernel; the manager then leaves the kernel unread until it catches up
+/// (the kernel counts the drops) instead of giving up on the recording.
+/// Exit status 0, every file passes `check`.
+#[test]
+fn rotation_and_pre_hold_under_a_storm() {
+    require_root();
+    let dir = temp_dir("storm");
+    let socket = dir.join("manager.sock");
+    for (name, extra) in [
+        ("trace.fxt", &["--rotate", "16M"][..]),
+        (
+            "pre.fxt",
+            &["--trigger", "syscall:fsync>60s", "--pre", "2"][..],
+        ),
+    ] {
+        let storm = Command::new(env!("CARGO_BIN_EXE_syscall_rate"))
+            .args(["0", "8"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let storm = tests::Killed(vec![storm]);
+        let out = dir.join(name);
+        let rec = Command::new(trace_cli())
+            .args([
+                "record",
+                "-a",
+                "-c",
+                "kernel:sched,kernel:syscall",
+                "-d",
+                "6",
+            ])
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .env("TRACE_MANAGER_SOCKET", &socket)
+            .output()
+            .unwrap();
+        drop(storm);
+        let stderr = String::from_utf8_lossy(&rec.stderr);
+        assert!(rec.status.success(), "{extra:?}: {stderr}");
+        let files: Vec<PathBuf> = if extra[0] == "--rotate" {
+            tests::rotated_files(&dir)
+        } else {
+            vec![out]
+        };
+        assert!(!files.is_empty(), "{stderr}");
+        for f in files {
+            let (ok, findings) = check(&f);
+            assert!(ok, "{}: {findings}", f.display());
+        }
+    }
+}

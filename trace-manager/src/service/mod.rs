@@ -58,6 +58,10 @@ use state::{Active, Terminating};
 /// How often the output is flushed and the start timeout looked at.
 const TICK: Duration = Duration::from_millis(250);
 
+/// How long the kernel is left unread when the session's reader is far
+/// behind ([`Sink::behind`]), before looking again.
+const READER_WAIT: Duration = Duration::from_millis(10);
+
 /// Why the manager could not run.
 #[derive(Debug, Error)]
 pub enum ManagerError {
@@ -176,7 +180,14 @@ impl Manager {
                         if matches!(a.state, SessionState::Started | SessionState::Stopping)
                             && a.aborted.is_none() =>
                     {
-                        a.session.readable().await
+                        // A reader far behind gets time to catch up: the
+                        // kernel is not read meanwhile (its rings fill and
+                        // it counts what it drops).
+                        if a.session.out_ref().get_ref().behind() {
+                            tokio::time::sleep(READER_WAIT).await;
+                            return Ok(false);
+                        }
+                        a.session.readable().await.map(|()| true)
                     }
                     _ => std::future::pending().await,
                 }
@@ -196,9 +207,9 @@ impl Manager {
                     }
                 }
                 r = kernel => {
-                    let r = r.and_then(|()| match self.active.as_mut() {
-                        Some(a) => a.session.drain(),
-                        None => Ok(()),
+                    let r = r.and_then(|read| match self.active.as_mut() {
+                        Some(a) if read => a.session.drain(),
+                        _ => Ok(()),
                     });
                     if let Err(e) = r {
                         self.abort_session(&format!("reading the kernel provider: {e}"));

@@ -61,7 +61,16 @@ pub struct Sink {
     name: String,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<io::Result<u64>>>,
+    /// The last of a stop's records are being written: no limit on the
+    /// queue (they are bounded by the kernel events' backlog, which the
+    /// memory budget counts).
+    finishing: bool,
 }
+
+/// Bytes queued for the reader past which the manager stops reading the
+/// kernel until the reader catches up (see [`Sink::behind`]): the rings
+/// fill and the kernel counts what it drops, as for any reader too slow.
+pub const READER_BEHIND: u64 = 32 << 20;
 
 /// What the writer thread and the sink share.
 #[derive(Default)]
@@ -203,7 +212,20 @@ impl Sink {
             name,
             shared,
             thread: Some(thread),
+            finishing: false,
         })
+    }
+
+    /// Whether the reader is more than [`READER_BEHIND`] bytes behind:
+    /// the kernel should not be read until it catches up.
+    pub fn behind(&self) -> bool {
+        self.shared.queued.load(Ordering::Relaxed) + self.pending.len() as u64 > READER_BEHIND
+    }
+
+    /// Lifts the queue's limit while a stop writes its last records
+    /// (`true`), or puts it back (`false`).
+    pub fn set_finishing(&mut self, finishing: bool) {
+        self.finishing = finishing;
     }
 
     /// A handle that abandons what is not yet written (see
@@ -282,7 +304,7 @@ impl Write for Sink {
             return Err(e);
         }
         let queued = self.shared.queued.load(Ordering::Relaxed) + self.pending.len() as u64;
-        if queued + buf.len() as u64 > MAX_QUEUED_BYTES {
+        if !self.finishing && queued + buf.len() as u64 > MAX_QUEUED_BYTES {
             let behind = io::Error::other(format!(
                 "the client is not reading it ({} MiB behind)",
                 queued >> 20

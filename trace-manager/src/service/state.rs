@@ -372,6 +372,7 @@ impl Manager {
             return;
         };
         a.start_timeout = timeout;
+        a.session.out().get_mut().set_finishing(false);
         let disposition = options.buffer_disposition;
         match a.session.begin_start(disposition, &additional) {
             // Loading and attaching the programs takes long: on a thread.
@@ -483,6 +484,11 @@ impl Manager {
         {
             failed = Some(format!("writing providers' records: {e}"));
         }
+        // The stop's last records (the kernel events read before the cut,
+        // then the providers' at termination) are written however far
+        // behind the reader is: they are bounded by the backlog's limit
+        // and the providers' buffers. The next start puts the limit back.
+        a.session.out().get_mut().set_finishing(true);
         if let Err(e) = a.session.stop(pending.write_results) {
             failed = Some(format!("stopping the kernel provider: {e}"));
         }
