@@ -615,6 +615,24 @@ impl<W: Write> Session<W> {
         result.map_err(RecordError::from)
     }
 
+    /// Drains until nothing read from the kernel is due any more, or for
+    /// `limit` at most (a flood keeps events coming): what a snapshot
+    /// takes then reaches up to now, but for the events still waiting for
+    /// their order to be settled.
+    pub fn drain_due(&mut self, limit: std::time::Duration) -> Result<(), RecordError> {
+        let until = Instant::now() + limit;
+        loop {
+            self.drain()?;
+            let pending = self
+                .kernel
+                .as_ref()
+                .is_some_and(KernelProvider::has_pending);
+            if !pending || Instant::now() >= until {
+                return Ok(());
+            }
+        }
+    }
+
     /// Detaches the kernel provider, drains what is left, closes what is
     /// still open and unloads the programs; with `write_results`, writes
     /// the events the circular mode kept.

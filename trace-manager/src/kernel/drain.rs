@@ -278,9 +278,11 @@ impl KernelProvider {
                     }
                 }
                 taken += 1;
-                if taken >= limit
-                    || (taken.is_multiple_of(DRAIN_STEP) && std::time::Instant::now() > slice_ends)
-                {
+                // Detached: the last drain reads everything.
+                let out_of_time = !self.detached
+                    && taken.is_multiple_of(DRAIN_STEP)
+                    && std::time::Instant::now() > slice_ends;
+                if taken >= limit || out_of_time {
                     pending = true;
                     watermark = watermark.min(cpu.newest);
                     break;
@@ -306,6 +308,12 @@ impl KernelProvider {
         }
         self.pending = pending || self.reorder.has_before(watermark);
         n
+    }
+
+    /// Whether the last drain left events in a ring or due in the
+    /// backlog.
+    pub fn has_pending(&self) -> bool {
+        self.pending
     }
 
     /// Bytes of events read from the rings and not yet handed on.

@@ -34,6 +34,10 @@ const SNAPSHOTS_PER_CLIENT: usize = 1;
 /// Snapshots in flight at once, all clients together.
 const SNAPSHOTS_IN_FLIGHT: usize = 2;
 
+/// Most time a snapshot spends translating what the kernel wrote until
+/// it was asked for (one drain is time-sliced; a flood keeps more coming).
+const SNAPSHOT_DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What the flight recorder keeps.
 #[derive(Clone, Debug)]
 pub struct FlightConfig {
@@ -338,7 +342,10 @@ impl Manager {
             return;
         };
         if f.failed.is_none()
-            && let Err(e) = f.session.drain().and_then(|()| f.session.flush())
+            && let Err(e) = f
+                .session
+                .drain_due(SNAPSHOT_DRAIN)
+                .and_then(|()| f.session.flush())
         {
             f.failed = Some(e.to_string());
         }
@@ -442,7 +449,10 @@ impl Manager {
         };
         // What the rings hold now, as far as its order is settled.
         if f.failed.is_none() {
-            let drained = f.session.drain().and_then(|()| f.session.flush());
+            let drained = f
+                .session
+                .drain_due(SNAPSHOT_DRAIN)
+                .and_then(|()| f.session.flush());
             if let Err(e) = drained {
                 f.failed = Some(e.to_string());
             }

@@ -232,22 +232,9 @@ impl Registry {
         };
         for p in &mut self.providers {
             let Some(t) = p.trace.as_mut() else { continue };
-            if !t.unwritten {
-                continue;
+            if t.unwritten {
+                t.collect_unwritten(out, mode)?;
             }
-            t.unwritten = false;
-            // Crashed and silent providers are collected too: the mapping
-            // is ours.
-            let snap = t.buffer.snapshot(mode);
-            collect::collect(
-                out,
-                &mut t.fwd,
-                &snap,
-                mode,
-                Rolling::Final {
-                    last_saved: t.last_saved,
-                },
-            )?;
         }
         Ok(())
     }

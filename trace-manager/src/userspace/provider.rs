@@ -42,6 +42,29 @@ pub(super) struct Provider {
     pub(super) _slot: Option<Slot>,
 }
 
+impl Trace {
+    /// Writes into `out` what the buffer holds that was not written yet,
+    /// as a stop does. The mapping is the manager's: a provider that
+    /// crashed or went silent is collected too.
+    pub(super) fn collect_unwritten<W: std::io::Write>(
+        &mut self,
+        out: &mut crate::output::FxtStream<W>,
+        mode: trace_common::provider::BufferingMode,
+    ) -> Result<(), crate::output::OutputError> {
+        self.unwritten = false;
+        let snap = self.buffer.snapshot(mode);
+        super::collect::collect(
+            out,
+            &mut self.fwd,
+            &snap,
+            mode,
+            super::collect::Rolling::Final {
+                last_saved: self.last_saved,
+            },
+        )
+    }
+}
+
 impl Drop for Provider {
     fn drop(&mut self) {
         self.ctl_watcher.abort();

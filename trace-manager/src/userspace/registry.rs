@@ -376,19 +376,7 @@ impl Registry {
                 let Some(out) = out else {
                     return Ok(());
                 };
-                t.unwritten = false;
-                let snap = t.buffer.snapshot(mode);
-                // The mapping is ours: a provider that crashed is collected
-                // too.
-                collect::collect(
-                    out,
-                    &mut t.fwd,
-                    &snap,
-                    mode,
-                    Rolling::Final {
-                        last_saved: t.last_saved,
-                    },
-                )?;
+                t.collect_unwritten(out, mode)?;
             }
         }
         // Dropping it stops its watchers, unmaps its buffer and frees its

@@ -38,7 +38,7 @@ pub fn catalog(root: &Path) -> Result<Vec<(String, String)>, TracepointError> {
             continue;
         }
         for event in events.flatten() {
-            if event.path().join("format").is_file() && event.path().join("id").is_file() {
+            if event.path().join("format").is_file() {
                 out.push((
                     gname.clone(),
                     event.file_name().to_string_lossy().into_owned(),
