@@ -151,27 +151,29 @@ fn record_large(cli: &Path, file: &Path, size_mb: u64) -> Result<()> {
     let scratch: PathBuf =
         std::env::temp_dir().join(format!("trace-bench-dd-{}", std::process::id()));
     let load = vec![
-        Command::new("perf")
-            .args(["bench", "sched", "pipe", "-l", "1000000000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting perf bench sched pipe")?,
-        Command::new("perf")
-            .args(["bench", "syscall", "basic", "-l", "100000000000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting perf bench syscall basic")?,
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while :; do dd if=/dev/zero of={} bs=64k count=64 conv=fsync 2>/dev/null; \
-                 cat /etc/services > /dev/null; done",
-                scratch.display()
-            ))
-            .spawn()
-            .context("starting the block I/O loop")?,
+        dies_with_us(
+            Command::new("perf")
+                .args(["bench", "sched", "pipe", "-l", "1000000000"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .spawn()
+        .context("starting perf bench sched pipe")?,
+        dies_with_us(
+            Command::new("perf")
+                .args(["bench", "syscall", "basic", "-l", "100000000000"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .spawn()
+        .context("starting perf bench syscall basic")?,
+        dies_with_us(Command::new("sh").arg("-c").arg(format!(
+            "while :; do dd if=/dev/zero of={} bs=64k count=64 conv=fsync 2>/dev/null; \
+             cat /etc/services > /dev/null; done",
+            scratch.display()
+        )))
+        .spawn()
+        .context("starting the block I/O loop")?,
     ];
     let mut rec = Command::new(cli)
         .args(["record", "-a", "-c", "kernel:*", "-b", "256"])
@@ -210,4 +212,21 @@ fn record_large(cli: &Path, file: &Path, size_mb: u64) -> Result<()> {
         bail!("trace-cli record failed: {status}");
     }
     Ok(())
+}
+
+/// `cmd`, killed when this process ends however it ends (a load left
+/// running would skew every later measurement).
+fn dies_with_us(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes one async-signal-safe system call.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    }
 }
