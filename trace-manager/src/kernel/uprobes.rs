@@ -53,8 +53,7 @@ pub struct ProgramFile {
 impl ProgramFile {
     /// A path that names exactly this open file: `/proc/self/fd/N`, a link
     /// the kernel follows to the file itself (whatever its name now), as
-    /// `perf_event_open` does with a uprobe's path and aya when it reads
-    /// the symbols.
+    /// `perf_event_open` does with a uprobe's path.
     pub fn attach_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
