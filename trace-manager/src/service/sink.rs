@@ -216,7 +216,7 @@ impl Sink {
         })
     }
 
-    /// Whether the reader is more than [`READER_BEHIND`] bytes behind:
+    /// Whether the reader is more than `READER_BEHIND` bytes behind:
     /// the kernel should not be read until it catches up.
     pub fn behind(&self) -> bool {
         self.shared.queued.load(Ordering::Relaxed) + self.pending.len() as u64 > READER_BEHIND
