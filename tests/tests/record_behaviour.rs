@@ -439,8 +439,10 @@ fn ctrl_c_stops_a_flooded_recording_at_once() {
         .find_map(|s| s.split_once(" s,")?.0.parse().ok())
         .unwrap_or_else(|| panic!("no duration in {rest}"));
     eprintln!("interrupted after {interrupted:?}; the recording covers {covered} s");
+    // Within a few seconds in a debug build (0.15 s in a release one);
+    // the flood used to hold the stop off until it ended.
     assert!(
-        covered < interrupted.as_secs_f64() + 2.0,
+        covered < interrupted.as_secs_f64() + 4.0,
         "interrupted after {interrupted:?}, recorded {covered} s: {rest}"
     );
     let (ok, findings) = check(&trace);

@@ -295,17 +295,9 @@ impl KernelProvider {
         } else {
             RELEASE_SLICE
         };
-        // In steps, within the time left (one step at least).
-        let mut n = 0;
-        while n < slice {
-            let step = self
-                .reorder
-                .release_at_most(watermark, DRAIN_STEP.min(slice - n), f);
-            n += step;
-            if step == 0 || (!self.detached && std::time::Instant::now() > slice_ends) {
-                break;
-            }
-        }
+        // In one call: each call merges the runs read since the last, so
+        // calls in small steps would cost more than they give.
+        let n = self.reorder.release_at_most(watermark, slice, f);
         self.pending = pending || self.reorder.has_before(watermark);
         n
     }

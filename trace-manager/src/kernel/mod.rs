@@ -100,10 +100,10 @@ pub const REORDER_WINDOW: std::time::Duration = std::time::Duration::from_millis
 /// milliseconds of translation, after which the rings are read again.
 pub const RELEASE_SLICE: usize = 65_536;
 
-/// Most time one drain spends reading the rings, and then handing events
-/// on (checked every `DRAIN_STEP` entries): the loop that calls it gets
-/// its turn at other work that often however fast the kernel writes, and
-/// however slow the build.
+/// Most time one drain spends reading the rings (checked every
+/// `DRAIN_STEP` entries) before it translates what is due: the loop that
+/// calls it gets its turn at other work that often however fast the kernel
+/// writes, and however slow the build.
 pub const DRAIN_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Entries read or handed on between two looks at the clock in a drain.
