@@ -811,6 +811,22 @@ pub fn report_rows<'v>(
     t["rows"].as_array().unwrap()
 }
 
+/// A pipe: its read end and its write end (close-on-exec).
+pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(r, 0);
+    // SAFETY: both were just created for us and nothing else owns them.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tests::{Daemon, Trace, boottime_ns, parse, parse_bytes, runtime, trace_cli};
+use tests::{Daemon, Trace, boottime_ns, parse, parse_bytes, pipe, runtime, trace_cli};
 use trace_common::controller::{
     ProviderInfo, Reply, Request, SessionState, StartError, StartOptions, StopError, TraceConfig,
     fail,
@@ -427,20 +427,6 @@ fn a_scripted_client_walks_every_state_and_every_error() {
         assert!(c.recv().await.is_err(), "the connection is closed");
     });
     assert!(d.log().contains("session state READY"), "{}", d.log());
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors we then own.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0);
-    // SAFETY: both were just created for us.
-    unsafe {
-        (
-            std::os::fd::FromRawFd::from_raw_fd(fds[0]),
-            std::os::fd::FromRawFd::from_raw_fd(fds[1]),
-        )
-    }
 }
 
 #[test]

@@ -894,11 +894,11 @@ fn snapshots_nobody_reads_are_limited_and_cut_off() {
         let mut refused = 0;
         for _ in 0..16 {
             let mut c = trace_manager::client::Controller::connect(&d.socket).unwrap();
-            let (read, write) = pipe();
+            let (read, write) = tests::pipe();
             let txid = c.send(Request::Snapshot, Some(write.as_fd())).unwrap();
             drop(write);
             // A second one on the same connection while the first is unread.
-            let (_read2, write2) = pipe();
+            let (_read2, write2) = tests::pipe();
             let again = c
                 .call(Request::Snapshot, Some(write2.as_fd()))
                 .await
@@ -945,20 +945,4 @@ fn snapshots_nobody_reads_are_limited_and_cut_off() {
     let s = d.dir.join("after.fxt");
     snapshot(&d, &s);
     check(&s);
-}
-
-/// A pipe: its read end and its write end.
-fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors we then own.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0);
-    // SAFETY: both were just created for us and nothing else owns them.
-    unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    }
 }
