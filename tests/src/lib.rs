@@ -827,6 +827,90 @@ pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     }
 }
 
+/// Where a file's data lies on its disk: the disk's `major:minor` (as the
+/// block tracepoints name it; a partition's disk, not the partition) and
+/// the 512-byte sector ranges its extents cover there, from `FIEMAP`.
+/// Panics when the file system cannot say (the tests that use it write to
+/// a disk-backed temporary directory).
+pub fn disk_sectors(path: &Path) -> (String, Vec<std::ops::Range<u64>>) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+
+    /// `struct fiemap_extent` (linux/fiemap.h).
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Extent {
+        logical: u64,
+        physical: u64,
+        length: u64,
+        reserved64: [u64; 2],
+        flags: u32,
+        reserved: [u32; 3],
+    }
+    /// `struct fiemap` with room for its extents.
+    #[repr(C)]
+    struct Fiemap {
+        start: u64,
+        length: u64,
+        flags: u32,
+        mapped_extents: u32,
+        extent_count: u32,
+        reserved: u32,
+        extents: [Extent; 512],
+    }
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_FLAG_SYNC: u32 = 1;
+    const FIEMAP_EXTENT_LAST: u32 = 1;
+
+    let file = std::fs::File::open(path).unwrap();
+    let dev = file.metadata().unwrap().dev();
+    let number = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    let sys = Path::new("/sys/dev/block").join(&number);
+    // A partition: its sectors start this far into its disk, whose number
+    // is its parent directory's.
+    let (disk, offset) = match std::fs::read_to_string(sys.join("start")) {
+        Ok(start) => {
+            let parent = sys.canonicalize().unwrap().join("..").join("dev");
+            let disk = std::fs::read_to_string(parent).unwrap();
+            (disk.trim().to_owned(), start.trim().parse::<u64>().unwrap())
+        }
+        Err(_) => (number, 0),
+    };
+    let mut sectors = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let mut map = Box::new(Fiemap {
+            start: from,
+            length: u64::MAX - from,
+            flags: FIEMAP_FLAG_SYNC,
+            mapped_extents: 0,
+            extent_count: 512,
+            reserved: 0,
+            extents: [Extent::default(); 512],
+        });
+        // SAFETY: FS_IOC_FIEMAP reads and fills a `struct fiemap` followed
+        // by `extent_count` extents, which `map` holds.
+        let r = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut *map as *mut Fiemap) };
+        assert_eq!(
+            r,
+            0,
+            "FIEMAP on {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        let got = &map.extents[..map.mapped_extents as usize];
+        for e in got {
+            let first = offset + e.physical / 512;
+            sectors.push(first..first + e.length / 512);
+            from = e.logical + e.length;
+        }
+        if got.is_empty() || got.iter().any(|e| e.flags & FIEMAP_EXTENT_LAST != 0) {
+            break;
+        }
+    }
+    (disk, sectors)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
