@@ -46,6 +46,42 @@ fn idle_providers(socket: &Path, n: usize) -> (Killed, mpsc::Receiver<String>) {
     (Killed(vec![child]), rx)
 }
 
+/// `idle_providers N` on `socket` as `uid` (and the same gid; root when
+/// `None`), and how many of them were registered and refused, once each
+/// was answered.
+fn providers_answered(socket: &Path, n: usize, uid: Option<u32>) -> (Killed, (usize, usize)) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_idle_providers"));
+    cmd.arg(n.to_string())
+        .env("TRACE_MANAGER_SOCKET", socket)
+        .stdout(Stdio::piped());
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let killed = Killed(vec![child]);
+    for line in out.lines().map_while(Result::ok) {
+        if let Some(counts) = line.strip_prefix("answered ") {
+            let mut c = counts.split(' ').map(|c| c.parse().unwrap());
+            return (killed, (c.next().unwrap(), c.next().unwrap()));
+        }
+    }
+    panic!("idle_providers ended before every provider was answered");
+}
+
+/// A process's CPU time so far (user and system), from /proc.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's name, which ends with the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime: fields 14 and 15 of the whole line.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 /// Raises this process's descriptor limit to its hard limit.
 fn more_descriptors() {
     // SAFETY: getrlimit/setrlimit with a struct we own.
@@ -385,4 +421,122 @@ fn providers_that_went_away_give_their_buffers_back() {
     let seen = ticking(&snap);
     let missing: Vec<&u64> = pids.iter().filter(|p| !seen.contains(p)).collect();
     assert!(missing.is_empty(), "not recorded: {missing:?}\n{}", d.log());
+}
+
+/// One user cannot lock the others' providers out: of the registry's 1000
+/// places a user other than root gets 250, users other than root 875
+/// together, and the rest is root's; a provider program refused tries
+/// again ever more slowly, and the daemon logs refusals a line a second
+/// at most.
+#[test]
+fn one_user_cannot_lock_the_others_providers_out() {
+    require_root();
+    more_descriptors();
+    let dir = temp_dir("provider-shares");
+    let socket = dir.join("manager.sock");
+    let log = dir.join("daemon.log");
+    let _daemon = Killed(vec![start_daemon(&socket, &log, &[])]);
+    // Anyone may connect, as members of `tracing` may.
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    // A thousand providers of one member: its share.
+    let mut held = Vec::new();
+    let (p, answered) = providers_answered(&socket, 1000, Some(61_001));
+    held.push(p);
+    assert_eq!(answered, (250, 750));
+    // Two more members get theirs; a fourth what users may have together.
+    for uid in [61_002, 61_003] {
+        let (p, answered) = providers_answered(&socket, 250, Some(uid));
+        held.push(p);
+        assert_eq!(answered, (250, 0), "uid {uid}");
+    }
+    let (p, answered) = providers_answered(&socket, 250, Some(61_004));
+    held.push(p);
+    assert_eq!(answered, (125, 125));
+    // Root's programs still register, up to the total.
+    let (p, answered) = providers_answered(&socket, 200, None);
+    held.push(p);
+    assert_eq!(answered, (125, 75));
+
+    // A real provider program of the first member, refused again and
+    // again: it waits longer each time (100 ms doubling), where it used to
+    // reconnect at once.
+    let mut program = Command::new(env!("CARGO_BIN_EXE_tiny_provider"));
+    program
+        .arg("60")
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .stdout(Stdio::null());
+    std::os::unix::process::CommandExt::uid(&mut program, 61_001);
+    std::os::unix::process::CommandExt::gid(&mut program, 61_001);
+    let refused = Killed(vec![program.spawn().unwrap()]);
+    let pid = refused.0[0].id();
+    std::thread::sleep(Duration::from_secs(6));
+    let cpu = cpu_time(pid);
+    drop(refused);
+    eprintln!("a refused provider used {cpu:?} of CPU in 6 s");
+    assert!(cpu < Duration::from_millis(300), "{cpu:?} of CPU in 6 s");
+
+    // A refusal says which limit; the log holds a line a second of them
+    // at most (and their count).
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("the limit per user"), "{text}");
+    let lines = text.lines().filter(|l| l.contains("refused")).count();
+    assert!(lines < 30, "{lines} lines about refused providers:\n{text}");
+    assert!(can_connect(&socket), "the daemon still serves");
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Users other than root together stop an eighth short of the connection
+/// limit, so root still gets in when they are all at their own limits; a
+/// client refused is told which limit, once.
+#[test]
+fn users_at_their_connection_limits_leave_room_for_root() {
+    require_root();
+    let dir = temp_dir("connection-shares");
+    let socket = dir.join("manager.sock");
+    let _daemon = Killed(vec![start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &[
+            "--max-connections",
+            "64",
+            "--max-connections-per-user",
+            "32",
+        ],
+    )]);
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    // Two members' providers: the first at its own limit, the second
+    // stopped where users other than root must (56 of 64).
+    let (_a, answered) = providers_answered(&socket, 32, Some(61_011));
+    assert_eq!(answered, (32, 0));
+    let (_b, answered) = providers_answered(&socket, 32, Some(61_012));
+    assert_eq!(answered, (24, 8));
+    // A third member's client is told why, once.
+    let mut cli = Command::new(trace_cli());
+    cli.arg("providers").env("TRACE_MANAGER_SOCKET", &socket);
+    std::os::unix::process::CommandExt::uid(&mut cli, 61_013);
+    std::os::unix::process::CommandExt::gid(&mut cli, 61_013);
+    let out = cli.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the trace manager refused the connection") && err.contains("kept for root"),
+        "{err}"
+    );
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert_eq!(err.matches("refused").count(), 1, "{err}");
+    // Root is let in.
+    let out = Command::new(trace_cli())
+        .arg("providers")
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("idle-0"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,15 +56,26 @@ pub enum ClientError {
         /// The manager's version.
         manager: u16,
     },
-    /// The connection failed.
+    /// The manager turned the connection away (a limit on connections
+    /// reached); the manager's message says which.
+    #[error("{0}")]
+    Turned(String),
+    /// The connection failed (the cause is part of the message, not a
+    /// source of its own: said once).
     #[error("talking to the trace manager: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// The manager closed the connection.
     #[error("the trace manager closed the connection")]
     Closed,
     /// The manager sent something this client cannot read.
     #[error("the trace manager sent a bad message: {0}")]
     Protocol(#[from] ControlError),
+}
+
+impl From<std::io::Error> for ClientError {
+    fn from(e: std::io::Error) -> Self {
+        ClientError::Io(e)
+    }
 }
 
 /// A connection to a trace manager.
@@ -146,8 +157,37 @@ impl Controller {
             MsgFlags::MSG_NOSIGNAL,
             None,
         )
-        .map_err(|e| ClientError::Io(e.into()))?;
+        .map_err(|e| match e {
+            // Closed by the manager: it may have said why first.
+            nix::Error::EPIPE | nix::Error::ECONNRESET => self
+                .said_on_closing()
+                .unwrap_or_else(|| ClientError::Io(e.into())),
+            _ => ClientError::Io(e.into()),
+        })?;
         Ok(())
+    }
+
+    /// What the manager said before it closed the connection, if it said
+    /// why it refused it (`fail::REFUSED` and the like: a fatal
+    /// failure).
+    fn said_on_closing(&self) -> Option<ClientError> {
+        let mut buf = vec![0u8; MAX_MESSAGE_BYTES];
+        let fd = self.fd.get_ref().as_raw_fd();
+        // The reset the manager's close left is reported first (and so
+        // cleared), then what it said before.
+        let n = match recv(fd, &mut buf, MsgFlags::MSG_DONTWAIT) {
+            Err(nix::Error::ECONNRESET) => recv(fd, &mut buf, MsgFlags::MSG_DONTWAIT),
+            other => other,
+        }
+        .ok()?;
+        match Envelope::<Reply>::decode(&buf[..n]).ok()?.body {
+            Reply::Failed {
+                fatal: true,
+                message,
+                ..
+            } => Some(ClientError::Turned(message)),
+            _ => None,
+        }
     }
 
     /// The next message from the manager, state changes included.
@@ -173,7 +213,9 @@ impl Controller {
                     };
                 }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    return Err(ClientError::Closed);
+                    // Closed with our request unread: what the manager
+                    // said first may still be queued.
+                    return Err(self.said_on_closing().unwrap_or(ClientError::Closed));
                 }
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_would_block) => continue,

@@ -6,7 +6,8 @@
 //! provider, sized as the client asks. A session may hold at most
 //! [`Limits::session_memory_budget`] bytes of them, all sessions together
 //! [`Limits::memory_budget`]. Connections are counted per user (root's
-//! are not limited per user) and in total; a connection over a limit is
+//! are not limited per user) and in total, an eighth of the total kept
+//! for root ([`Quota`]); a connection over a limit is told why and
 //! closed at once.
 
 use std::collections::HashMap;
@@ -49,6 +50,17 @@ impl Limits {
     pub fn session_budget(&self, others: u64) -> u64 {
         self.session_memory_budget
             .min(self.memory_budget.saturating_sub(others))
+    }
+}
+
+impl Limits {
+    /// The connections users may have open.
+    pub fn connections(&self) -> Quota {
+        Quota {
+            what: "connections open",
+            total: self.max_connections,
+            per_user: self.max_connections_per_uid,
+        }
     }
 }
 
@@ -103,22 +115,88 @@ pub fn mib(bytes: u64) -> String {
     }
 }
 
-/// Why a connection was not admitted.
+/// A limit on what users hold at once (connections, registered
+/// providers): `total` in all, `per_user` for one user other than root;
+/// and users other than root together stop an eighth short of `total`,
+/// so that root still gets in when every other user is at its own limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
-    /// The manager has `max_connections` open.
-    Total(usize),
-    /// The user has `max_connections_per_uid` open.
-    PerUser(usize),
+pub struct Quota {
+    /// What is counted, plural (`"connections"`), for messages.
+    pub what: &'static str,
+    /// How many at once in all.
+    pub total: usize,
+    /// How many one user other than root may hold.
+    pub per_user: usize,
+}
+
+impl Quota {
+    /// What users other than root may hold together.
+    pub fn for_users(&self) -> usize {
+        self.total - self.total / 8
+    }
+
+    /// Whether user `uid`, holding `mine` of the `held` in all, may take
+    /// one more.
+    pub fn check(&self, uid: u32, mine: usize, held: usize) -> Result<(), Refused> {
+        if held >= self.total {
+            return Err(Refused {
+                limit: Limit::Total,
+                held,
+                what: self.what,
+            });
+        }
+        if uid != 0 && mine >= self.per_user {
+            return Err(Refused {
+                limit: Limit::PerUser,
+                held: mine,
+                what: self.what,
+            });
+        }
+        if uid != 0 && held >= self.for_users() {
+            return Err(Refused {
+                limit: Limit::Reserved,
+                held,
+                what: self.what,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Which limit of a [`Quota`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The total.
+    Total,
+    /// The user's own.
+    PerUser,
+    /// What users other than root may hold together (the rest is kept
+    /// for root).
+    Reserved,
+}
+
+/// Why something was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The limit reached.
+    pub limit: Limit,
+    /// How many were held (by the user, for [`Limit::PerUser`]).
+    pub held: usize,
+    /// What is counted.
+    pub what: &'static str,
 }
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refused::Total(n) => write!(f, "the manager has {n} connections open, its limit"),
-            Refused::PerUser(n) => {
-                write!(f, "the user has {n} connections open, the limit per user")
-            }
+        let Refused { limit, held, what } = self;
+        match limit {
+            Limit::Total => write!(f, "the manager has {held} {what}, its limit"),
+            Limit::PerUser => write!(f, "the user has {held} {what}, the limit per user"),
+            Limit::Reserved => write!(
+                f,
+                "the manager has {held} {what}, all that users other than root may have \
+                 together (the rest are kept for root)"
+            ),
         }
     }
 }
@@ -140,13 +218,8 @@ impl Connections {
     /// it until dropped.
     pub fn admit(&self, uid: u32, limits: &Limits) -> Result<Slot, Refused> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.total >= limits.max_connections {
-            return Err(Refused::Total(open.total));
-        }
         let mine = open.by_uid.get(&uid).copied().unwrap_or(0);
-        if uid != 0 && mine >= limits.max_connections_per_uid {
-            return Err(Refused::PerUser(mine));
-        }
+        limits.connections().check(uid, mine, open.total)?;
         open.total += 1;
         *open.by_uid.entry(uid).or_default() += 1;
         Ok(Slot {
@@ -219,15 +292,35 @@ mod tests {
         let c = Connections::default();
         let a = c.admit(1000, &limits).unwrap();
         let _b = c.admit(1000, &limits).unwrap();
-        assert_eq!(c.admit(1000, &limits).unwrap_err(), Refused::PerUser(2));
+        assert_eq!(c.admit(1000, &limits).unwrap_err().limit, Limit::PerUser);
         // Another user, and root (not limited per user).
         let _d = c.admit(1001, &limits).unwrap();
         let _e = c.admit(0, &limits).unwrap();
         let _f = c.admit(0, &limits).unwrap();
-        assert_eq!(c.admit(0, &limits).unwrap_err(), Refused::Total(5));
+        let full = c.admit(0, &limits).unwrap_err();
+        assert_eq!((full.limit, full.held), (Limit::Total, 5));
         // Closing one frees its place.
         drop(a);
         assert_eq!(c.total(), 4);
         let _g = c.admit(1000, &limits).unwrap();
+    }
+
+    #[test]
+    fn users_other_than_root_leave_an_eighth_for_root() {
+        let q = Quota {
+            what: "connections open",
+            total: 16,
+            per_user: 10,
+        };
+        assert_eq!(q.for_users(), 14);
+        // Two users at their own limits fill what users may have...
+        assert!(q.check(1000, 9, 13).is_ok());
+        let r = q.check(1001, 4, 14).unwrap_err();
+        assert_eq!(r.limit, Limit::Reserved);
+        assert!(r.to_string().contains("kept for root"), "{r}");
+        // ...and root still gets in, up to the total.
+        assert!(q.check(0, 0, 14).is_ok());
+        assert!(q.check(0, 2, 15).is_ok());
+        assert_eq!(q.check(0, 2, 16).unwrap_err().limit, Limit::Total);
     }
 }

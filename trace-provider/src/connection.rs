@@ -4,9 +4,12 @@
 //! The thread connects to the manager's socket, registers, and then serves
 //! Initialize / Start / Stop / Terminate and the FIFO. When no manager
 //! listens it sleeps on inotify events of the socket's folder (or of its
-//! nearest existing ancestor) and tries again when something changes. When
-//! the manager goes away mid-trace the engine stops by itself, in-flight data
-//! is dropped, and the thread waits for the next manager.
+//! nearest existing ancestor) and tries again when something changes. A
+//! manager that closes the connection before registering the provider (a
+//! limit reached) is tried again after a wait that doubles each time, from
+//! 100 ms to 30 s. When the manager goes away mid-trace the engine stops by
+//! itself, in-flight data is dropped, and the thread waits for the next
+//! manager.
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -38,22 +41,63 @@ pub fn socket_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(trace_common::provider::DEFAULT_SOCKET_PATH))
 }
 
+/// The first wait after the manager closed a connection before it
+/// registered the provider (a limit of the manager's reached).
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait between two such tries.
+const LAST_RETRY: Duration = Duration::from_secs(30);
+
 /// Runs until `shutdown` becomes readable.
 pub(crate) fn run(name: String, categories: Vec<String>, path: PathBuf, shutdown: Shutdown) {
     let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok();
+    // The wait before the next try while the manager turns this provider
+    // away: it doubles with each refusal, and a registration resets it.
+    let mut retry: Option<Duration> = None;
     loop {
         if let Some(sock) = try_connect(&path) {
-            match serve(&name, &categories, &sock, &shutdown) {
+            let mut registered = false;
+            let result = serve(&name, &categories, &sock, &shutdown, &mut registered);
+            // Said once per run of refusals; then only at debug level.
+            let refused_before = retry.is_some();
+            match result {
                 Ok(Exit::Shutdown) => return,
-                Ok(Exit::Disconnected) => log::info!("trace manager went away"),
+                Ok(Exit::Disconnected) if !registered && !refused_before => {
+                    log::warn!(
+                        "trace provider {name}: the trace manager did not register it (a limit of the manager's?); trying again later"
+                    )
+                }
+                Ok(Exit::Disconnected) if registered => log::info!("trace manager went away"),
+                Ok(Exit::Disconnected) => log::debug!("trace provider {name}: refused again"),
+                Err(e) if refused_before && !registered => {
+                    log::debug!("trace provider {name}: {e}")
+                }
                 Err(e) => log::warn!("trace provider {name}: {e}"),
             }
             end_trace(&mut None);
+            if !registered {
+                let wait = retry.map_or(FIRST_RETRY, |w| (w * 2).min(LAST_RETRY));
+                retry = Some(wait);
+                if sleep_unless_shutdown(wait, &shutdown) {
+                    return;
+                }
+                continue;
+            }
+            retry = None;
         }
         if wait_for_socket(&path, inotify.as_ref(), &shutdown) {
             return;
         }
     }
+}
+
+/// Sleeps `wait`, or less when told to shut down; true on shutdown.
+fn sleep_unless_shutdown(wait: Duration, shutdown: &Shutdown) -> bool {
+    let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(shutdown.fd.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, PollTimeout::from(ms));
+    fds[0]
+        .revents()
+        .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP))
 }
 
 fn try_connect(path: &Path) -> Option<OwnedFd> {
@@ -193,6 +237,7 @@ fn serve(
     categories: &[String],
     sock: &OwnedFd,
     shutdown: &Shutdown,
+    registered: &mut bool,
 ) -> Result<Exit, ServeError> {
     let register = ProviderMessage::Register {
         name: name.to_owned(),
@@ -264,7 +309,7 @@ fn serve(
             break Ok(Exit::Disconnected);
         }
         match ManagerMessage::decode(&buf[..n])? {
-            ManagerMessage::Registered { .. } => {}
+            ManagerMessage::Registered { .. } => *registered = true,
             ManagerMessage::Initialize { mode, categories } => {
                 if trace.is_some() {
                     continue; // one trace at a time: ignored

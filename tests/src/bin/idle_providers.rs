@@ -3,8 +3,9 @@
 //! `$TRACE_MANAGER_SOCKET`, registers `idle-0` .. `idle-{N-1}`, and then
 //! answers as a provider that writes nothing: STARTED on Start, STOPPED on
 //! Stop. It prints `registered N` once every provider got its answer,
-//! `initialized NAME BYTES` with the size of each buffer it is given, and
-//! runs until killed.
+//! `answered R K` once each was registered (R) or closed unanswered (K,
+//! refused by the manager's limits), `initialized NAME BYTES` with the size
+//! of each buffer it is given, and runs until killed.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -111,6 +112,8 @@ fn main() {
     // fifo (and buffer) of each provider, by its socket.
     let mut traced: HashMap<RawFd, (RawFd, RawFd)> = HashMap::new();
     let mut registered = 0;
+    let mut refused = 0;
+    let mut answered: std::collections::HashSet<RawFd> = std::collections::HashSet::new();
     let mut pfds: Vec<libc::pollfd> = socks
         .iter()
         .map(|&fd| libc::pollfd {
@@ -132,15 +135,26 @@ fn main() {
             p.revents = 0;
             let fd = p.fd;
             let Some((msg, fds)) = recv(fd) else {
-                // The manager went away: this provider is done.
+                // The manager went away (or refused it): this provider is
+                // done.
                 p.fd = -1;
+                if answered.insert(fd) {
+                    refused += 1;
+                    if registered + refused == n {
+                        println!("answered {registered} {refused}");
+                    }
+                }
                 continue;
             };
             match ManagerMessage::decode(&msg) {
                 Ok(ManagerMessage::Registered { .. }) => {
                     registered += 1;
+                    answered.insert(fd);
                     if registered == n {
                         println!("registered {n}");
+                    }
+                    if registered + refused == n {
+                        println!("answered {registered} {refused}");
                     }
                 }
                 Ok(ManagerMessage::Initialize { .. }) if fds.len() == 2 => {

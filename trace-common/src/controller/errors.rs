@@ -32,6 +32,10 @@ pub mod fail {
     /// (a snapshot of another user's recording, or of the flight recorder
     /// by anyone but root).
     pub const DENIED: u32 = 9;
+    /// The manager turned the connection away, a limit on connections
+    /// reached (the message says which); it closes the connection after
+    /// this event (txid 0).
+    pub const REFUSED: u32 = 10;
 }
 
 /// The state of the tracing session (`SessionState`).

@@ -86,7 +86,25 @@ impl Manager {
                         tokio::spawn(hello(id, fd, pid, slot, self.events_tx.clone()));
                     }
                     Err(why) => {
-                        // Closed at once; said once a tick at most.
+                        // Told why (a client reads it; to a provider it
+                        // is a hang-up before it was registered) and
+                        // closed at once; logged once a tick at most.
+                        let said = Envelope {
+                            txid: 0,
+                            body: Reply::Failed {
+                                fatal: true,
+                                code: fail::REFUSED,
+                                message: format!("the trace manager refused the connection: {why}"),
+                            },
+                        }
+                        .encode();
+                        if let Ok(bytes) = said {
+                            let _ = send(
+                                fd.as_raw_fd(),
+                                &bytes,
+                                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+                            );
+                        }
                         if self.refused == 0 {
                             log::warn!("connection from pid {pid} (uid {uid}) refused: {why}");
                         }

@@ -35,7 +35,7 @@ mod requests;
 mod setup;
 mod sink;
 mod state;
-mod throttle;
+pub(crate) mod throttle;
 
 use crate::limits::{Connections, Limits};
 use std::collections::HashMap;

@@ -40,8 +40,11 @@ pub static BAD_HELLO: Throttle = Throttle::new("connections sent an undecodable 
 /// A client's undecodable request.
 pub static BAD_REQUEST: Throttle = Throttle::new("clients sent an undecodable request");
 
+/// A provider's registration refused (the registry's limits).
+pub static PROVIDER_REFUSED: Throttle = Throttle::new("providers refused");
+
 /// Every kind, for [`flush`].
-static ALL: [&Throttle; 3] = [&IDLE, &BAD_HELLO, &BAD_REQUEST];
+static ALL: [&Throttle; 4] = [&IDLE, &BAD_HELLO, &BAD_REQUEST, &PROVIDER_REFUSED];
 
 impl Throttle {
     /// A kind of warning about `what`.

@@ -161,6 +161,16 @@ pub struct Note {
 /// The most providers registered at once; more are refused.
 pub const MAX_REGISTERED: usize = 1000;
 
+/// The providers that may be registered at once: [`MAX_REGISTERED`] in
+/// all, a quarter of them for one user other than root, an eighth kept
+/// for root's. A refused provider's connection is closed before it is
+/// registered (it tries again later, waiting longer each time).
+pub const PROVIDER_QUOTA: crate::limits::Quota = crate::limits::Quota {
+    what: "providers registered",
+    total: MAX_REGISTERED,
+    per_user: MAX_REGISTERED / 4,
+};
+
 enum NoteKind {
     Packet(Packet),
     Closed,

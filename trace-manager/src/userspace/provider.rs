@@ -32,6 +32,9 @@ pub(super) struct Trace {
 
 pub(super) struct Provider {
     pub(super) info: ProviderInfo,
+    /// Its user, as the kernel saw it connect (for the registry's
+    /// per-user share).
+    pub(super) uid: u32,
     pub(super) clock: ClockKind,
     pub(super) ctl: OwnedFd,
     pub(super) ctl_watcher: tokio::task::AbortHandle,

@@ -12,7 +12,7 @@ use trace_common::provider::{BufferDisposition, BufferingMode};
 use super::collect::{self, Rolling};
 use super::provider::{Phase, Provider, abort, start_one};
 use super::{
-    MAX_REGISTERED, Note, NoteKind, ProviderInfo, ProviderStats, UserspaceConfig, UserspaceError,
+    Note, NoteKind, PROVIDER_QUOTA, ProviderInfo, ProviderStats, UserspaceConfig, UserspaceError,
     async_fd,
 };
 use crate::limits::Slot;
@@ -104,8 +104,13 @@ impl Registry {
             clock,
             categories,
         } = register;
-        if self.providers.len() >= MAX_REGISTERED {
-            log::warn!("provider {name} (pid {pid}) refused: {MAX_REGISTERED} are registered");
+        let uid = nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials)
+            .map_or(u32::MAX, |c| c.uid());
+        let mine = self.providers.iter().filter(|p| p.uid == uid).count();
+        if let Err(why) = PROVIDER_QUOTA.check(uid, mine, self.providers.len()) {
+            crate::service::throttle::PROVIDER_REFUSED.warn(format_args!(
+                "provider {name} (pid {pid}, uid {uid}) refused: {why}"
+            ));
             return;
         }
         let id = self.next_id;
@@ -131,6 +136,7 @@ impl Registry {
                 state: "registered",
                 categories,
             },
+            uid,
             clock,
             ctl: fd,
             ctl_watcher,
