@@ -392,6 +392,8 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
             "3",
             "--post",
             "0.5",
+            "--trigger-interval",
+            "0",
             "--trigger-dir",
             &snaps_arg,
         ],
@@ -461,6 +463,136 @@ fn a_crash_and_a_slow_fsync_fire_triggers_whose_snapshots_hold_what_led_to_them(
     // holds what it must either way. The daemon goes on.
     let sessions = d.cli(&["sessions"]).output().unwrap();
     assert!(String::from_utf8_lossy(&sessions.stdout).contains("flight recorder"));
+}
+
+/// The files in `dir`, sorted.
+fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Waits (at most 15 s) until the daemon's log holds `what`.
+fn logged(d: &Daemon, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = d.log();
+        if log.contains(what) {
+            return log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log does not say {what:?}:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Trigger snapshots cannot fill the disk: a program crashing again and
+/// again gets one snapshot per `--trigger-interval`, the rest counted; a
+/// snapshot that would pass `--trigger-space` is not taken; and on a full
+/// disk a snapshot ends on its last whole record (or, holding nothing, is
+/// removed), every file left passing `check`.
+#[test]
+fn trigger_snapshots_are_limited_and_whole_on_a_full_disk() {
+    let _one_at_a_time = CRASHES.lock().unwrap_or_else(|e| e.into_inner());
+    let flight = |name: &str, snaps: &Path, extra: &[&str]| {
+        let snaps = snaps.to_string_lossy().into_owned();
+        let args = [
+            &[
+                "--flight-recorder",
+                "-c",
+                "kernel:sched,kernel:syscall,kernel:proc",
+                "--window",
+                "20s",
+                "--trigger",
+                "signal:SIGSEGV",
+                "--pre",
+                "2",
+                "--post",
+                "0.2",
+                "--trigger-dir",
+                &snaps,
+            ][..],
+            extra,
+        ]
+        .concat();
+        flight_daemon(name, &args)
+    };
+    let crash = || {
+        let (_, _, status) = run_numbered_calls(&["0.05", "300", "segv"]);
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(libc::SIGSEGV));
+    };
+
+    // Ten crashes in a row: one snapshot, nine counted.
+    let dir = tests::temp_dir("flight-trigger-rate");
+    let snaps = dir.join("snaps");
+    let d = flight("flight-trigger-rate", &snaps, &["--trigger-interval", "30"]);
+    for _ in 0..10 {
+        crash();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    logged(&d, "trigger signal:SIGSEGV snapshot:");
+    let log = logged(&d, "too soon after the last snapshot");
+    std::thread::sleep(Duration::from_secs(1));
+    let files = files_in(&snaps);
+    assert_eq!(files.len(), 1, "{files:?}\n{log}");
+    check(&files[0]);
+    drop(d);
+
+    // No room left in what the snapshots may take: none taken.
+    let d = flight(
+        "flight-trigger-space",
+        &snaps,
+        &["--trigger-interval", "0", "--trigger-space", "64K"],
+    );
+    crash();
+    logged(&d, "snapshot not taken");
+    assert_eq!(files_in(&snaps).len(), 1, "{:?}", files_in(&snaps));
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // A folder on a full disk (a 1 MiB tmpfs): the first snapshot keeps the
+    // whole records that fit, the next holds nothing and is removed.
+    let dir = tests::temp_dir("flight-trigger-full");
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1M", "tmpfs"])
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(disk.clone());
+    let snaps = disk.join("snaps");
+    let d = flight("flight-trigger-full", &snaps, &["--trigger-interval", "0"]);
+    // Two seconds of calls every 10 µs: far more than 1 MiB of events.
+    let (_, _, _) = run_numbered_calls(&["2", "10", "segv"]);
+    logged(&d, "keeps the");
+    std::thread::sleep(Duration::from_millis(500));
+    crash();
+    let log = logged(&d, "the file is removed");
+    for line in log.lines().filter(|l| l.contains("snapshot")) {
+        eprintln!("{line}");
+    }
+    let files = files_in(&snaps);
+    assert_eq!(files.len(), 1, "{files:?}\n{log}");
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() > 0, "{}", f.display());
+        check(f);
+    }
+    drop(d);
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

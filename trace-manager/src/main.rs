@@ -110,6 +110,27 @@ struct Args {
         requires = "triggers"
     )]
     trigger_dir: PathBuf,
+    /// The least time between two triggers' snapshots, in seconds: a
+    /// trigger that fires sooner after the last snapshot is counted (and
+    /// logged), not snapshotted.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "triggers"
+    )]
+    trigger_interval: f64,
+    /// What the snapshots in the trigger folder may take together
+    /// (`trigger-*.fxt`, earlier runs' too; `512M`, `2G`): a snapshot that
+    /// would take more is not taken (logged, counted).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "1G",
+        value_parser = trace_manager::limits::parse_size,
+        requires = "triggers"
+    )]
+    trigger_space: u64,
 }
 
 impl Args {
@@ -230,6 +251,9 @@ fn run(args: Args) -> anyhow::Result<()> {
                     post: std::time::Duration::try_from_secs_f64(args.post)
                         .context("--post wants seconds")?,
                     trigger_dir: args.trigger_dir.clone(),
+                    trigger_interval: std::time::Duration::try_from_secs_f64(args.trigger_interval)
+                        .context("--trigger-interval wants seconds")?,
+                    trigger_space: args.trigger_space,
                 })
                 .map_err(anyhow::Error::msg)
                 .context("starting the flight recorder")?;

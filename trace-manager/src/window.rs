@@ -178,6 +178,12 @@ impl Write for Window {
 }
 
 impl Contents {
+    /// Bytes of the records held (what [`Contents::write_to`] writes,
+    /// besides its preamble, tail and closing records).
+    pub fn bytes(&self) -> u64 {
+        self.chunks.iter().map(|(_, c)| c.len() as u64).sum()
+    }
+
     /// Leaves out the chunks whose records all arrived before `ns`
     /// (CLOCK_BOOTTIME): what is written begins at most a chunk before.
     pub fn since(mut self, ns: u64) -> Contents {

@@ -59,8 +59,45 @@ pub struct FlightConfig {
     pub pre: Duration,
     /// ...and is taken this long after.
     pub post: Duration,
-    /// Where triggers' snapshots go (`trigger-NNN.fxt`).
+    /// Where triggers' snapshots go (`trigger-NNN-CONDITION.fxt`).
     pub trigger_dir: std::path::PathBuf,
+    /// The least time between two triggers' snapshots: a trigger that
+    /// fires sooner after the last one is counted, not snapshotted.
+    pub trigger_interval: Duration,
+    /// Bytes the snapshots in `trigger_dir` may take together (every
+    /// `trigger-*.fxt`, earlier runs' too): a snapshot that would take
+    /// more is not taken (and counted).
+    pub trigger_space: u64,
+}
+
+/// Triggers that fired and got no snapshot of their own, since the last
+/// snapshot taken.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Refused {
+    /// Sooner than `trigger_interval` after the last snapshot (or while it
+    /// was still being written).
+    soon: u64,
+    /// Their snapshot would have taken more than `trigger_space` leaves.
+    space: u64,
+}
+
+impl Refused {
+    fn any(&self) -> bool {
+        self.soon + self.space > 0
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if self.soon > 0 {
+            parts.push(format!("{} too soon after a snapshot", self.soon));
+        }
+        if self.space > 0 {
+            parts.push(format!("{} with no space left for it", self.space));
+        }
+        write!(f, "{}", parts.join(", "))
+    }
 }
 
 /// A trigger that fired, waiting for its `post` time.
@@ -92,6 +129,14 @@ pub(super) struct Flight {
     pub(super) pending: Option<PendingTrigger>,
     /// Triggers' snapshots taken.
     pub(super) trigger_snapshots: u32,
+    /// When the last trigger's snapshot was taken (or found no space).
+    pub(super) last_trigger: Option<Instant>,
+    /// Triggers not snapshotted since the last snapshot.
+    pub(super) refused: Refused,
+    /// Triggers not snapshotted in all.
+    pub(super) refused_total: u64,
+    /// A trigger's snapshot is being written.
+    pub(super) trigger_writing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Whether a recording of `config` wants userspace providers' records: all
@@ -230,6 +275,10 @@ impl Manager {
             provider_state: trace_split::StreamState::new(),
             pending: None,
             trigger_snapshots: 0,
+            last_trigger: None,
+            refused: Refused::default(),
+            refused_total: 0,
+            trigger_writing: Default::default(),
         });
         Ok(())
     }
@@ -310,6 +359,24 @@ impl Manager {
         for fired in f.session.take_fired() {
             match f.pending.as_mut() {
                 Some(p) => p.more += 1,
+                None if f
+                    .last_trigger
+                    .is_some_and(|t| t.elapsed() < f.config.trigger_interval)
+                    || f.trigger_writing.load(std::sync::atomic::Ordering::Acquire) =>
+                {
+                    if !f.refused.any() {
+                        log::info!(
+                            "flight recorder: trigger {} fired (thread {}) too soon after the \
+                             last snapshot: none taken (one every {:.0} s at most, \
+                             --trigger-interval); counted",
+                            fired.spec,
+                            fired.tid,
+                            f.config.trigger_interval.as_secs_f64()
+                        );
+                    }
+                    f.refused.soon += 1;
+                    f.refused_total += 1;
+                }
                 None => {
                     log::info!(
                         "flight recorder: trigger {} fired (thread {}); snapshot in {:.1} s",
@@ -358,55 +425,67 @@ impl Manager {
             .get_mut()
             .contents(boottime_ns())
             .since(since);
-        f.trigger_snapshots += 1;
-        let name: String = pending
-            .spec
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        let path = f
-            .config
-            .trigger_dir
-            .join(format!("trigger-{:03}-{name}.fxt", f.trigger_snapshots));
         let tail = if peek {
             self.registry.peek().unwrap_or_default()
         } else {
             Vec::new()
         };
+        f.last_trigger = Some(Instant::now());
+        let dir = f.config.trigger_dir.clone();
+        let needs = contents.bytes() + tail.len() as u64;
+        let used = snapshots_size(&dir);
+        if used + needs > f.config.trigger_space {
+            log::warn!(
+                "flight recorder: trigger {} snapshot not taken: it needs about {}, and the \
+                 snapshots in {} take {} of the {} they may (--trigger-space); remove some to \
+                 make room",
+                pending.spec,
+                mib(needs),
+                dir.display(),
+                mib(used),
+                mib(f.config.trigger_space)
+            );
+            f.refused.space += 1;
+            f.refused_total += 1;
+            return;
+        }
+        let refused = std::mem::take(&mut f.refused);
+        let name: String = pending
+            .spec
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        // The next number free in the folder: an earlier run's snapshots
+        // are kept.
+        let first = f.trigger_snapshots + 1;
+        let writing = std::sync::Arc::clone(&f.trigger_writing);
+        writing.store(true, std::sync::atomic::Ordering::Release);
         tokio::task::spawn_blocking(move || {
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)
-                .and_then(|file| {
-                    // A file left by an earlier run keeps its mode otherwise.
-                    use std::os::unix::fs::PermissionsExt as _;
-                    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-                    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-                    contents.write_to(&mut out, &tail)
-                });
+            let written = write_trigger_snapshot(&dir, first, &name, contents, &tail);
+            writing.store(false, std::sync::atomic::Ordering::Release);
+            let more = match (pending.more, refused.any()) {
+                (0, false) => String::new(),
+                (0, true) => format!(" (not snapshotted since the last: {refused})"),
+                (n, false) => format!(" ({n} more fired meanwhile)"),
+                (n, true) => format!(
+                    " ({n} more fired meanwhile; not snapshotted since the last: {refused})"
+                ),
+            };
             match written {
-                Ok(w) => log::info!(
-                    "flight recorder: trigger {} snapshot: {} records, {} -> {}{}",
+                Ok((path, w)) => log::info!(
+                    "flight recorder: trigger {} snapshot: {} records, {} -> {}{more}",
                     pending.spec,
                     w.records,
                     mib(w.bytes),
                     path.display(),
-                    if pending.more > 0 {
-                        format!(" ({} more fired meanwhile)", pending.more)
-                    } else {
-                        String::new()
-                    }
                 ),
                 Err(e) => log::error!(
-                    "flight recorder: writing the snapshot of trigger {} to {}: {e}",
+                    "flight recorder: the snapshot of trigger {}: {e}{more}",
                     pending.spec,
-                    path.display()
                 ),
             }
         });
+        f.trigger_snapshots = first;
     }
 
     /// The manager's tick: what arrived is handed to the window, and what
@@ -685,5 +764,72 @@ impl Manager {
             });
         }
         list
+    }
+}
+
+/// Bytes the triggers' snapshots in `dir` take (`trigger-*.fxt`).
+fn snapshots_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("trigger-") && name.ends_with(".fxt")
+        })
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Writes a trigger's snapshot to a new file `trigger-NNN-NAME.fxt` in
+/// `dir` (the first number from `first` on that is free), root's alone.
+/// Whatever fails (a full disk), the file ends on its last whole record,
+/// and one left with nothing recorded is removed.
+fn write_trigger_snapshot(
+    dir: &std::path::Path,
+    first: u32,
+    name: &str,
+    contents: crate::window::Contents,
+    tail: &[u8],
+) -> Result<(std::path::PathBuf, Written), String> {
+    let mut number = first;
+    let (path, file) = loop {
+        let path = dir.join(format!("trigger-{number:03}-{name}.fxt"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(file) => break (path, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && number < first + 10_000 => {
+                number += 1;
+            }
+            Err(e) => return Err(format!("creating {}: {e}", path.display())),
+        }
+    };
+    let mut out = super::sink::WholeRecords::new(file, path.display().to_string());
+    match contents.write_to(&mut out, tail) {
+        Ok(w) => Ok((path, w)),
+        Err(e) => {
+            // The preamble alone, or less: nothing the file would show.
+            let kept = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if out.units() <= 1 {
+                let _ = std::fs::remove_file(&path);
+                Err(format!(
+                    "writing {}: {e}; the file is removed",
+                    path.display()
+                ))
+            } else {
+                Err(format!(
+                    "writing {}: {e}; it keeps the {} of whole records written before",
+                    path.display(),
+                    mib(kept)
+                ))
+            }
+        }
     }
 }
