@@ -555,13 +555,13 @@ fn trigger_snapshots_are_limited_and_whole_on_a_full_disk() {
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 
-    // A folder on a full disk (a 1 MiB tmpfs): the first snapshot keeps the
+    // A folder on a full disk (a 4 MiB tmpfs): the first snapshot keeps the
     // whole records that fit, the next holds nothing and is removed.
     let dir = tests::temp_dir("flight-trigger-full");
     let disk = dir.join("disk");
     std::fs::create_dir_all(&disk).unwrap();
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1M", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=4M", "tmpfs"])
         .arg(&disk)
         .status()
         .unwrap();
@@ -575,7 +575,7 @@ fn trigger_snapshots_are_limited_and_whole_on_a_full_disk() {
     let _unmount = Unmount(disk.clone());
     let snaps = disk.join("snaps");
     let d = flight("flight-trigger-full", &snaps, &["--trigger-interval", "0"]);
-    // Two seconds of calls every 10 µs: far more than 1 MiB of events.
+    // Two seconds of calls every 10 µs: far more than 4 MiB of events.
     let (_, _, _) = run_numbered_calls(&["2", "10", "segv"]);
     logged(&d, "keeps the");
     std::thread::sleep(Duration::from_millis(500));
@@ -1024,6 +1024,7 @@ fn snapshots_nobody_reads_are_limited_and_cut_off() {
     tests::runtime().block_on(async {
         let mut asked = Vec::new();
         let mut refused = 0;
+        let began = std::time::Instant::now();
         for _ in 0..16 {
             let mut c = trace_manager::client::Controller::connect(&d.socket).unwrap();
             let (read, write) = tests::pipe();
@@ -1042,8 +1043,15 @@ fn snapshots_nobody_reads_are_limited_and_cut_off() {
                 "{again:?}"
             );
             asked.push((c, txid, read));
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // Asked before the first could be cut off (10 s), unless the
+        // machine is that slow: then a slot freed may have been taken again.
+        let most = if began.elapsed() < Duration::from_secs(9) {
+            2
+        } else {
+            4
+        };
         // Two at most were taken on; every other was refused at once.
         let mut cut_off = 0;
         for (mut c, txid, _read) in asked {
@@ -1057,7 +1065,7 @@ fn snapshots_nobody_reads_are_limited_and_cut_off() {
                 other => panic!("{other:?}"),
             }
         }
-        assert!((1..=2).contains(&cut_off), "{cut_off} cut off");
+        assert!((1..=most).contains(&cut_off), "{cut_off} cut off");
         assert_eq!(cut_off + refused, 16);
     });
     let (_, peak) = tests::rss(daemon_pid);

@@ -317,3 +317,91 @@ fn a_deferred_trace_copied_onto_a_full_disk_is_cut_back_to_whole_records() {
     );
     assert_whole_records(&fs.disk.join("trace.fxt"));
 }
+
+/// Every file in `dir`, sorted.
+fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn rotated_files_on_a_full_disk_end_on_whole_records_and_none_is_left_empty() {
+    let fs = Tmpfs::mount("rotate");
+    let run = record(&fs, &["--rotate", "256K"]);
+    assert!(!run.status.success(), "trace-cli succeeded: {}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device (os error 28)"),
+        "the error does not say the disk is full: {}",
+        run.stderr
+    );
+    // The cause, not its effect on the manager's pipe.
+    assert!(!run.stderr.contains("Broken pipe"), "{}", run.stderr);
+    let files = files_in(&fs.disk);
+    assert!(files.len() > 1, "{files:?}");
+    for f in &files {
+        assert_whole_records(f);
+    }
+}
+
+#[test]
+fn a_pre_window_written_onto_a_full_disk_ends_on_whole_records() {
+    let fs = Tmpfs::mount("pre");
+    let run = record(
+        &fs,
+        &["--pre", "2", "--trigger", "signal:SIGUSR2", "-d", "3"],
+    );
+    assert!(!run.status.success(), "trace-cli succeeded: {}", run.stderr);
+    assert!(
+        run.stderr.contains("No space left on device (os error 28)"),
+        "the error does not say the disk is full: {}",
+        run.stderr
+    );
+    assert_whole_records(&fs.disk.join("trace.fxt"));
+}
+
+#[test]
+fn a_rotation_killed_leaves_no_empty_or_cut_file() {
+    require_root();
+    let dir = std::env::temp_dir().join(format!("trace-e2e-output-{}-killed", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _load = Load::start();
+    let mut child = Command::new(trace_cli())
+        .arg("record")
+        .args(["-c", "kernel:*", "--rotate", "64K", "-o"])
+        .arg(dir.join("trace.fxt"))
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed while it cuts files as fast as the load fills them.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while files_in(&dir)
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "fxt"))
+        .count()
+        < 8
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no rotation: {:?}",
+            files_in(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let files: Vec<_> = files_in(&dir)
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "fxt"))
+        .collect();
+    for f in &files {
+        assert_whole_records(f);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,7 +12,8 @@
 //!
 //! [`Rotator`] writes a stream into a series of files by size or by time,
 //! each complete and valid on its own, keeping at most a given number of
-//! them: `trace-cli record --rotate`.
+//! them: `trace-cli record --rotate`. Its files, and any written through
+//! [`WholeFile`], end on a whole record whatever fails (a full disk).
 //!
 //! ```
 //! use trace_split::{Limit, Rotation, Rotator};
@@ -31,12 +32,14 @@
 mod frame;
 mod rotate;
 mod state;
+mod whole;
 
 use thiserror::Error;
 
 pub use frame::{MAX_RECORD_BYTES, RecordReader};
 pub use rotate::{Limit, Rotation, RotationSummary, Rotator, numbered, parse_limit};
 pub use state::{MAX_OBJECTS, StreamState};
+pub use whole::WholeFile;
 
 /// Why a stream could not be split.
 #[derive(Debug, Error)]

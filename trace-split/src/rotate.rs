@@ -2,11 +2,11 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{RecordReader, SplitError, StreamState};
+use crate::{RecordReader, SplitError, StreamState, WholeFile};
 
 /// When a file is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub struct RotationSummary {
 
 /// The file being written.
 struct Current {
-    out: BufWriter<File>,
+    out: WholeFile,
     path: PathBuf,
     bytes: u64,
     /// Records of the stream in it (what it repeats not counted).
@@ -142,9 +142,14 @@ impl Rotator {
         let path = numbered(&self.rotation.base, self.next_number);
         self.next_number += 1;
         let file = File::create(&path).map_err(|e| Self::io("creating", &path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(preamble)
-            .map_err(|e| Self::io("writing", &path, e))?;
+        let mut out = WholeFile::new(file, 1 << 20);
+        // Out at once: a file never stays empty (a full disk, a kill), and
+        // one that cannot hold even this is not left behind.
+        if let Err(e) = out.write_all(preamble).and_then(|()| out.flush()) {
+            drop(out);
+            let _ = std::fs::remove_file(&path);
+            return Err(Self::io("writing", &path, e));
+        }
         self.summary.written_bytes += preamble.len() as u64;
         self.files.push_back(path.clone());
         self.current = Some(Current {
@@ -206,6 +211,19 @@ impl Rotator {
             .map_err(|e| Self::io("writing", &c.path, e))?;
         c.bytes += len;
         c.records += 1;
+        if c.records == 1
+            && let Err(e) = c.out.flush()
+        {
+            // A file's first record goes out at once, as its preamble
+            // did; a file left empty is not left behind.
+            let path = c.path.clone();
+            if c.out.is_empty() {
+                self.current = None;
+                self.files.retain(|f| *f != path);
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(Self::io("writing", &path, e));
+        }
         self.summary.stream_bytes += len;
         self.summary.written_bytes += len;
         self.state.observe(record);

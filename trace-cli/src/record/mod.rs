@@ -424,15 +424,21 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             args.output.display()
         );
     }
+    let mut cause = rotated
+        .as_ref()
+        .and_then(|r| r.error.as_ref())
+        .map(|e| format!("the rotation stopped: {e}"));
     let code = summary::report(
         &reason,
         ended,
         &destination,
         output_is_file || rotated.is_some(),
         command,
+        &mut cause,
     )?;
     if let Some(rotated) = rotated {
-        rotation::report(&rotated);
+        // Its failure is said here unless it was the recording's.
+        rotation::report(&rotated, cause.is_some());
         if rotated.error.is_some() {
             return Ok(ExitCode::FAILURE);
         }

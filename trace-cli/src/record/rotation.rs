@@ -60,9 +60,9 @@ impl Running {
     }
 }
 
-/// Lists the files written, and says why the rotation stopped early if it
-/// did.
-pub(super) fn report(summary: &RotationSummary) {
+/// Lists the files written, and (with `say_error`) why the rotation
+/// stopped early if it did.
+pub(super) fn report(summary: &RotationSummary, say_error: bool) {
     let names: Vec<String> = summary
         .files
         .iter()
@@ -79,7 +79,7 @@ pub(super) fn report(summary: &RotationSummary) {
         },
         names.join(" ")
     );
-    if let Some(e) = &summary.error {
+    if let Some(e) = summary.error.as_ref().filter(|_| say_error) {
         eprintln!("trace-cli: the rotation stopped: {e}");
     }
 }

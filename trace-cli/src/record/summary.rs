@@ -12,7 +12,9 @@ use super::run_loop::StopReason;
 
 /// Says how the recording ended for `reason`, `ended` being the
 /// termination's answer, then what became of the `command`; a recording
-/// that failed says what `destination` holds. The exit status is the
+/// that failed says what `destination` holds, and why: `cause` (taken)
+/// when this side failed first (the manager's writes into the pipe then
+/// fail). The exit status is the
 /// command's when it ended the recording, else 0; 1 when the recording
 /// failed.
 pub(super) fn report(
@@ -21,6 +23,7 @@ pub(super) fn report(
     destination: &str,
     output_is_file: bool,
     command: Outcome,
+    cause: &mut Option<String>,
 ) -> Result<ExitCode> {
     let why = match (&reason, ended) {
         // Said the moment it happened; the termination's answer repeats it.
@@ -43,6 +46,9 @@ pub(super) fn report(
         ) => message,
         (_, other) => return Err(failed("ending the recording", other)),
     };
+    // What failed on this side first (the rotation, say) made the
+    // manager's writes fail after it: the cause is said, not its effect.
+    let why = cause.take().unwrap_or(why);
     eprintln!("trace-cli: recording failed: {why}");
     if output_is_file {
         eprintln!("trace-cli: {destination} holds what was recorded until then, in whole records");

@@ -94,7 +94,8 @@ impl Windowed {
         tokio::task::spawn_blocking(move || {
             let file = File::create(&output)
                 .with_context(|| format!("cannot create {}", output.display()))?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            // On a full disk the file ends on its last whole record.
+            let mut out = trace_split::WholeFile::new(file, 1 << 20);
             contents
                 .write_to(&mut out, &[])
                 .with_context(|| format!("writing {}", output.display()))

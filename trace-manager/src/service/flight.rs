@@ -811,13 +811,15 @@ fn write_trigger_snapshot(
             Err(e) => return Err(format!("creating {}: {e}", path.display())),
         }
     };
-    let mut out = super::sink::WholeRecords::new(file, path.display().to_string());
+    // Units of 256 KiB (or a chunk of the window): on a full disk, what
+    // fits is kept.
+    let mut out = trace_split::WholeFile::new(file, 256 << 10);
     match contents.write_to(&mut out, tail) {
         Ok(w) => Ok((path, w)),
         Err(e) => {
             // The preamble alone, or less: nothing the file would show.
-            let kept = std::fs::metadata(&path).map_or(0, |m| m.len());
-            if out.units() <= 1 {
+            let kept = out.len();
+            if out.writes_kept() <= 1 {
                 let _ = std::fs::remove_file(&path);
                 Err(format!(
                     "writing {}: {e}; the file is removed",

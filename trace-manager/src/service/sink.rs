@@ -473,48 +473,6 @@ impl<D: Descriptor> Out<D> {
     }
 }
 
-/// A regular file written as the sink writes: each `write` (whole
-/// records) is taken whole, or the file is cut back to where it began, so
-/// that it ends on the last whole record whatever fails (a full disk).
-pub(super) struct WholeRecords {
-    out: Out<File>,
-    /// Writes taken whole so far.
-    units: u64,
-}
-
-impl WholeRecords {
-    /// Writes to `file` (named `name` in messages).
-    pub(super) fn new(file: File, name: String) -> WholeRecords {
-        WholeRecords {
-            out: Out {
-                file,
-                name,
-                regular: true,
-                unit: 0,
-            },
-            units: 0,
-        }
-    }
-
-    /// Writes taken whole so far.
-    pub(super) fn units(&self) -> u64 {
-        self.units
-    }
-}
-
-impl Write for WholeRecords {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.out.write_part(buf)?;
-        self.out.end_unit();
-        self.units += 1;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.file.flush()
-    }
-}
-
 /// The thread: each chunk (whole records) to `dest`, or with `staging`
 /// to the staging file and, when the sink closes, on to `dest`. The bytes
 /// written to `dest`.

@@ -189,11 +189,24 @@ impl Manager {
         if a.aborted.is_some() {
             return;
         }
-        let why = match a.session.out().get_ref().failure() {
+        let failure = a.session.out().get_ref().failure();
+        // A reader that went away is its client's doing, and the client
+        // is told: not an error of the manager's.
+        let reader_gone = failure.as_ref().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            )
+        });
+        let why = match failure {
             Some(e) => e.to_string(),
             None => why.to_owned(),
         };
-        log::error!("session aborted: {why}");
+        if reader_gone {
+            log::info!("session aborted: {why}");
+        } else {
+            log::error!("session aborted: {why}");
+        }
         a.aborted = Some(why.clone());
         let owner = a.owner;
         self.fail(owner, 0, false, fail::ABORTED, why);
