@@ -540,3 +540,78 @@ fn users_at_their_connection_limits_leave_room_for_root() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A provider flooding a recording whose reader is slow loses its own
+/// records, never the session, and the daemon does not queue for the
+/// reader: its streaming saves wait while the reader is 32 MiB behind, and
+/// what it writes meanwhile finds its buffers full.
+#[test]
+fn a_flooding_provider_with_a_slow_reader_loses_its_own_records_only() {
+    require_root();
+    let dir = temp_dir("flood-slow-reader");
+    let socket = dir.join("manager.sock");
+    let daemon = Killed(vec![start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &["--memory-budget", "256M"],
+    )]);
+    let pid = daemon.0[0].id();
+    let flood = Command::new(env!("CARGO_BIN_EXE_tiny_provider"))
+        .args(["60", "0"])
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _flood = Killed(vec![flood]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (before, _) = rss(pid);
+    // `record -o -` into a pipe read at about 3 MB/s.
+    let mut rec = Command::new(trace_cli())
+        .args(["record", "-c", "app", "--buffering-mode", "streaming"])
+        .args(["-d", "10", "-o", "-"])
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = rec.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut n = 0u64;
+        loop {
+            match std::io::Read::read(&mut stdout, &mut buf) {
+                Ok(0) | Err(_) => return n,
+                Ok(k) => n += k as u64,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let out = rec.wait_with_output().unwrap();
+    let read = reader.join().unwrap();
+    let (_, peak) = rss(pid);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "{stderr}read {} MiB; daemon {} MiB before, peak {} MiB",
+        read / MIB,
+        before / MIB,
+        peak / MIB
+    );
+    assert!(out.status.success(), "{stderr}");
+    // The provider's own records were lost (its buffers full), and said.
+    let dropped: u64 = stderr
+        .split("userspace provider (")
+        .nth(1)
+        .and_then(|s| s.split(" dropped").next())
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no provider drops in {stderr}"));
+    assert!(dropped > 0, "{stderr}");
+    // The daemon held a reader's lag (32 MiB) and a buffer, not the flood.
+    assert!(
+        peak.saturating_sub(before) < 64 * MIB,
+        "the daemon grew from {} to {} MiB",
+        before / MIB,
+        peak / MIB
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -297,7 +297,9 @@ impl Manager {
             return;
         };
         f.session.out().get_mut().start_tap();
-        let handled = self.registry.handle(note, Some(f.session.out()));
+        // The window takes everything (it drops what is old itself).
+        let mut room = u64::MAX;
+        let handled = self.registry.handle(note, Some(f.session.out()), &mut room);
         let collected = f.session.out().get_mut().take_tap();
         if let Err(e) = handled {
             log::error!("flight recorder: writing a provider's records: {e}");

@@ -229,8 +229,12 @@ impl Manager {
                         self.after_provider_news();
                         continue;
                     }
+                    let mut room = self
+                        .active
+                        .as_ref()
+                        .map_or(u64::MAX, |a| a.session.out_ref().get_ref().room());
                     let out = self.active.as_mut().map(|a| a.session.out());
-                    if let Err(e) = self.registry.handle(note, out) {
+                    if let Err(e) = self.registry.handle(note, out, &mut room) {
                         self.abort_session(&format!("writing a provider's records: {e}"));
                     }
                     self.after_provider_news();
@@ -260,6 +264,18 @@ impl Manager {
             && let Err(e) = a.session.flush()
         {
             self.abort_session(&format!("writing the trace: {e}"));
+        }
+        // Providers' saves that waited for the reader, now it has caught up.
+        if let Some(a) = self.active.as_mut()
+            && a.aborted.is_none()
+            && self.registry.saves_waiting()
+        {
+            let mut room = a.session.out_ref().get_ref().room();
+            if room > 0
+                && let Err(e) = self.registry.resume_saves(Some(a.session.out()), &mut room)
+            {
+                self.abort_session(&format!("writing a provider's records: {e}"));
+            }
         }
         self.flight_tick();
         self.finish_start(false);

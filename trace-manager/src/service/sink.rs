@@ -216,6 +216,13 @@ impl Sink {
         })
     }
 
+    /// Bytes the output may take before its reader is `READER_BEHIND`
+    /// behind (0 once it is).
+    pub fn room(&self) -> u64 {
+        let queued = self.shared.queued.load(Ordering::Relaxed) + self.pending.len() as u64;
+        READER_BEHIND.saturating_sub(queued)
+    }
+
     /// Whether the reader is more than `READER_BEHIND` bytes behind:
     /// the kernel should not be read until it catches up.
     pub fn behind(&self) -> bool {

@@ -178,6 +178,7 @@ impl Registry {
             last_saved: None,
             last_durable: 0,
             unwritten: false,
+            deferred: None,
         });
         self.granted += len;
         p.info.state = "initialized";

@@ -28,6 +28,11 @@ pub(super) struct Trace {
     pub(super) last_durable: u64,
     /// The buffer holds records not yet written to the output.
     pub(super) unwritten: bool,
+    /// A streaming save asked for while the output was too far behind its
+    /// reader (wrapped count, durable end): acknowledged once it has
+    /// room, the provider meanwhile dropping (and counting) what finds no
+    /// room in its other buffer.
+    pub(super) deferred: Option<(u32, u64)>,
 }
 
 pub(super) struct Provider {
@@ -55,6 +60,8 @@ impl Trace {
         mode: trace_common::provider::BufferingMode,
     ) -> Result<(), crate::output::OutputError> {
         self.unwritten = false;
+        // A save that waited is part of this last collection.
+        self.deferred = None;
         let snap = self.buffer.snapshot(mode);
         super::collect::collect(
             out,

@@ -161,6 +161,35 @@ impl Registry {
         self.providers.push(p);
     }
 
+    /// Does the streaming saves that waited for room in the output, while
+    /// `room` lasts.
+    pub fn resume_saves<W: Write>(
+        &mut self,
+        mut out: Option<&mut FxtStream<W>>,
+        room: &mut u64,
+    ) -> Result<(), UserspaceError> {
+        for p in &mut self.providers {
+            let Some((wrapped, durable)) = p.trace.as_ref().and_then(|t| t.deferred) else {
+                continue;
+            };
+            if p.aborted {
+                continue;
+            }
+            if let Some(t) = p.trace.as_mut() {
+                t.deferred = None;
+            }
+            save(p, out.as_deref_mut(), wrapped, durable, room)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a streaming save waits for room in the output.
+    pub fn saves_waiting(&self) -> bool {
+        self.providers
+            .iter()
+            .any(|p| p.trace.as_ref().is_some_and(|t| t.deferred.is_some()))
+    }
+
     /// Forwards hang-ups of the provider's control socket as notes.
     pub(super) fn watch_ctl(&self, id: u32, ctl: &OwnedFd) -> tokio::task::AbortHandle {
         let tx = self.notes_tx.clone();
@@ -251,10 +280,17 @@ impl Registry {
     /// asked for a streaming save (collected into `out`), broke the
     /// protocol or went away. Never fails because of what a provider
     /// sends.
+    ///
+    /// `room` is what the output may take now before its reader is too far
+    /// behind: with none left a streaming save waits
+    /// ([`Registry::resume_saves`]), and the provider, its buffers full,
+    /// drops its own records meanwhile (counted in its stats), rather than
+    /// the session failing or the manager's memory growing.
     pub fn handle<W: Write>(
         &mut self,
         note: Note,
-        out: Option<&mut FxtStream<W>>,
+        mut out: Option<&mut FxtStream<W>>,
+        room: &mut u64,
     ) -> Result<(), UserspaceError> {
         let mode = self.config.as_ref().map(|c| c.mode);
         let phase = self.phase;
@@ -308,6 +344,15 @@ impl Registry {
                         );
                         return Ok(());
                     }
+                    // One deferred and another asked for: the first is
+                    // done now, whatever the room.
+                    if let Some((wrapped, durable)) = t.deferred.take() {
+                        let mut unlimited = u64::MAX;
+                        save(p, out.as_deref_mut(), wrapped, durable, &mut unlimited)?;
+                    }
+                    let Some(t) = p.trace.as_mut() else {
+                        return Ok(());
+                    };
                     let expected = t.last_saved.map_or(0, |n| n.wrapping_add(1));
                     let dlimit = trace_common::provider::buffer::Layout::new(
                         BufferingMode::Streaming,
@@ -323,36 +368,7 @@ impl Registry {
                         abort(p, "an out-of-order save request");
                         return Ok(());
                     }
-                    if let Some(out) = out {
-                        let snap = t.buffer.snapshot(BufferingMode::Streaming);
-                        collect::collect(
-                            out,
-                            &mut t.fwd,
-                            &snap,
-                            BufferingMode::Streaming,
-                            Rolling::Save {
-                                wrapped: wrapped_count,
-                                durable_end: durable_data_end,
-                            },
-                        )?;
-                    }
-                    t.last_saved = Some(wrapped_count);
-                    t.last_durable = durable_data_end;
-                    let reply = FromManager::BufferSaved {
-                        wrapped_count,
-                        durable_data_end,
-                    }
-                    .to_packet()
-                    .to_bytes();
-                    if send(
-                        t.fifo.as_raw_fd(),
-                        &reply,
-                        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
-                    )
-                    .is_err()
-                    {
-                        abort(p, "a full FIFO");
-                    }
+                    save(p, out, wrapped_count, durable_data_end, room)?;
                 }
                 Err(e) => abort(p, &e.to_string()),
             },
@@ -405,4 +421,64 @@ impl Registry {
         }
         Ok(())
     }
+}
+
+/// Collects the half of `p`'s streaming buffer its save request `wrapped`
+/// names into `out` and acknowledges it, while `room` is left (the save's
+/// size is taken from it: one save may go past it, by a buffer at most);
+/// else the save waits (`Trace::deferred`).
+fn save<W: Write>(
+    p: &mut Provider,
+    out: Option<&mut FxtStream<W>>,
+    wrapped: u32,
+    durable_end: u64,
+    room: &mut u64,
+) -> Result<(), UserspaceError> {
+    let Some(t) = p.trace.as_mut() else {
+        return Ok(());
+    };
+    // At most a rolling half and the durable part.
+    let size = t.buffer.len as u64 / 2 + durable_end;
+    if out.is_some() && *room == 0 {
+        if t.deferred.is_none() {
+            log::debug!(
+                "provider {}: its save {wrapped} waits for the output's reader",
+                p.info.name
+            );
+        }
+        t.deferred = Some((wrapped, durable_end));
+        return Ok(());
+    }
+    *room = room.saturating_sub(size);
+    if let Some(out) = out {
+        let snap = t.buffer.snapshot(BufferingMode::Streaming);
+        collect::collect(
+            out,
+            &mut t.fwd,
+            &snap,
+            BufferingMode::Streaming,
+            Rolling::Save {
+                wrapped,
+                durable_end,
+            },
+        )?;
+    }
+    t.last_saved = Some(wrapped);
+    t.last_durable = durable_end;
+    let reply = FromManager::BufferSaved {
+        wrapped_count: wrapped,
+        durable_data_end: durable_end,
+    }
+    .to_packet()
+    .to_bytes();
+    if send(
+        t.fifo.as_raw_fd(),
+        &reply,
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+    )
+    .is_err()
+    {
+        abort(p, "a full FIFO");
+    }
+    Ok(())
 }
