@@ -349,3 +349,85 @@ fn the_daemon_resolves_and_records_tracepoints_too() {
         "{stderr}"
     );
 }
+
+/// `-e` with a glob records what the kernel lets it attach and says what
+/// it left out (`irq_vectors:irq_work_exit` is refused with EPERM here),
+/// where the same tracepoint named exactly fails the recording; and a
+/// tracepoint with more fields than an FXT event has arguments (15) keeps
+/// every field, the 15th argument holding the rest as text, instead of the
+/// session failing.
+#[test]
+fn globs_leave_out_what_the_kernel_refuses_and_wide_tracepoints_keep_every_field() {
+    require_root();
+    let dir = temp_dir("tracepoints-wide");
+    let out = dir.join("glob.fxt");
+    let run = |args: &[&str], out: &Path| {
+        Command::new(trace_cli())
+            .arg("record")
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["-c", "none", "-e", "irq_vectors:*", "-d", "1"], &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("left out") && err.contains("irq_vectors:irq_work_exit"),
+        "{err}"
+    );
+    assert_checks(&out);
+    let o = run(
+        &["-c", "none", "-e", "irq_vectors:irq_work_exit", "-d", "1"],
+        &dir.join("named.fxt"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("-e irq_vectors:irq_work_exit"), "{err}");
+
+    // ext4:ext4_mballoc_alloc has 20 fields: a new file's blocks.
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&fs.stdout).trim(),
+        "ext2/ext3",
+        "this test writes to an ext4 file system ({})",
+        dir.display()
+    );
+    let wide = dir.join("wide.fxt");
+    let script = format!(
+        "dd if=/dev/zero of={0}/data bs=1M count=8 conv=fsync 2>/dev/null; rm {0}/data",
+        dir.display()
+    );
+    let o = Command::new(trace_cli())
+        .args([
+            "record",
+            "-c",
+            "none",
+            "-e",
+            "ext4:ext4_mballoc_alloc",
+            "-o",
+        ])
+        .arg(&wide)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let t = parse(&wide);
+    let allocs = events(&t, "ext4", "ext4_mballoc_alloc");
+    assert!(!allocs.is_empty(), "{err}");
+    for e in allocs {
+        assert_eq!(e.args.len(), 15, "{e:?}");
+        // The first fields as themselves, the last ones in `more`.
+        assert!(e.args.contains_key("ino"), "{e:?}");
+        let more = text(e, "more");
+        assert!(more.contains("cr=") && more.contains("flags="), "{more}");
+    }
+    assert_checks(&wide);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,16 +61,31 @@ impl KernelProvider {
             .and_then(|fd| fd.try_clone().map_err(ProgramError::from))
             .map_err(|e| program_error(program, e))?;
         self.attached.push(program);
+        let mut refused = Vec::new();
         for tp in &selection.tracepoints {
             // The cookie is the id: the program's key into the map.
-            let link = perf_probe::attach_tracepoint(fd.as_fd(), tp.id, u64::from(tp.id)).map_err(
-                |source| KernelError::ProbeAttach {
-                    probe: format!("-e {}", tp.name()),
-                    source,
-                },
-            )?;
-            self.probe_links.push(link);
+            match perf_probe::attach_tracepoint(fd.as_fd(), tp.id, u64::from(tp.id)) {
+                Ok(link) => self.probe_links.push(link),
+                // Matched by a glob only: the kernel keeps some tracepoints
+                // to itself (`irq_vectors:irq_work_exit`, EPERM); the rest
+                // of the glob records.
+                Err(e) if !tp.named => refused.push(format!("{} ({e})", tp.name())),
+                Err(source) => {
+                    return Err(KernelError::ProbeAttach {
+                        probe: format!("-e {}", tp.name()),
+                        source,
+                    });
+                }
+            }
             self.in_time()?;
+        }
+        if !refused.is_empty() {
+            log::warn!(
+                "-e: {} tracepoint{} a glob matched left out, the kernel refusing them: {}",
+                refused.len(),
+                if refused.len() == 1 { "" } else { "s" },
+                refused.join(", ")
+            );
         }
         log::info!(
             "tracepoints selected by name: {}",

@@ -119,6 +119,9 @@ pub struct Tracepoint {
     pub role: Role,
     /// The filter as written, if any.
     pub filter: Option<String>,
+    /// Named exactly by a spec (not only matched by a glob): one the kernel
+    /// refuses to attach fails the recording; a glob's is left out.
+    pub named: bool,
 }
 
 impl Tracepoint {

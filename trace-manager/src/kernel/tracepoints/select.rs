@@ -255,6 +255,7 @@ pub fn select(root: &Path, specs: &[String]) -> Result<Selection, TracepointErro
             })
             .transpose()?;
         for item in items {
+            let named = !item.contains(['*', '?']);
             let (events, pair) = match resolve_item(spec, item, &all)? {
                 Item::One(events) => (events, None),
                 Item::Pair(entry, exit) => {
@@ -279,7 +280,7 @@ pub fn select(root: &Path, specs: &[String]) -> Result<Selection, TracepointErro
                 } else {
                     filter.zip(expr.as_ref())
                 };
-                add(root, &mut sel, spec, &group, &event, role, filter)?;
+                add(root, &mut sel, spec, (&group, &event, named), role, filter)?;
             }
         }
     }
@@ -290,8 +291,7 @@ fn add(
     root: &Path,
     sel: &mut Selection,
     spec: &str,
-    group: &str,
-    event: &str,
+    (group, event, named): (&str, &str, bool),
     role: Role,
     filter: Option<(&str, &filter::Expr)>,
 ) -> Result<(), TracepointError> {
@@ -299,6 +299,7 @@ fn add(
     let name = format!("{group}:{event}");
     if let Some(&i) = sel.by_id.get(&id) {
         let old = &mut sel.tracepoints[i];
+        old.named |= named;
         if old.role != role {
             return Err(TracepointError::Conflict {
                 name,
@@ -383,6 +384,7 @@ fn add(
         config,
         role,
         filter: filter.map(|(f, _)| f.to_owned()),
+        named,
     });
     Ok(())
 }

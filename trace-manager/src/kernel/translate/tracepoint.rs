@@ -56,6 +56,44 @@ fn arg(value: &Decoded) -> ArgValue<'_> {
     }
 }
 
+/// Fields as an event's arguments: an event carries at most 15 (FXT), so
+/// past the 14th the rest go into a 15th, `more`, as `name=value` text
+/// (`-e '*:*'` selects tracepoints with 20 fields and more).
+fn fit(mut list: Vec<(String, Decoded)>) -> Vec<(String, Decoded)> {
+    const MAX: usize = trace_common::fxt::wire::MAX_ARGS;
+    /// Room for the text (an inline string holds less than 32 KiB).
+    const MORE_BYTES: usize = 16 << 10;
+    if list.len() <= MAX {
+        return list;
+    }
+    let rest = list.split_off(MAX - 1);
+    let mut text = String::new();
+    for (k, v) in rest {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        match v {
+            Decoded::I32(v) => text.push_str(&format!("{k}={v}")),
+            Decoded::U32(v) => text.push_str(&format!("{k}={v}")),
+            Decoded::I64(v) => text.push_str(&format!("{k}={v}")),
+            Decoded::U64(v) => text.push_str(&format!("{k}={v}")),
+            Decoded::Bool(v) => text.push_str(&format!("{k}={v}")),
+            Decoded::Pointer(v) => text.push_str(&format!("{k}={v:#x}")),
+            Decoded::Text(v) => text.push_str(&format!("{k}={v:?}")),
+        }
+    }
+    if text.len() > MORE_BYTES {
+        let mut end = MORE_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    list.push(("more".to_owned(), Decoded::Text(text)));
+    list
+}
+
 impl Tracepoints {
     /// `group:event` of the tracepoint with id `id`.
     pub(super) fn name_of(&self, id: u32) -> Option<String> {
@@ -130,6 +168,7 @@ impl KernelTranslator {
         };
         match tp.role {
             Role::Instant => {
+                let args = fit(args);
                 let list: Vec<(&str, ArgValue<'_>)> =
                     args.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
                 self.event(
@@ -265,6 +304,7 @@ impl KernelTranslator {
             }
             None => list.push(("unfinished".to_owned(), Decoded::Bool(true))),
         }
+        let list = fit(list);
         let args: Vec<(&str, ArgValue<'_>)> =
             list.iter().map(|(k, v)| (k.as_str(), arg(v))).collect();
         let kind = EventKind::DurationComplete {
@@ -304,5 +344,31 @@ impl KernelTranslator {
             self.write_pair(out, n, open, end, None)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_past_the_fourteenth_go_into_one_argument() {
+        let few: Vec<(String, Decoded)> = (0..15)
+            .map(|i| (format!("f{i}"), Decoded::U32(i)))
+            .collect();
+        assert_eq!(fit(few.clone()), few);
+        let mut many = few;
+        many.push(("p".into(), Decoded::Pointer(0x1000)));
+        many.push(("s".into(), Decoded::Text("a b".into())));
+        let fitted = fit(many);
+        assert_eq!(fitted.len(), 15);
+        assert_eq!(fitted[13], ("f13".to_owned(), Decoded::U32(13)));
+        assert_eq!(
+            fitted[14],
+            (
+                "more".to_owned(),
+                Decoded::Text("f14=14 p=0x1000 s=\"a b\"".to_owned())
+            )
+        );
     }
 }
