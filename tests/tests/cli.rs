@@ -225,8 +225,11 @@ fn a_trace_streams_to_standard_output_while_recording() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut dump.stdin.take().unwrap(), &data).unwrap();
+    // Written from a thread: `dump` prints as it reads.
+    let mut stdin = dump.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &data));
     let dumped = dump.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
     assert!(dumped.status.success());
     assert!(String::from_utf8_lossy(&dumped.stdout).contains("context_switch"));
 }

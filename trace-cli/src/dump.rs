@@ -6,7 +6,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Args;
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
@@ -22,7 +22,18 @@ pub struct DumpArgs {
 }
 
 pub fn run(args: DumpArgs) -> Result<ExitCode> {
-    let data = crate::read_trace(&args.file)?;
+    // Record by record: a dump of a file of any size takes the memory of
+    // its largest record, not of the file.
+    let input: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(&args.file)
+                .with_context(|| format!("cannot read {}", args.file.display()))?,
+        )
+    };
+    let mut records =
+        trace_split::RecordReader::new(std::io::BufReader::with_capacity(1 << 20, input));
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut state = TraceState::new();
@@ -30,33 +41,51 @@ pub fn run(args: DumpArgs) -> Result<ExitCode> {
     let mut samples = SampleReader::new();
     let mut errors = 0u64;
     let mut packet_errors = 0u64;
-    for item in Reader::new(&data) {
-        match item {
-            Ok((offset, record)) => {
-                state.apply(&record);
-                names.apply(&state, &record);
-                let text = match samples::perfetto_payload(&record) {
-                    Some(payload) => {
-                        let (decoded, problems) = samples.feed(payload);
-                        packet_errors += problems.len() as u64;
-                        if decoded.is_empty() && problems.is_empty() {
-                            format!("{offset:#010x} {}", describe(&state, &record))
-                        } else {
-                            describe_samples(offset, &names, &decoded, &problems)
-                        }
-                    }
-                    None => format!("{offset:#010x} {}", describe(&state, &record)),
-                };
-                if writeln!(out, "{text}").is_err() {
-                    // A closed pipe (e.g. `| head`) ends the dump quietly.
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
+    // Where the record read last began in the file.
+    let mut base = 0usize;
+    loop {
+        let bytes = match records.next_record() {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => break,
+            // Framing lost (a size of zero, a file cut inside a record):
+            // nothing after it can be found.
             Err(e) => {
                 errors += 1;
-                let _ = writeln!(out, "{:#010x} ERROR {e}", e.offset);
+                let _ = writeln!(out, "{base:#010x} ERROR {e}");
+                break;
+            }
+        };
+        let len = bytes.len();
+        for item in Reader::new(bytes) {
+            match item {
+                Ok((at, record)) => {
+                    let offset = base + at;
+                    state.apply(&record);
+                    names.apply(&state, &record);
+                    let text = match samples::perfetto_payload(&record) {
+                        Some(payload) => {
+                            let (decoded, problems) = samples.feed(payload);
+                            packet_errors += problems.len() as u64;
+                            if decoded.is_empty() && problems.is_empty() {
+                                format!("{offset:#010x} {}", describe(&state, &record))
+                            } else {
+                                describe_samples(offset, &names, &decoded, &problems)
+                            }
+                        }
+                        None => format!("{offset:#010x} {}", describe(&state, &record)),
+                    };
+                    if writeln!(out, "{text}").is_err() {
+                        // A closed pipe (e.g. `| head`) ends the dump quietly.
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                Err(e) => {
+                    errors += 1;
+                    let _ = writeln!(out, "{:#010x} ERROR {}", base + e.offset, e.kind);
+                }
             }
         }
+        base += len;
     }
     out.flush().ok();
     if errors > 0 {
