@@ -340,11 +340,7 @@ static CRASHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn snapshot_marking(dir: &Path, name: &str, pid: u64) -> (std::path::PathBuf, tests::Event) {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .map(|d| d.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        for file in files {
+        for file in files_in(dir) {
             // A file is whole once the daemon wrote it: read it only when
             // its size has settled.
             let size = std::fs::metadata(&file).map_or(0, |m| m.len());

@@ -381,12 +381,7 @@ fn a_rotation_killed_leaves_no_empty_or_cut_file() {
         .unwrap();
     // Killed while it cuts files as fast as the load fills them.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while files_in(&dir)
-        .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "fxt"))
-        .count()
-        < 8
-    {
+    while tests::rotated_files(&dir).len() < 8 {
         assert!(
             Instant::now() < deadline,
             "no rotation: {:?}",
@@ -396,10 +391,7 @@ fn a_rotation_killed_leaves_no_empty_or_cut_file() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let files: Vec<_> = files_in(&dir)
-        .into_iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "fxt"))
-        .collect();
+    let files = tests::rotated_files(&dir);
     for f in &files {
         assert_whole_records(f);
     }

@@ -86,6 +86,10 @@ struct Current {
     /// Records of the stream in it (what it repeats not counted).
     records: u64,
     opened: Instant,
+    /// It has its name: made without one, it gets it once its first
+    /// record is written, so that a file of the rotation is never empty
+    /// (however the process ends).
+    named: bool,
 }
 
 /// Writes a stream into files by [`Rotation`].
@@ -141,13 +145,15 @@ impl Rotator {
     fn open(&mut self, preamble: &[u8]) -> Result<(), SplitError> {
         let path = numbered(&self.rotation.base, self.next_number);
         self.next_number += 1;
-        let file = File::create(&path).map_err(|e| Self::io("creating", &path, e))?;
+        let (file, named) = create_unnamed(&path).map_err(|e| Self::io("creating", &path, e))?;
         let mut out = WholeFile::new(file, 1 << 20);
-        // Out at once: a file never stays empty (a full disk, a kill), and
-        // one that cannot hold even this is not left behind.
+        // Out at once, with the first record after it: a file that cannot
+        // hold even this is not left behind.
         if let Err(e) = out.write_all(preamble).and_then(|()| out.flush()) {
             drop(out);
-            let _ = std::fs::remove_file(&path);
+            if named {
+                let _ = std::fs::remove_file(&path);
+            }
             return Err(Self::io("writing", &path, e));
         }
         self.summary.written_bytes += preamble.len() as u64;
@@ -158,6 +164,7 @@ impl Rotator {
             bytes: preamble.len() as u64,
             records: 0,
             opened: Instant::now(),
+            named,
         });
         if let Some(max) = self.rotation.max_files {
             while self.files.len() > max.max(1) {
@@ -211,18 +218,26 @@ impl Rotator {
             .map_err(|e| Self::io("writing", &c.path, e))?;
         c.bytes += len;
         c.records += 1;
-        if c.records == 1
-            && let Err(e) = c.out.flush()
-        {
-            // A file's first record goes out at once, as its preamble
-            // did; a file left empty is not left behind.
-            let path = c.path.clone();
-            if c.out.is_empty() {
-                self.current = None;
-                self.files.retain(|f| *f != path);
-                let _ = std::fs::remove_file(&path);
+        if c.records == 1 {
+            // A file's first record goes out at once, as its preamble did,
+            // and then the file gets its name; a file left empty is not
+            // left behind.
+            if let Err(e) = c.out.flush() {
+                let path = c.path.clone();
+                if c.out.is_empty() {
+                    let named = c.named;
+                    self.current = None;
+                    self.files.retain(|f| *f != path);
+                    if named {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+                return Err(Self::io("writing", &path, e));
             }
-            return Err(Self::io("writing", &path, e));
+            if !c.named {
+                give_name(c.out.file(), &c.path).map_err(|e| Self::io("naming", &c.path, e))?;
+                c.named = true;
+            }
         }
         self.summary.stream_bytes += len;
         self.summary.written_bytes += len;
@@ -268,5 +283,63 @@ impl Rotator {
             summary.error = error;
         }
         summary
+    }
+}
+
+/// A new file for `path` without a name yet (`O_TMPFILE` in its folder:
+/// nothing is left if the process ends before [`give_name`]), or, where
+/// the file system cannot make one, `path` itself, emptied; and whether it
+/// is named.
+fn create_unnamed(path: &Path) -> std::io::Result<(File, bool)> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // Naming goes through /proc.
+    if Path::new("/proc/self/fd").is_dir()
+        && let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o666)
+            .open(dir)
+    {
+        return Ok((file, false));
+    }
+    File::create(path).map(|f| (f, true))
+}
+
+/// Gives `file`, made by [`create_unnamed`] without a name, the name
+/// `path` (a file of that name, left by an earlier run, is replaced).
+fn give_name(file: &File, path: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let invalid = |_| std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let from =
+        std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(invalid)?;
+    let to = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(invalid)?;
+    let link = || {
+        // SAFETY: two NUL-terminated paths that outlive the call.
+        let r = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match link() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            link()
+        }
+        other => other,
     }
 }

@@ -48,6 +48,11 @@ impl WholeFile {
         }
     }
 
+    /// The file written to.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Bytes of whole records in the file now.
     pub fn len(&self) -> u64 {
         self.len

@@ -169,15 +169,17 @@ impl Registry {
         room: &mut u64,
     ) -> Result<(), UserspaceError> {
         for p in &mut self.providers {
-            let Some((wrapped, durable)) = p.trace.as_ref().and_then(|t| t.deferred) else {
+            if *room == 0 {
+                break;
+            }
+            let Some((wrapped, durable)) = p
+                .trace
+                .as_mut()
+                .filter(|_| !p.aborted)
+                .and_then(|t| t.deferred.take())
+            else {
                 continue;
             };
-            if p.aborted {
-                continue;
-            }
-            if let Some(t) = p.trace.as_mut() {
-                t.deferred = None;
-            }
             save(p, out.as_deref_mut(), wrapped, durable, room)?;
         }
         Ok(())
