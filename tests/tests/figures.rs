@@ -355,8 +355,9 @@ fn system_calls_are_counted_as_strace_counts_them_in_the_same_run() {
 
 /// Four `dd` writing 32 MiB each with direct I/O, at once, then `sync`: the
 /// device gets more than it queues at a time, and the kernel takes requests
-/// back to issue them again.
-fn record_direct_writes(out: &Path, all: bool) {
+/// back to issue them again. Returns the events the recording lost, as its
+/// summary counts them.
+fn record_direct_writes(out: &Path, all: bool) -> u64 {
     let dir = out.parent().unwrap();
     let script = format!(
         "for i in 1 2 3 4; do dd if=/dev/zero of={}/dd$i bs=1M count=32 oflag=direct 2>/dev/null & done; wait; sync",
@@ -373,11 +374,16 @@ fn record_direct_writes(out: &Path, all: bool) {
         .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // `..., N dropped`: ring buffers full, or runs the kernel skipped (a
+    // completion's interrupt arriving while another program ran on the CPU).
+    stderr
+        .split(" dropped")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no drop count in {stderr}"))
 }
 
 #[test]
@@ -387,8 +393,9 @@ fn every_block_request_finishes_and_the_bytes_written_add_up() {
     let dir = temp_dir("figures-block");
     for all in [false, true] {
         let out = dir.join(format!("block-{all}.fxt"));
-        record_direct_writes(&out, all);
+        let lost = record_direct_writes(&out, all);
         let t = tests::parse(&out);
+        let mut unfinished = 0u64;
         // Where the four files lie on the disk: the requests that wrote
         // them are the `dd`s' own, whichever task the kernel issued them
         // from (a task that runs the device's queue issues what others
@@ -430,11 +437,16 @@ fn every_block_request_finishes_and_the_bytes_written_add_up() {
                 continue;
             }
             // Direct I/O: each write is done when its call returns, and
-            // the four returned before the recording stopped.
-            assert!(
-                !e.args.contains_key("unfinished"),
-                "a write of dd's files never finished (all={all}): {e:?}"
-            );
+            // the four returned before the recording stopped: one is left
+            // unfinished only when the recording lost its completion.
+            if e.args.contains_key("unfinished") {
+                unfinished += 1;
+                assert!(
+                    unfinished <= lost,
+                    "a write of dd's files never finished, and the recording lost no \
+                     event (all={all}): {e:?}"
+                );
+            }
             requests += 1;
             bytes += written * 512;
             if let Some(ArgValue::Uint32(n)) = e.args.get("requeued") {
