@@ -575,6 +575,15 @@ fn trigger_snapshots_are_limited_and_whole_on_a_full_disk() {
     let (_, _, _) = run_numbered_calls(&["2", "10", "segv"]);
     logged(&d, "keeps the");
     std::thread::sleep(Duration::from_millis(500));
+    // What the first snapshot left free (it cut back to its last whole
+    // record) is filled, so that the next has no room for anything.
+    {
+        use std::io::Write as _;
+        let mut filler = std::fs::File::create(disk.join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while filler.write_all(&block).is_ok() {}
+        while filler.write_all(&block[..1]).is_ok() {}
+    }
     crash();
     let log = logged(&d, "the file is removed");
     for line in log.lines().filter(|l| l.contains("snapshot")) {

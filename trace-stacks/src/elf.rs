@@ -1,5 +1,5 @@
 //! What the unwinder needs of an ELF file: its loadable segments (to place it in a process), its
-//! unwind sections, and its build id.
+//! unwind sections, and its build id; and where the symbolizer is to find its names.
 //!
 //! Parsed with `object` through a read cache and the unwind sections read with one read each,
 //! so only the headers and the unwind sections of a file are read, never the whole file.
@@ -42,11 +42,75 @@ struct Section {
     data: Option<SectionData>,
 }
 
+/// Where the symbolizer finds a file's names, and about how much memory it holds while it knows
+/// them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SymbolSource {
+    /// Whether debug information is read (DWARF, the detached debug file, `.gnu_debugdata`):
+    /// only for a file without a `.symtab`. A file with one is named from it alone: its names
+    /// are the same, and a program's DWARF can be many times its code (hundreds of MB).
+    pub debug: bool,
+    /// The bytes the symbolizer maps and parses for it: the symbol and string tables (and the
+    /// index it builds of the symbols), plus what debug information it reads.
+    pub cost: u64,
+}
+
+/// How many bytes the symbolizer's index of a symbol table takes, per byte of the table (an
+/// ELF symbol is 24 bytes; the index entry of a name about 40).
+const INDEX_PER_SYMTAB_BYTE: u64 = 2;
+
+/// How many times larger than its compressed section the symbol table in `.gnu_debugdata` is
+/// (xz's ratio on symbol tables).
+const DEBUGDATA_RATIO: u64 = 4;
+
+/// Where debug files are installed by build id (Debian's `-dbgsym` packages).
+const DEBUG_BY_BUILD_ID: &str = "/usr/lib/debug/.build-id";
+
+impl SymbolSource {
+    fn of<'data>(
+        obj: &object::File<'data, &'data ReadCache<&File>>,
+        build_id: Option<&[u8]>,
+    ) -> Self {
+        let size = |name: &str| obj.section_by_name(name).map_or(0, |s| s.size());
+        let tables =
+            |symtab: &str, strtab: &str| size(symtab) * (1 + INDEX_PER_SYMTAB_BYTE) + size(strtab);
+        if obj.section_by_name(".symtab").is_some() {
+            return SymbolSource {
+                debug: false,
+                cost: tables(".symtab", ".strtab"),
+            };
+        }
+        let own_debug: u64 = obj
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".debug_")))
+            .map(|s| s.size())
+            .sum();
+        let detached = build_id.and_then(detached_debug_len).unwrap_or(0);
+        SymbolSource {
+            debug: true,
+            cost: tables(".dynsym", ".dynstr")
+                + size(".gnu_debugdata") * DEBUGDATA_RATIO * (1 + INDEX_PER_SYMTAB_BYTE)
+                + own_debug
+                + detached,
+        }
+    }
+}
+
+/// The size of the debug file installed for build id `id`, if there is one.
+fn detached_debug_len(id: &[u8]) -> Option<u64> {
+    let (first, rest) = id.split_first()?;
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    let path = format!("{DEBUG_BY_BUILD_ID}/{first:02x}/{rest}.debug");
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
 /// An ELF file as the unwinder places it in a process.
 #[derive(Debug)]
 pub(crate) struct ElfInfo {
     /// The GNU build id note, if the file has one.
     pub build_id: Option<Vec<u8>>,
+    /// Where its names are found.
+    pub symbols: SymbolSource,
     loads: Vec<Load>,
     text: Option<Section>,
     got: Option<Section>,
@@ -140,6 +204,7 @@ impl ElfInfo {
             }
         };
         Ok(ElfInfo {
+            symbols: SymbolSource::of(&obj, build_id.as_deref()),
             build_id,
             loads,
             text: section(".text", false),
@@ -176,6 +241,28 @@ impl ElfInfo {
                 .wrapping_sub(load.vaddr),
             None => map.start.wrapping_sub(map.offset),
         }
+    }
+
+    /// The bytes of the unwind sections read of the file.
+    pub(crate) fn unwind_bytes(&self) -> u64 {
+        let len = |s: &Option<Section>| {
+            s.as_ref()
+                .and_then(|s| s.data.as_ref())
+                .map_or(0, |d| d.len() as u64)
+        };
+        len(&self.eh_frame)
+            + len(&self.eh_frame_hdr)
+            + self.debug_frame.as_ref().map_or(0, |d| d.len() as u64)
+    }
+
+    /// Whether an unwinder holds its unwind sections besides this.
+    pub(crate) fn shared_elsewhere(&self) -> bool {
+        let shared = |d: &SectionData| Arc::strong_count(d) > 1;
+        [&self.eh_frame, &self.eh_frame_hdr]
+            .into_iter()
+            .filter_map(|s| s.as_ref().and_then(|s| s.data.as_ref()))
+            .chain(self.debug_frame.as_ref())
+            .any(shared)
     }
 
     /// Whether the file has unwind information (`.eh_frame` or `.debug_frame`).
@@ -226,6 +313,7 @@ mod tests {
     fn info(loads: Vec<Load>) -> ElfInfo {
         ElfInfo {
             build_id: None,
+            symbols: SymbolSource::default(),
             loads,
             text: None,
             got: None,
@@ -284,6 +372,15 @@ mod tests {
         assert!(elf.loads.iter().any(|l| l.executable));
         let sections = elf.module_sections();
         assert!(sections.eh_frame.is_some() && sections.eh_frame_hdr.is_some());
+        // Built with a symbol table: named from it alone, at about its size.
+        assert!(!elf.symbols.debug);
+        let data = std::fs::read("/proc/self/exe").unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let size = |name| obj.section_by_name(name).unwrap().size();
+        assert_eq!(
+            elf.symbols.cost,
+            size(".symtab") * (1 + INDEX_PER_SYMTAB_BYTE) + size(".strtab")
+        );
     }
 
     #[test]

@@ -33,12 +33,14 @@ pub(crate) struct MappedFile {
     file: File,
     /// What was read of it as ELF.
     pub elf: ElfInfo,
+    /// Its device and inode (`None` for the vDSO's copy).
+    key: Option<FileKey>,
 }
 
 impl MappedFile {
-    fn new(file: File, name: &str) -> Result<Self, Error> {
+    fn new(file: File, name: &str, key: Option<FileKey>) -> Result<Self, Error> {
         let elf = ElfInfo::read(&file, name)?;
-        Ok(MappedFile { file, elf })
+        Ok(MappedFile { file, elf, key })
     }
 
     /// The path the symbolizer opens the file by: this process's descriptor of it.
@@ -54,9 +56,12 @@ type FileKey = (u32, u32, u64);
 #[derive(Debug, Default)]
 pub(crate) struct FileTable {
     by_key: HashMap<FileKey, Option<FileId>>,
-    files: Vec<MappedFile>,
+    /// By id; `None` once let go of ([`FileTable::release_unused`]).
+    files: Vec<Option<MappedFile>>,
     /// The vDSO's copy: not tried yet, or what came of it.
     vdso: Option<Option<FileId>>,
+    /// The bytes of the unwind sections read of every file.
+    unwind_bytes: u64,
 }
 
 impl FileTable {
@@ -72,11 +77,13 @@ impl FileTable {
             Entry::Occupied(known) => return *known.get(),
             Entry::Vacant(slot) => slot,
         };
-        let opened = open_mapped(pid, entry).and_then(|file| MappedFile::new(file, &entry.path));
+        let opened =
+            open_mapped(pid, entry).and_then(|file| MappedFile::new(file, &entry.path, Some(key)));
         let id = match opened {
             Ok(mapped) => {
                 let id = FileId(u32::try_from(self.files.len()).ok()?);
-                self.files.push(mapped);
+                self.unwind_bytes += mapped.elf.unwind_bytes();
+                self.files.push(Some(mapped));
                 Some(id)
             }
             Err(e) => {
@@ -87,24 +94,53 @@ impl FileTable {
         *slot.insert(id)
     }
 
-    /// The file `id`.
+    /// The file `id`, unless let go of.
     pub(crate) fn get(&self, id: FileId) -> Option<&MappedFile> {
-        self.files.get(id.0 as usize)
+        self.files.get(id.0 as usize)?.as_ref()
     }
 
     /// How many files are open.
     pub(crate) fn len(&self) -> usize {
-        self.files.len()
+        self.files.iter().flatten().count()
+    }
+
+    /// Closes the files whose unwind tables no process's unwinder holds any more (only processes
+    /// forgotten mapped them), and lets go of those tables; a process that maps one later opens
+    /// and reads it again, under a new id. Returns the bytes let go of.
+    pub(crate) fn release_unused(&mut self) -> u64 {
+        let mut released = 0;
+        for slot in &mut self.files {
+            let Some(mapped) = slot else {
+                continue;
+            };
+            let Some(key) = mapped.key else {
+                continue;
+            };
+            if mapped.elf.unwind_bytes() == 0 || mapped.elf.shared_elsewhere() {
+                continue;
+            }
+            released += mapped.elf.unwind_bytes();
+            self.by_key.remove(&key);
+            *slot = None;
+        }
+        self.unwind_bytes -= released;
+        released
+    }
+
+    /// The bytes of the unwind sections read of every file open.
+    pub(crate) fn unwind_bytes(&self) -> u64 {
+        self.unwind_bytes
     }
 
     fn vdso(&mut self, theirs: &MapsEntry) -> Option<FileId> {
         let id = match self.vdso {
             Some(id) => id,
             None => {
-                let id = match copy_vdso().and_then(|file| MappedFile::new(file, "[vdso]")) {
+                let id = match copy_vdso().and_then(|file| MappedFile::new(file, "[vdso]", None)) {
                     Ok(mapped) => {
                         let id = FileId(u32::try_from(self.files.len()).ok()?);
-                        self.files.push(mapped);
+                        self.unwind_bytes += mapped.elf.unwind_bytes();
+                        self.files.push(Some(mapped));
                         Some(id)
                     }
                     Err(e) => {

@@ -14,9 +14,12 @@
 //!    frame pointers where there are none (JIT code). Debian's binaries and libraries are built
 //!    without frame pointers, so the tables are what make their stacks whole.
 //! 3. **Symbolization** ([`StackResolver::symbolize_user`], [`StackResolver::symbolize_kernel`]):
-//!    [blazesym] names each address from the file's DWARF, or its ELF symbols, demangling Rust
-//!    and C++ names; kernel addresses from `/proc/kallsyms`. Names are cached per (file, offset)
-//!    and per kernel address.
+//!    [blazesym] names each address from the file's ELF symbol table, or, for a file stripped
+//!    of it, from its debug information (a detached debug file found by build id or debug link,
+//!    MiniDebugInfo's `.gnu_debugdata`) and dynamic symbols, demangling Rust and C++ names;
+//!    kernel addresses from `/proc/kallsyms`. Names are cached per (file, offset) and per
+//!    kernel address. A program's own DWARF is not read when it has a symbol table: the names
+//!    are the same (inlined functions are not reported), and DWARF can be hundreds of MB.
 //!
 //! # Why framehop and blazesym
 //!
@@ -62,8 +65,11 @@
 //! - Names come from whatever the file (or its detached debug file, found by build id under
 //!   `/usr/lib/debug`) has: a stripped Debian binary without its `-dbgsym` package names only
 //!   its exported functions, and an address in a static function is `[unknown]`.
-//! - Caches grow for the resolver's life (one recording): names per (file, offset), one open
-//!   descriptor per distinct mapped file.
+//! - Memory is bounded ([`StackResolver::with_memory_limit`], 64 MiB by default): the symbolizer
+//!   starts afresh, the names cached are dropped, and [`StackResolver::trim`] lets go of the
+//!   files of exited processes, each when past its share. The unwind tables of the files of
+//!   processes still running are kept whatever they take; one open descriptor per distinct file
+//!   they map.
 //!
 //! [framehop]: https://docs.rs/framehop
 //! [blazesym]: https://docs.rs/blazesym

@@ -3,8 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
+
 use foldhash::HashMap;
 use framehop::x86_64::CacheX86_64;
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
 
 use crate::files::{FileId, FileTable};
 use crate::process::Process;
@@ -27,8 +32,18 @@ use crate::{MappingInfo, ResolvedFrame, UserRegs};
 ///
 /// It is `Send`: names are looked up by a symbolizer thread of its own (started at the first name
 /// not yet cached, ended when the resolver is dropped).
+///
+/// What it holds is kept within a memory limit ([`with_memory_limit`](Self::with_memory_limit)):
+/// half of it for what the symbolizer reads (past it, the symbolizer starts afresh and reads
+/// again what is still sampled, which costs time, tens of milliseconds a file, never names), an
+/// eighth for the names found, and three eighths for the unwind tables of files, past which
+/// [`trim`](Self::trim) lets go of those only exited processes mapped. The tables of the files
+/// of processes still running are always kept.
 pub struct StackResolver {
     pub(crate) processes: HashMap<u32, Process>,
+    /// Processes found exited by [`trim`](Self::trim), and when.
+    exited: HashMap<u32, Instant>,
+    limit: u64,
     files: FileTable,
     /// framehop's rule cache, shared by every process (each unwinder has its own generation).
     unwind_cache: Box<CacheX86_64>,
@@ -62,8 +77,19 @@ impl StackResolver {
     /// (start and end 0: `rel_pc` is the address itself).
     pub const UNMAPPED_PATH: &str = "[unknown]";
 
-    /// A resolver that knows no process yet.
+    /// The memory limit of [`new`](Self::new): what the symbolizer and the names cached may
+    /// hold together.
+    pub const DEFAULT_MEMORY_LIMIT: u64 = 64 << 20;
+
+    /// A resolver that knows no process yet, within [`DEFAULT_MEMORY_LIMIT`](Self::DEFAULT_MEMORY_LIMIT).
     pub fn new() -> Self {
+        Self::with_memory_limit(Self::DEFAULT_MEMORY_LIMIT)
+    }
+
+    /// A resolver whose symbolizer and names cached hold at most about `bytes` together
+    /// (estimated from the sizes of the symbol tables and debug information read; a single file
+    /// larger than that is still read, alone).
+    pub fn with_memory_limit(bytes: u64) -> Self {
         let pseudo = |path: &str, end| {
             Arc::new(MappingInfo {
                 path: path.to_owned(),
@@ -75,12 +101,59 @@ impl StackResolver {
         };
         StackResolver {
             processes: HashMap::default(),
+            exited: HashMap::default(),
+            limit: bytes,
             files: FileTable::default(),
             unwind_cache: Box::new(CacheX86_64::new()),
-            symbols: Symbols::default(),
+            symbols: Symbols::new(bytes),
             unmapped: pseudo(Self::UNMAPPED_PATH, 0),
             kernel: pseudo(Self::KERNEL_PATH, u64::MAX),
         }
+    }
+
+    /// What the resolver holds now, in bytes: the symbolizer's files and the names cached (as
+    /// estimated against the limit), and the unwind tables of the files opened.
+    pub fn memory_held(&self) -> u64 {
+        self.symbols.held() + self.files.unwind_bytes()
+    }
+
+    /// Lets go of what is held for processes that exited (found so at least
+    /// [`EXITED_GRACE`](Self::EXITED_GRACE) ago, so that their samples still on their way
+    /// resolve), and of the files only they mapped, once the unwind tables held pass their share
+    /// of the memory limit. Call it when no sample waits to be symbolized: a process let go of
+    /// resolves to `[unknown]`. Returns the bytes of unwind tables let go of.
+    pub fn trim(&mut self) -> u64 {
+        if self.files.unwind_bytes() <= self.limit / 8 * 3 {
+            return 0;
+        }
+        let now = Instant::now();
+        let exited = &mut self.exited;
+        self.processes.retain(|&pid, _| {
+            let alive = i32::try_from(pid)
+                .map_or(true, |p| kill(Pid::from_raw(p), None) != Err(Errno::ESRCH));
+            if alive {
+                exited.remove(&pid);
+                return true;
+            }
+            let since = *exited.entry(pid).or_insert(now);
+            if now.duration_since(since) < Self::EXITED_GRACE {
+                return true;
+            }
+            exited.remove(&pid);
+            false
+        });
+        self.exited
+            .retain(|pid, _| self.processes.contains_key(pid));
+        self.files.release_unused()
+    }
+
+    /// How long a process must have been found exited before [`trim`](Self::trim) lets go of
+    /// it.
+    pub const EXITED_GRACE: Duration = Duration::from_secs(2);
+
+    /// How many times the symbolizer was started afresh to stay within the memory limit.
+    pub fn symbolizer_restarts(&self) -> u64 {
+        self.symbols.restarts()
     }
 
     /// Reads process `pid`'s mappings (and opens its mapped files) unless already known. Cheap
@@ -189,25 +262,36 @@ impl StackResolver {
         if missing.is_empty() {
             return frames.into_iter().map(|(frame, _)| frame).collect();
         }
-        // The names not cached, looked up per file.
+        // The names not cached, looked up per file; kept here too, as the cache may drop them
+        // between two files.
         missing.sort_unstable();
+        let mut found: HashMap<(FileId, u64), Option<String>> = HashMap::default();
         for batch in missing.chunk_by(|a, b| a.0 == b.0) {
             let Some(&(file, _)) = batch.first() else {
                 continue;
             };
             if let Some(mapped) = self.files.get(file) {
                 let offsets = batch.iter().map(|&(_, offset)| offset).collect();
-                self.symbols
-                    .look_up_user(file, mapped.symbol_path(), offsets);
+                let names = self.symbols.look_up_user(
+                    file,
+                    mapped.symbol_path(),
+                    mapped.elf.symbols,
+                    offsets,
+                );
+                found.extend(
+                    names
+                        .into_iter()
+                        .map(|(offset, name)| ((file, offset), name)),
+                );
             }
         }
         frames
             .into_iter()
             .map(|(mut frame, file)| {
                 if let Some(file) = file
-                    && let Some(Some(name)) = self.symbols.cached_user(file, frame.rel_pc)
+                    && let Some(Some(name)) = found.get(&(file, frame.rel_pc))
                 {
-                    frame.function = name.to_owned();
+                    frame.function = name.clone();
                 }
                 frame
             })

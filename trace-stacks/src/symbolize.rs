@@ -4,6 +4,11 @@
 //! in caches that are not `Send`. So that a [`StackResolver`](crate::StackResolver) can move
 //! between threads, the symbolizer lives on a thread of its own, started at the first name not in
 //! the caches here; a name found (or not found) once is answered from these caches without it.
+//!
+//! Both are bounded. blazesym's caches never shrink, so the symbolizer is counted by what it
+//! was given to read ([`SymbolSource::cost`]): before it reads a file that would take it past
+//! its share of the memory limit, it is ended and a fresh one started, which reads again only
+//! the files still sampled. The names cached here are dropped together when they pass theirs.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -15,15 +20,26 @@ use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use foldhash::HashMap;
 
+use crate::elf::SymbolSource;
 use crate::files::FileId;
 
 /// The function name of an address nothing is known of.
 pub(crate) const UNKNOWN: &str = "[unknown]";
 
+/// What the symbolizer holds of `/proc/kallsyms` once read (its names and index).
+const KALLSYMS_COST: u64 = 16 << 20;
+
+/// What one cached name takes besides its bytes (key, hash table slot, string header).
+const NAME_OVERHEAD: u64 = 64;
+
 /// A question for the symbolizer thread.
 enum Request {
-    /// Names of file offsets in an ELF file.
-    Elf { path: PathBuf, offsets: Vec<u64> },
+    /// Names of file offsets in an ELF file, from its debug information too if `debug`.
+    Elf {
+        path: PathBuf,
+        offsets: Vec<u64>,
+        debug: bool,
+    },
     /// Names of kernel addresses.
     Kernel { addrs: Vec<u64> },
 }
@@ -111,8 +127,15 @@ fn serve(requests: Receiver<Request>, replies: Sender<Reply>) {
 
 fn answer(symbolizer: &Symbolizer, request: &Request) -> Reply {
     let (source, input, what) = match request {
-        Request::Elf { path, offsets } => (
-            Source::Elf(Elf::new(path.clone())),
+        Request::Elf {
+            path,
+            offsets,
+            debug,
+        } => (
+            Source::Elf(Elf {
+                debug_syms: *debug,
+                ..Elf::new(path.clone())
+            }),
             Input::FileOffset(offsets.as_slice()),
             path.to_string_lossy().into_owned(),
         ),
@@ -148,32 +171,72 @@ fn answer(symbolizer: &Symbolizer, request: &Request) -> Reply {
 }
 
 /// Names found so far, and the symbolizer thread that finds the others.
-#[derive(Default)]
 pub(crate) struct Symbols {
     worker: Option<Worker>,
     /// The thread could not be started: names not cached stay unknown.
     no_worker: bool,
     user: HashMap<(FileId, u64), Option<String>>,
     kernel: HashMap<u64, Option<String>>,
+    /// The most the symbolizer and the names cached may hold together (bytes, estimated).
+    limit: u64,
+    /// The files the running symbolizer has read, and what they cost it.
+    loaded: HashMap<FileId, u64>,
+    /// Whether it has read kallsyms.
+    kernel_loaded: bool,
+    /// What the names cached take.
+    names_held: u64,
+    /// How many times a symbolizer was ended to stay within the limit.
+    restarts: u64,
 }
 
 impl Symbols {
+    /// Names looked up within `limit` bytes: half for the symbolizer, an eighth for the names
+    /// cached.
+    pub(crate) fn new(limit: u64) -> Self {
+        Symbols {
+            worker: None,
+            no_worker: false,
+            user: HashMap::default(),
+            kernel: HashMap::default(),
+            limit,
+            loaded: HashMap::default(),
+            kernel_loaded: false,
+            names_held: 0,
+            restarts: 0,
+        }
+    }
+
     /// The cached name of `offset` in `file`: `None` if not asked yet, `Some(None)` if it has
     /// none.
     pub(crate) fn cached_user(&self, file: FileId, offset: u64) -> Option<Option<&str>> {
         self.user.get(&(file, offset)).map(Option::as_deref)
     }
 
-    /// Looks up the names of `offsets` (sorted) in `file` (read through `path`) and caches them.
-    pub(crate) fn look_up_user(&mut self, file: FileId, path: PathBuf, mut offsets: Vec<u64>) {
+    /// Looks up the names of `offsets` (sorted) in `file` (read through `path`, as `source`
+    /// says), caches them and returns them, one per distinct offset.
+    pub(crate) fn look_up_user(
+        &mut self,
+        file: FileId,
+        path: PathBuf,
+        source: SymbolSource,
+        mut offsets: Vec<u64>,
+    ) -> Vec<(u64, Option<String>)> {
         offsets.dedup();
+        if !self.loaded.contains_key(&file) {
+            self.make_room(source.cost);
+            self.loaded.insert(file, source.cost);
+        }
         let names = self.ask(Request::Elf {
             path,
             offsets: offsets.clone(),
+            debug: source.debug,
         });
-        for (offset, name) in offsets.into_iter().zip(names) {
-            self.user.insert((file, offset), name);
+        let found: Vec<(u64, Option<String>)> = offsets.into_iter().zip(names).collect();
+        self.keep_names(&found);
+        for (offset, name) in &found {
+            self.user.insert((file, *offset), name.clone());
         }
+        found
     }
 
     /// The names of kernel addresses, cached.
@@ -186,12 +249,16 @@ impl Symbols {
         if !missing.is_empty() {
             missing.sort_unstable();
             missing.dedup();
+            if !self.kernel_loaded {
+                self.make_room(KALLSYMS_COST);
+                self.kernel_loaded = true;
+            }
             let names = self.ask(Request::Kernel {
                 addrs: missing.clone(),
             });
-            for (addr, name) in missing.into_iter().zip(names) {
-                self.kernel.insert(addr, name);
-            }
+            let found: Vec<(u64, Option<String>)> = missing.into_iter().zip(names).collect();
+            self.keep_names(&found);
+            self.kernel.extend(found);
         }
         addrs
             .iter()
@@ -200,6 +267,58 @@ impl Symbols {
                 _ => UNKNOWN.to_owned(),
             })
             .collect()
+    }
+
+    /// What the symbolizer and the names cached hold now (estimated), in bytes.
+    pub(crate) fn held(&self) -> u64 {
+        self.symbolizer_held() + self.names_held
+    }
+
+    /// How many times the symbolizer was ended to stay within the limit.
+    pub(crate) fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    fn symbolizer_held(&self) -> u64 {
+        let kallsyms = if self.kernel_loaded { KALLSYMS_COST } else { 0 };
+        self.loaded.values().sum::<u64>() + kallsyms
+    }
+
+    /// Ends the symbolizer if reading `cost` more would take it past its share of the limit
+    /// (a file larger than the share alone is still read, by a symbolizer that holds nothing
+    /// else).
+    fn make_room(&mut self, cost: u64) {
+        let held = self.symbolizer_held();
+        if held == 0 || held.saturating_add(cost) <= self.limit / 2 {
+            return;
+        }
+        log::debug!(
+            "symbolizer: {} files read ({held} bytes), {cost} more would pass its {} bytes: \
+             starting afresh",
+            self.loaded.len(),
+            self.limit / 2
+        );
+        self.worker = None;
+        self.loaded.clear();
+        self.kernel_loaded = false;
+        self.restarts += 1;
+    }
+
+    /// Counts names about to be cached, dropping every name cached first if they would pass
+    /// their share of the limit (they are looked up again when needed).
+    fn keep_names(&mut self, found: &[(u64, Option<String>)]) {
+        let bytes: u64 = found
+            .iter()
+            .map(|(_, name)| NAME_OVERHEAD + name.as_ref().map_or(0, |n| n.len() as u64))
+            .sum();
+        if self.names_held.saturating_add(bytes) > self.limit / 8 {
+            self.user.clear();
+            self.kernel.clear();
+            self.user.shrink_to_fit();
+            self.kernel.shrink_to_fit();
+            self.names_held = 0;
+        }
+        self.names_held += bytes;
     }
 
     /// Asks the symbolizer thread, starting it if needed; one answer per address, `None` for

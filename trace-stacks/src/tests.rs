@@ -590,3 +590,84 @@ fn names_a_stripped_programs_functions_from_its_gnu_debugdata() {
     assert_eq!(name_in_running(&without, addr), "[unknown]");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_resolver_past_its_memory_limit_starts_afresh_and_names_as_before() {
+    let sample = chain_outer_a();
+    let mut unlimited = StackResolver::new();
+    let wanted = resolve(&mut unlimited, &sample);
+    assert_in_order(
+        &wanted,
+        &["chain_leaf_c", "chain_middle_b", "chain_outer_a"],
+    );
+    assert!(
+        wanted.iter().any(|f| f.mapping.path.contains("libc.so")),
+        "no libc frame: {:#?}",
+        names(&wanted)
+    );
+    assert_eq!(unlimited.symbolizer_restarts(), 0);
+    assert!(unlimited.memory_held() > 0);
+
+    // One byte: every file read ends the symbolizer that read the one before.
+    let mut tight = StackResolver::with_memory_limit(1);
+    for round in 0..3 {
+        let frames = resolve(&mut tight, &sample);
+        assert_eq!(names(&frames), names(&wanted), "round {round}");
+    }
+    assert!(
+        tight.symbolizer_restarts() >= 2,
+        "{} restarts",
+        tight.symbolizer_restarts()
+    );
+    // What it holds is one file's symbols (the largest) and the unwind tables, never the sum.
+    assert!(
+        tight.memory_held() <= unlimited.memory_held(),
+        "{} > {}",
+        tight.memory_held(),
+        unlimited.memory_held()
+    );
+}
+
+#[test]
+fn trimming_lets_go_of_exited_processes_files_and_keeps_the_living() {
+    // A limit of one byte: the unwind tables are always past their share.
+    let mut resolver = StackResolver::with_memory_limit(1);
+    let sample = chain_outer_a();
+    let before = names(&resolve(&mut resolver, &sample))
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !resolver
+        .mappings(pid)
+        .iter()
+        .any(|m| m.path.ends_with("/sleep"))
+    {
+        assert!(Instant::now() < deadline, "sleep never mapped");
+        resolver.forget(pid);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let held = resolver.memory_held();
+    // Alive: nothing goes.
+    assert_eq!(resolver.trim(), 0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Exited, but within the grace: its samples may still be on their way.
+    assert_eq!(resolver.trim(), 0);
+    assert!(
+        resolver
+            .mappings(pid)
+            .iter()
+            .any(|m| m.path.ends_with("/sleep"))
+    );
+    std::thread::sleep(StackResolver::EXITED_GRACE + Duration::from_millis(100));
+    let released = resolver.trim();
+    assert!(released > 0, "nothing let go of");
+    assert_eq!(resolver.memory_held(), held - released);
+    // Its mappings are gone (it cannot be read again), and this process's stacks still resolve
+    // through the files it shared with the child (libc).
+    assert!(resolver.mappings(pid).is_empty());
+    assert_eq!(names(&resolve(&mut resolver, &sample)), before);
+}

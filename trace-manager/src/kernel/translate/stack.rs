@@ -28,6 +28,10 @@
 //! An exec is not acted on where it is translated (later than its
 //! process's stacks arrive): a stack whose instruction pointer lies outside
 //! the mappings read has them read again as it arrives.
+//!
+//! The resolver holds at most about [`StackResolver::DEFAULT_MEMORY_LIMIT`]
+//! besides the unwind tables of running processes: after every batch it
+//! lets go of what only exited processes needed ([`StackResolver::trim`]).
 
 use std::sync::Arc;
 
@@ -336,6 +340,15 @@ impl KernelTranslator {
             });
             if writer.ready() {
                 payloads.extend(writer.take());
+            }
+        }
+        // No sample waits now: what only exited processes needed may go.
+        if let Some(resolver) = self.stacks.resolver.as_mut() {
+            let released = resolver.trim();
+            if released > 0 {
+                log::debug!(
+                    "stacks: {released} bytes of unwind tables of exited processes let go of"
+                );
             }
         }
         self.write_blobs(out, payloads)
