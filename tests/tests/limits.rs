@@ -615,3 +615,145 @@ fn a_flooding_provider_with_a_slow_reader_loses_its_own_records_only() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The sizes of `file`'s ELF sections by name (`readelf -SW`).
+fn section_sizes(file: &Path) -> std::collections::HashMap<String, u64> {
+    let out = Command::new("readelf")
+        .arg("-SW")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "readelf {}", file.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            // `  [15] .eh_frame  PROGBITS  addr  off  size ...`
+            let rest = line.trim_start().strip_prefix('[')?.split_once(']')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let size = u64::from_str_radix(fields.get(4)?, 16).ok()?;
+            Some((fields.first()?.to_string(), size))
+        })
+        .collect()
+}
+
+/// Naming the stacks of many large programs does not pile them up: four
+/// copies of the debug `trace-cli` (each a distinct file whose symbol tables
+/// alone pass the resolver's 64 MiB), run one after the other 12 s apart
+/// under the CPU and off-CPU profiles, grow the daemon by its budget, the
+/// resolver's limit, one copy's symbols (those named within 10 s stay) and
+/// two copies' unwind tables (the running one's, and one exited less than
+/// 2 s ago), not by all four.
+#[test]
+fn stacks_of_many_large_programs_keep_the_daemon_within_its_limits() {
+    require_root();
+    let dir = temp_dir("stacks-memory");
+    let socket = dir.join("manager.sock");
+    let daemon = Killed(vec![start_daemon(
+        &socket,
+        &dir.join("daemon.log"),
+        &["--memory-budget", "32M"],
+    )]);
+    let pid = daemon.0[0].id();
+    let cli = trace_cli();
+    // A first recording: what any session costs the daemon (programs
+    // loaded, buffers made) is in `before`; its file is the workload's input.
+    let input = dir.join("input.fxt");
+    let warm = Command::new(&cli)
+        .args([
+            "record",
+            "-c",
+            "kernel:sched,kernel:syscall",
+            "-d",
+            "1",
+            "-o",
+        ])
+        .arg(&input)
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(
+        warm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&warm.stderr)
+    );
+    let (_, before) = rss(pid);
+
+    let copies: Vec<_> = (0..4)
+        .map(|i| {
+            let copy = dir.join(format!("trace-cli-{i}"));
+            std::fs::copy(&cli, &copy).unwrap();
+            copy
+        })
+        .collect();
+    let mut rec = Command::new(&cli)
+        .args([
+            "record",
+            "-c",
+            "kernel:profile,kernel:offcpu",
+            "--sample-hz",
+            "999",
+        ])
+        .args(["-d", "60", "-o"])
+        .arg(dir.join("stacks.fxt"))
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(
+            "for c in \"$@\"; do end=$(($(date +%s%N) + 1500000000)); \
+             while [ $(date +%s%N) -lt $end ]; do \"$c\" report \"$INPUT\" > /dev/null; done; \
+             sleep 12; done",
+        )
+        .arg("sh")
+        .args(&copies)
+        .env("INPUT", &input)
+        .env("TRACE_MANAGER_SOCKET", &socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = rec.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut rec.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    let (_, peak) = rss(pid);
+
+    let sections = section_sizes(&cli);
+    let size = |name: &str| sections.get(name).copied().unwrap_or(0);
+    let symbols = size(".symtab") * 3 + size(".strtab");
+    let unwind = size(".eh_frame") + size(".eh_frame_hdr");
+    assert!(
+        symbols > 64 * MIB,
+        "trace-cli's symbols ({} MiB) no longer pass the resolver's limit: the test needs \
+         larger programs",
+        symbols / MIB
+    );
+    let bound = 32 * MIB + 64 * MIB + symbols + 2 * unwind + 32 * MIB;
+    eprintln!(
+        "{stderr}daemon {} MiB before, peak {} MiB; bound {} MiB over before (one copy: \
+         {} MiB of symbols, {} MiB of unwind tables)",
+        before / MIB,
+        peak / MIB,
+        bound / MIB,
+        symbols / MIB,
+        unwind / MIB
+    );
+    // The samples were named: the copies' functions appear in the profile.
+    let folded = Command::new(&cli)
+        .args(["flamegraph", "--folded"])
+        .arg(dir.join("stacks.fxt"))
+        .output()
+        .unwrap();
+    let folded = String::from_utf8_lossy(&folded.stdout);
+    assert!(
+        folded.contains("trace_cli::main"),
+        "no trace-cli frame named in the profile:\n{}",
+        folded.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    assert!(
+        peak.saturating_sub(before) <= bound,
+        "the daemon grew from {} to {} MiB, more than {} MiB",
+        before / MIB,
+        peak / MIB,
+        bound / MIB
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

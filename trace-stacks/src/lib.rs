@@ -65,11 +65,11 @@
 //! - Names come from whatever the file (or its detached debug file, found by build id under
 //!   `/usr/lib/debug`) has: a stripped Debian binary without its `-dbgsym` package names only
 //!   its exported functions, and an address in a static function is `[unknown]`.
-//! - Memory is bounded ([`StackResolver::with_memory_limit`], 64 MiB by default): the symbolizer
-//!   starts afresh, the names cached are dropped, and [`StackResolver::trim`] lets go of the
-//!   files of exited processes, each when past its share. The unwind tables of the files of
-//!   processes still running are kept whatever they take; one open descriptor per distinct file
-//!   they map.
+//! - Memory is bounded ([`StackResolver::with_memory_limit`], 64 MiB by default): what was read
+//!   of the files least recently named is dropped (not of those named within the last 10 s),
+//!   the names cached are dropped, and [`StackResolver::trim`] lets go of the files of exited
+//!   processes, each when past its share. The unwind tables of the files of processes still
+//!   running are kept whatever they take; one open descriptor per distinct file they map.
 //!
 //! [framehop]: https://docs.rs/framehop
 //! [blazesym]: https://docs.rs/blazesym

@@ -34,8 +34,10 @@ use crate::{MappingInfo, ResolvedFrame, UserRegs};
 /// not yet cached, ended when the resolver is dropped).
 ///
 /// What it holds is kept within a memory limit ([`with_memory_limit`](Self::with_memory_limit)):
-/// half of it for what the symbolizer reads (past it, the symbolizer starts afresh and reads
-/// again what is still sampled, which costs time, tens of milliseconds a file, never names), an
+/// half of it for what the symbolizer reads (past it, what was read of the files least recently
+/// named is dropped, and read again if they are sampled again: it costs time, tens of
+/// milliseconds a file, never names; files named within the last 10 s stay, whatever they
+/// take), an
 /// eighth for the names found, and three eighths for the unwind tables of files, past which
 /// [`trim`](Self::trim) lets go of those only exited processes mapped. The tables of the files
 /// of processes still running are always kept.
@@ -86,9 +88,10 @@ impl StackResolver {
         Self::with_memory_limit(Self::DEFAULT_MEMORY_LIMIT)
     }
 
-    /// A resolver whose symbolizer and names cached hold at most about `bytes` together
-    /// (estimated from the sizes of the symbol tables and debug information read; a single file
-    /// larger than that is still read, alone).
+    /// A resolver whose symbolizer, names cached and unwind tables of exited processes hold
+    /// at most about `bytes` together (estimated from the sizes of the symbol tables, debug
+    /// information and unwind sections read; a single file larger than its share is still
+    /// read, alone).
     pub fn with_memory_limit(bytes: u64) -> Self {
         let pseudo = |path: &str, end| {
             Arc::new(MappingInfo {
@@ -109,6 +112,14 @@ impl StackResolver {
             unmapped: pseudo(Self::UNMAPPED_PATH, 0),
             kernel: pseudo(Self::KERNEL_PATH, u64::MAX),
         }
+    }
+
+    /// Lets the files named within `keep` be dropped past the memory limit too (by default,
+    /// those named within the last 10 s are kept, so that the files in use are read once, not
+    /// once per batch).
+    pub fn keep_recent(mut self, keep: Duration) -> Self {
+        self.symbols.keep_recent = keep;
+        self
     }
 
     /// What the resolver holds now, in bytes: the symbolizer's files and the names cached (as
@@ -151,9 +162,10 @@ impl StackResolver {
     /// it.
     pub const EXITED_GRACE: Duration = Duration::from_secs(2);
 
-    /// How many times the symbolizer was started afresh to stay within the memory limit.
-    pub fn symbolizer_restarts(&self) -> u64 {
-        self.symbols.restarts()
+    /// How many times what was read of a file (or of kallsyms) for naming was dropped to stay
+    /// within the memory limit.
+    pub fn symbols_dropped(&self) -> u64 {
+        self.symbols.dropped()
     }
 
     /// Reads process `pid`'s mappings (and opens its mapped files) unless already known. Cheap
@@ -247,24 +259,41 @@ impl StackResolver {
     /// the mappings again (as [`unwind_user`](Self::unwind_user) does), reports the mapping
     /// [`UNMAPPED_PATH`](Self::UNMAPPED_PATH).
     pub fn symbolize_user(&mut self, pid: u32, addrs: &[u64]) -> Vec<ResolvedFrame> {
-        self.process(pid);
-        let mut frames = Vec::with_capacity(addrs.len());
-        let mut missing = self.locate(pid, addrs, &mut frames);
-        if frames
-            .iter()
-            .any(|(f, _)| Arc::ptr_eq(&f.mapping, &self.unmapped))
-            && let Some(process) = self.processes.get_mut(&pid)
-            && process.reread_for_miss(pid, &mut self.files)
-        {
-            frames.clear();
-            missing = self.locate(pid, addrs, &mut frames);
-        }
-        if missing.is_empty() {
-            return frames.into_iter().map(|(frame, _)| frame).collect();
+        self.symbolize_users(&[(pid, addrs)])
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`symbolize_user`](Self::symbolize_user) for many stacks at once, `(pid, addresses)`
+    /// each: the names not cached are looked up file by file for all of them together, so that
+    /// each file is read (and, past the memory limit, dropped) at most once for the batch.
+    pub fn symbolize_users(&mut self, stacks: &[(u32, &[u64])]) -> Vec<Vec<ResolvedFrame>> {
+        let mut located = Vec::with_capacity(stacks.len());
+        let mut missing = Vec::new();
+        for &(pid, addrs) in stacks {
+            if addrs.is_empty() {
+                located.push(Vec::new());
+                continue;
+            }
+            self.process(pid);
+            let mut frames = Vec::with_capacity(addrs.len());
+            let mut lacking = self.locate(pid, addrs, &mut frames);
+            if frames
+                .iter()
+                .any(|(f, _)| Arc::ptr_eq(&f.mapping, &self.unmapped))
+                && let Some(process) = self.processes.get_mut(&pid)
+                && process.reread_for_miss(pid, &mut self.files)
+            {
+                frames.clear();
+                lacking = self.locate(pid, addrs, &mut frames);
+            }
+            missing.append(&mut lacking);
+            located.push(frames);
         }
         // The names not cached, looked up per file; kept here too, as the cache may drop them
         // between two files.
         missing.sort_unstable();
+        missing.dedup();
         let mut found: HashMap<(FileId, u64), Option<String>> = HashMap::default();
         for batch in missing.chunk_by(|a, b| a.0 == b.0) {
             let Some(&(file, _)) = batch.first() else {
@@ -285,15 +314,20 @@ impl StackResolver {
                 );
             }
         }
-        frames
+        located
             .into_iter()
-            .map(|(mut frame, file)| {
-                if let Some(file) = file
-                    && let Some(Some(name)) = found.get(&(file, frame.rel_pc))
-                {
-                    frame.function = name.clone();
-                }
-                frame
+            .map(|frames| {
+                frames
+                    .into_iter()
+                    .map(|(mut frame, file)| {
+                        if let Some(file) = file
+                            && let Some(Some(name)) = found.get(&(file, frame.rel_pc))
+                        {
+                            frame.function = name.clone();
+                        }
+                        frame
+                    })
+                    .collect()
             })
             .collect()
     }

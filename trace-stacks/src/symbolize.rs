@@ -5,15 +5,17 @@
 //! between threads, the symbolizer lives on a thread of its own, started at the first name not in
 //! the caches here; a name found (or not found) once is answered from these caches without it.
 //!
-//! Both are bounded. blazesym's caches never shrink, so the symbolizer is counted by what it
-//! was given to read ([`SymbolSource::cost`]): before it reads a file that would take it past
-//! its share of the memory limit, it is ended and a fresh one started, which reads again only
-//! the files still sampled. The names cached here are dropped together when they pass theirs.
+//! Both are bounded. blazesym's caches never shrink, so each file (and kallsyms) gets a
+//! `Symbolizer` of its own on that thread, counted by what it was given to read
+//! ([`SymbolSource::cost`]): before one more is read past the symbolizers' share of the memory
+//! limit, the least recently used are dropped, and read again if sampled again. The names cached
+//! here are dropped together when they pass theirs.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use blazesym::MaybeDefault;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
@@ -29,19 +31,32 @@ pub(crate) const UNKNOWN: &str = "[unknown]";
 /// What the symbolizer holds of `/proc/kallsyms` once read (its names and index).
 const KALLSYMS_COST: u64 = 16 << 20;
 
+/// How long a symbolizer asked stays read, whatever the limit (a few batches of samples).
+pub(crate) const KEEP_RECENT: Duration = Duration::from_secs(10);
+
 /// What one cached name takes besides its bytes (key, hash table slot, string header).
 const NAME_OVERHEAD: u64 = 64;
+
+/// What one symbolizer of the thread reads: a file, or kallsyms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Origin {
+    File(FileId),
+    Kernel,
+}
 
 /// A question for the symbolizer thread.
 enum Request {
     /// Names of file offsets in an ELF file, from its debug information too if `debug`.
     Elf {
+        file: FileId,
         path: PathBuf,
         offsets: Vec<u64>,
         debug: bool,
     },
     /// Names of kernel addresses.
     Kernel { addrs: Vec<u64> },
+    /// Drop what was read of a source (no reply).
+    Drop(Origin),
 }
 
 impl Request {
@@ -49,6 +64,7 @@ impl Request {
         match self {
             Request::Elf { offsets, .. } => offsets.len(),
             Request::Kernel { addrs } => addrs.len(),
+            Request::Drop(_) => 0,
         }
     }
 }
@@ -75,6 +91,13 @@ impl Worker {
             replies,
             thread: Some(thread),
         })
+    }
+
+    /// Tells the thread something that needs no answer.
+    fn tell(&mut self, request: Request) {
+        if let Some(requests) = self.requests.as_ref() {
+            let _ = requests.send(request);
+        }
     }
 
     /// Asks and waits; `None` if the thread is gone.
@@ -106,16 +129,26 @@ fn new_symbolizer() -> Symbolizer {
         .build()
 }
 
-/// The symbolizer thread: answers requests until the channel closes.
+/// The symbolizer thread: answers requests until the channel closes, with a symbolizer per
+/// source.
 fn serve(requests: Receiver<Request>, replies: Sender<Reply>) {
-    let mut symbolizer = new_symbolizer();
+    let mut symbolizers: HashMap<Origin, Symbolizer> = HashMap::default();
     while let Ok(request) = requests.recv() {
+        let source = match &request {
+            Request::Drop(source) => {
+                symbolizers.remove(source);
+                continue;
+            }
+            Request::Elf { file, .. } => Origin::File(*file),
+            Request::Kernel { .. } => Origin::Kernel,
+        };
         let len = request.len();
-        let reply = match catch_unwind(AssertUnwindSafe(|| answer(&symbolizer, &request))) {
+        let symbolizer = symbolizers.entry(source).or_insert_with(new_symbolizer);
+        let reply = match catch_unwind(AssertUnwindSafe(|| answer(symbolizer, &request))) {
             Ok(reply) => reply,
             Err(_) => {
                 log::debug!("the symbolizer panicked; starting afresh");
-                symbolizer = new_symbolizer();
+                symbolizers.remove(&source);
                 vec![None; len]
             }
         };
@@ -131,6 +164,7 @@ fn answer(symbolizer: &Symbolizer, request: &Request) -> Reply {
             path,
             offsets,
             debug,
+            ..
         } => (
             Source::Elf(Elf {
                 debug_syms: *debug,
@@ -149,6 +183,7 @@ fn answer(symbolizer: &Symbolizer, request: &Request) -> Reply {
             Input::AbsAddr(addrs.as_slice()),
             "kernel".to_owned(),
         ),
+        Request::Drop(_) => return Vec::new(),
     };
     let len = request.len();
     match symbolizer.symbolize(&source, input) {
@@ -177,20 +212,24 @@ pub(crate) struct Symbols {
     no_worker: bool,
     user: HashMap<(FileId, u64), Option<String>>,
     kernel: HashMap<u64, Option<String>>,
-    /// The most the symbolizer and the names cached may hold together (bytes, estimated).
+    /// The most the symbolizers and the names cached may hold together (bytes, estimated).
     limit: u64,
-    /// The files the running symbolizer has read, and what they cost it.
-    loaded: HashMap<FileId, u64>,
-    /// Whether it has read kallsyms.
-    kernel_loaded: bool,
+    /// What the thread's symbolizers have read: what each costs, and when it was last asked
+    /// (a count of questions, and the time).
+    loaded: HashMap<Origin, (u64, u64, Instant)>,
+    /// A symbolizer asked within this long is not dropped: the files in use are read once,
+    /// not once per batch of samples.
+    pub(crate) keep_recent: Duration,
+    /// Questions asked so far.
+    asked: u64,
     /// What the names cached take.
     names_held: u64,
-    /// How many times a symbolizer was ended to stay within the limit.
-    restarts: u64,
+    /// How many symbolizers were dropped to stay within the limit.
+    dropped: u64,
 }
 
 impl Symbols {
-    /// Names looked up within `limit` bytes: half for the symbolizer, an eighth for the names
+    /// Names looked up within `limit` bytes: half for the symbolizers, an eighth for the names
     /// cached.
     pub(crate) fn new(limit: u64) -> Self {
         Symbols {
@@ -200,9 +239,10 @@ impl Symbols {
             kernel: HashMap::default(),
             limit,
             loaded: HashMap::default(),
-            kernel_loaded: false,
+            keep_recent: KEEP_RECENT,
+            asked: 0,
             names_held: 0,
-            restarts: 0,
+            dropped: 0,
         }
     }
 
@@ -222,11 +262,9 @@ impl Symbols {
         mut offsets: Vec<u64>,
     ) -> Vec<(u64, Option<String>)> {
         offsets.dedup();
-        if !self.loaded.contains_key(&file) {
-            self.make_room(source.cost);
-            self.loaded.insert(file, source.cost);
-        }
+        self.use_origin(Origin::File(file), source.cost);
         let names = self.ask(Request::Elf {
+            file,
             path,
             offsets: offsets.clone(),
             debug: source.debug,
@@ -246,62 +284,72 @@ impl Symbols {
             .copied()
             .filter(|a| !self.kernel.contains_key(a))
             .collect();
+        let mut found = Vec::new();
         if !missing.is_empty() {
             missing.sort_unstable();
             missing.dedup();
-            if !self.kernel_loaded {
-                self.make_room(KALLSYMS_COST);
-                self.kernel_loaded = true;
-            }
+            self.use_origin(Origin::Kernel, KALLSYMS_COST);
             let names = self.ask(Request::Kernel {
                 addrs: missing.clone(),
             });
-            let found: Vec<(u64, Option<String>)> = missing.into_iter().zip(names).collect();
+            found = missing.into_iter().zip(names).collect();
             self.keep_names(&found);
-            self.kernel.extend(found);
+            self.kernel.extend(found.iter().cloned());
         }
+        // Answered from what was found now too: keeping it may have emptied the cache.
+        let now: HashMap<u64, Option<String>> = found.into_iter().collect();
         addrs
             .iter()
-            .map(|a| match self.kernel.get(a) {
+            .map(|a| match now.get(a).or_else(|| self.kernel.get(a)) {
                 Some(Some(name)) => name.clone(),
                 _ => UNKNOWN.to_owned(),
             })
             .collect()
     }
 
-    /// What the symbolizer and the names cached hold now (estimated), in bytes.
+    /// What the symbolizers and the names cached hold now (estimated), in bytes.
     pub(crate) fn held(&self) -> u64 {
-        self.symbolizer_held() + self.names_held
+        self.symbolizers_held() + self.names_held
     }
 
-    /// How many times the symbolizer was ended to stay within the limit.
-    pub(crate) fn restarts(&self) -> u64 {
-        self.restarts
+    /// How many symbolizers were dropped to stay within the limit.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
     }
 
-    fn symbolizer_held(&self) -> u64 {
-        let kallsyms = if self.kernel_loaded { KALLSYMS_COST } else { 0 };
-        self.loaded.values().sum::<u64>() + kallsyms
+    fn symbolizers_held(&self) -> u64 {
+        self.loaded.values().map(|&(cost, _, _)| cost).sum()
     }
 
-    /// Ends the symbolizer if reading `cost` more would take it past its share of the limit
-    /// (a file larger than the share alone is still read, by a symbolizer that holds nothing
-    /// else).
-    fn make_room(&mut self, cost: u64) {
-        let held = self.symbolizer_held();
-        if held == 0 || held.saturating_add(cost) <= self.limit / 2 {
+    /// Marks `origin` as about to be asked; when it was not read yet, first drops the least
+    /// recently asked symbolizers (not those asked within `keep_recent`) until reading its
+    /// `cost` stays within the symbolizers' share of the limit. What the files in use need is
+    /// read whatever it takes: one larger than the share, or several asked together.
+    fn use_origin(&mut self, origin: Origin, cost: u64) {
+        self.asked += 1;
+        let now = Instant::now();
+        if let Some(entry) = self.loaded.get_mut(&origin) {
+            entry.1 = self.asked;
+            entry.2 = now;
             return;
         }
-        log::debug!(
-            "symbolizer: {} files read ({held} bytes), {cost} more would pass its {} bytes: \
-             starting afresh",
-            self.loaded.len(),
-            self.limit / 2
-        );
-        self.worker = None;
-        self.loaded.clear();
-        self.kernel_loaded = false;
-        self.restarts += 1;
+        let share = self.limit / 2;
+        while self.symbolizers_held().saturating_add(cost) > share {
+            let Some((&oldest, _)) = self
+                .loaded
+                .iter()
+                .filter(|(_, (_, _, at))| now.duration_since(*at) >= self.keep_recent)
+                .min_by_key(|(_, (_, last, _))| *last)
+            else {
+                break;
+            };
+            self.loaded.remove(&oldest);
+            self.dropped += 1;
+            if let Some(worker) = self.worker.as_mut() {
+                worker.tell(Request::Drop(oldest));
+            }
+        }
+        self.loaded.insert(origin, (cost, self.asked, now));
     }
 
     /// Counts names about to be cached, dropping every name cached first if they would pass
@@ -340,6 +388,7 @@ impl Symbols {
             _ => {
                 // The thread is gone: the next question starts another.
                 self.worker = None;
+                self.loaded.clear();
                 vec![None; len]
             }
         }

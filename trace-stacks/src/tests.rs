@@ -605,19 +605,19 @@ fn a_resolver_past_its_memory_limit_starts_afresh_and_names_as_before() {
         "no libc frame: {:#?}",
         names(&wanted)
     );
-    assert_eq!(unlimited.symbolizer_restarts(), 0);
+    assert_eq!(unlimited.symbols_dropped(), 0);
     assert!(unlimited.memory_held() > 0);
 
-    // One byte: every file read ends the symbolizer that read the one before.
-    let mut tight = StackResolver::with_memory_limit(1);
+    // One byte: every file read drops what was read of the one before.
+    let mut tight = StackResolver::with_memory_limit(1).keep_recent(Duration::ZERO);
     for round in 0..3 {
         let frames = resolve(&mut tight, &sample);
         assert_eq!(names(&frames), names(&wanted), "round {round}");
     }
     assert!(
-        tight.symbolizer_restarts() >= 2,
-        "{} restarts",
-        tight.symbolizer_restarts()
+        tight.symbols_dropped() >= 2,
+        "{} dropped",
+        tight.symbols_dropped()
     );
     // What it holds is one file's symbols (the largest) and the unwind tables, never the sum.
     assert!(
@@ -626,6 +626,12 @@ fn a_resolver_past_its_memory_limit_starts_afresh_and_names_as_before() {
         tight.memory_held(),
         unlimited.memory_held()
     );
+    // Files named within the last 10 s stay read: nothing is dropped while they are in use.
+    let mut recent = StackResolver::with_memory_limit(1);
+    for _ in 0..3 {
+        resolve(&mut recent, &sample);
+    }
+    assert_eq!(recent.symbols_dropped(), 0);
 }
 
 #[test]

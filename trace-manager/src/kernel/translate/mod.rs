@@ -125,7 +125,7 @@ pub use self::trigger::{Condition, Fired, TRIGGER_CATEGORY, Trigger, is_kernel_t
 
 use self::block::{BlockDevice, PendingBlock};
 use self::irq::CpuIrqs;
-use self::probe::ProbeCall;
+use self::probe::ProbeThread;
 use self::syscall::ThreadCalls;
 use crate::kernel::syscalls::SyscallTable;
 use crate::output::{FxtStream, OutputError, StringTable};
@@ -258,7 +258,7 @@ pub struct KernelTranslator {
     thread_table: ThreadTable,
     /// Probed functions entered and not returned, by thread, innermost
     /// last.
-    probe_stacks: Map<u32, Vec<ProbeCall>>,
+    probe_stacks: Map<u32, ProbeThread>,
     /// When the recording stopped: where what is still open ends.
     stop_ts: Option<u64>,
     /// The latest event time seen.

@@ -30,6 +30,16 @@ pub(super) struct ProbeCall {
     start: u64,
 }
 
+/// A thread's probed functions entered and not yet returned.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ProbeThread {
+    calls: Vec<ProbeCall>,
+    /// Where the last call written ended: an entry stamped before it came
+    /// out of time order (the CPUs' events merge late), and a duration from
+    /// it could overlap one written, which Perfetto cannot draw.
+    written_to: u64,
+}
+
 impl KernelTranslator {
     /// Names the probes: `names[i]` is probe `i`'s function.
     pub fn set_probe_names(&mut self, names: Vec<String>) {
@@ -126,9 +136,13 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, probe) = (e.header.ts, e.header.tid, e.header.tgid, e.probe);
         let ret = e.ret == UPROBE_RETURN;
-        let stack = self.probe_stacks.entry(tid).or_default();
+        let thread = self.probe_stacks.entry(tid).or_default();
         if !ret {
-            stack.push(ProbeCall {
+            if ts < thread.written_to {
+                log::debug!("thread {tid}: probe {probe} entered at {ts}, out of order: left out");
+                return Ok(());
+            }
+            thread.calls.push(ProbeCall {
                 probe,
                 tgid,
                 start: ts,
@@ -137,11 +151,12 @@ impl KernelTranslator {
         }
         // The innermost call of this function (returns of others in between
         // were lost).
-        let Some(at) = stack.iter().rposition(|c| c.probe == probe) else {
+        let Some(at) = thread.calls.iter().rposition(|c| c.probe == probe) else {
             return Ok(());
         };
-        let call = stack[at];
-        stack.truncate(at);
+        let call = thread.calls[at];
+        thread.calls.truncate(at);
+        thread.written_to = thread.written_to.max(ts);
         self.write_probe(out, tid, call, ts, false)
     }
 
@@ -154,7 +169,7 @@ impl KernelTranslator {
         let mut left: Vec<(u32, ProbeCall)> = self
             .probe_stacks
             .drain()
-            .flat_map(|(tid, s)| s.into_iter().map(move |c| (tid, c)))
+            .flat_map(|(tid, s)| s.calls.into_iter().map(move |c| (tid, c)))
             .collect();
         left.sort_by_key(|(_, c)| c.start);
         let end = self.end_ts();
@@ -260,5 +275,45 @@ mod tests {
                 (70, "f".into(), EventKind::DurationComplete { end_ts: 90 }),
             ]
         );
+    }
+
+    #[test]
+    fn an_entry_out_of_time_order_is_left_out_and_nothing_overlaps() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_probe_names(vec!["main".into(), "main".into()]);
+        let (pid, tid) = (4_000_040_u32, 4_000_041_u32);
+        // Probe 0 entered at 10 and returned at 30; probe 1's entry at 20
+        // (inside it) is handed on late, after that return, and returns at
+        // 40: as [20, 40] it would overlap [10, 30].
+        t.probe(&mut out, &ev::probe(10, tid, pid, 0, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(30, tid, pid, 0, true))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(20, tid, pid, 1, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(40, tid, pid, 1, true))
+            .unwrap();
+        // Later calls pair as ever.
+        t.probe(&mut out, &ev::probe(50, tid, pid, 1, false))
+            .unwrap();
+        t.probe(&mut out, &ev::probe(60, tid, pid, 1, true))
+            .unwrap();
+        t.set_stop(90);
+        t.finish_probes(&mut out).unwrap();
+        let bytes = out.finish().unwrap();
+        let (_, recs) = records(&bytes);
+        let spans: Vec<_> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event {
+                    ts,
+                    kind: EventKind::DurationComplete { end_ts },
+                    ..
+                } => Some((*ts, *end_ts)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(spans, [(10, 30), (50, 60)]);
     }
 }

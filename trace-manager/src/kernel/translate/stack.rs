@@ -308,24 +308,34 @@ impl KernelTranslator {
     /// are full.
     fn flush_stacks<W: Write>(&mut self, out: &mut FxtStream<W>) -> Result<(), OutputError> {
         let pending = std::mem::take(&mut self.stacks.pending);
-        let mut payloads = Vec::new();
-        let mut frames: Vec<Frame> = Vec::new();
-        for p in pending {
-            frames.clear();
-            if !p.kernel.is_empty() {
-                let resolved = self.stacks.resolver().symbolize_kernel(&p.kernel);
-                self.stacks.frames(resolved, &mut frames);
-            }
+        // Kernel frames first, then the user stacks of the samples that keep
+        // theirs, named together: each file is read once for the batch.
+        let mut kernel_frames: Vec<Vec<ResolvedFrame>> = Vec::with_capacity(pending.len());
+        let mut users: Vec<(u32, &[u64])> = Vec::new();
+        for p in &pending {
+            let resolved = if p.kernel.is_empty() {
+                Vec::new()
+            } else {
+                self.stacks.resolver().symbolize_kernel(&p.kernel)
+            };
             let in_interrupt = p.waker
-                && frames.iter().any(|f| {
+                && resolved.iter().any(|f| {
                     INTERRUPT_ENTRIES
                         .iter()
                         .any(|entry| f.function.starts_with(entry))
                 });
-            if !p.user.is_empty() && !in_interrupt {
-                let resolved = self.stacks.resolver().symbolize_user(p.pid, &p.user);
-                self.stacks.frames(resolved, &mut frames);
-            }
+            let user: &[u64] = if in_interrupt { &[] } else { &p.user };
+            users.push((p.pid, user));
+            kernel_frames.push(resolved);
+        }
+        let user_frames = self.stacks.resolver().symbolize_users(&users);
+        drop(users);
+        let mut payloads = Vec::new();
+        let mut frames: Vec<Frame> = Vec::new();
+        for ((p, kernel), user) in pending.iter().zip(kernel_frames).zip(user_frames) {
+            frames.clear();
+            self.stacks.frames(kernel, &mut frames);
+            self.stacks.frames(user, &mut frames);
             let Some(writer) = self.stacks.streams.get_mut(&p.stream) else {
                 continue;
             };
