@@ -71,7 +71,6 @@ impl File {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn event(
         &mut self,
         ts: u64,

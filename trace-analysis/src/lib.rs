@@ -8,6 +8,8 @@
 //! distinct strings and open spans, never by the number of events, so a
 //! multi-gigabyte trace reads in constant memory.
 
+#![forbid(unsafe_code)]
+
 pub mod errno;
 pub mod event;
 pub mod kernel;

@@ -125,7 +125,7 @@ impl Nesting {
 
     /// A complete event on `track`; `unfinished` when its writer says the
     /// span was still running when the recording ended.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "one slice's fields, as read")]
     pub fn complete(
         &mut self,
         track: Track,

@@ -845,7 +845,7 @@ impl TraceReader {
         sink.event(&loss, &self.cx);
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "one record's fields, as decoded")]
     fn event(
         &mut self,
         ts: u64,

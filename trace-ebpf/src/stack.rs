@@ -252,9 +252,9 @@ fn write_in_slot(
                     let rest = (4096 - ((sp + off as u64) & 4095)) as usize;
                     if rest < USER_STACK_CHUNK {
                         let rest = rest & (USER_STACK_CHUNK - 1);
-                        // SAFETY: `rest` < USER_STACK_CHUNK bytes at `dst`,
-                        // inside the slot as above.
                         if rest > 0
+                            // SAFETY: `rest` < USER_STACK_CHUNK bytes at `dst`,
+                            // inside the slot as above.
                             && unsafe {
                                 generated::bpf_probe_read_user(
                                     base.add(dst).cast(),

@@ -141,9 +141,9 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
         // mask it can prove redundant, which the verifier cannot.
         // SAFETY: `len_slot` is in this CPU's scratch.
         let rest = unsafe { forget(len_slot, (len - fixed) as u64) } as usize & DATA_MASK;
+        let src = (ctx.as_ptr() as *const u8).wrapping_add(fixed);
         // SAFETY: `fixed + rest < DATA_MAX`, inside the scratch area; the
         // source is the record's dynamic part, checked by the helper.
-        let src = (ctx.as_ptr() as *const u8).wrapping_add(fixed);
         if unsafe { read_kernel(data.wrapping_add(fixed & DATA_MASK), rest, src.cast()) }.is_err() {
             return 0;
         }

@@ -7,4 +7,6 @@
 //! cc -I trace-provider/include app.c target/release/libtrace_provider.a -lpthread -ldl -lm
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub use provider::ffi::*;

@@ -346,9 +346,9 @@ fn serve(
                 });
                 // SAFETY: `map` is `len` writable shared bytes, page-aligned,
                 // unmapped only after engine::terminate.
-                if let Err(e) =
-                    unsafe { engine::initialize(map.cast(), len, mode, categories, Some(on_save)) }
-                {
+                let initialized =
+                    unsafe { engine::initialize(map.cast(), len, mode, categories, Some(on_save)) };
+                if let Err(e) = initialized {
                     // SAFETY: the engine did not take the mapping.
                     unsafe { libc::munmap(map, len) };
                     break Err(e.into());

@@ -232,7 +232,10 @@ mod off_tests {
 
     static EVALUATED: AtomicBool = AtomicBool::new(false);
 
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "called only by the macros that evaluate their arguments: not with the `off` feature"
+    )]
     fn evaluated() -> u64 {
         EVALUATED.store(true, Ordering::Relaxed);
         1

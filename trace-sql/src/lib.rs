@@ -9,6 +9,8 @@
 //! ([`parquet_export`]), which [`engine`] (or any engine reading Parquet)
 //! queries across many traces.
 
+#![forbid(unsafe_code)]
+
 pub mod engine;
 pub mod error;
 pub mod functions;

@@ -98,7 +98,10 @@ impl Fxt {
     }
 
     /// An event of the current provider on thread (pid, tid).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a test event's fields, spelled out"
+    )]
     pub fn event(
         &mut self,
         ts: u64,
@@ -123,7 +126,10 @@ impl Fxt {
     }
 
     /// A complete duration from `ts` to `end`.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a test event's fields, spelled out"
+    )]
     pub fn slice(
         &mut self,
         ts: u64,

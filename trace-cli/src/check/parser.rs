@@ -240,7 +240,10 @@ impl Parser<'_, '_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "an event's fields, as the tokenizer gives them"
+    )]
     fn event(
         &mut self,
         item: &Item,
@@ -378,7 +381,10 @@ impl Parser<'_, '_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "an event's fields, as the tokenizer gives them"
+    )]
     fn counter(
         &mut self,
         ts: i64,
@@ -423,7 +429,10 @@ impl Parser<'_, '_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "an event's fields, as the tokenizer gives them"
+    )]
     fn flow(
         &mut self,
         ts: i64,

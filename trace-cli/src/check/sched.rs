@@ -80,7 +80,7 @@ impl Sched {
     }
 
     /// A wake-up of `tid` by `waker` (if named); `weight` is the record's.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "a switch's fields, each checked")]
     pub fn wakeup(
         &mut self,
         ts: i64,

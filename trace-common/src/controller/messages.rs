@@ -88,7 +88,10 @@ pub struct SnapshotResult {
 // A request is decoded once per message a client sends, a few per
 // session: its size does not matter, and boxing the configuration would
 // only complicate every use.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one message per session: its size does not matter"
+)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// The registered providers.

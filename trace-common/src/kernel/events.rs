@@ -115,7 +115,6 @@ macro_rules! event_kinds {
         /// One decoded ring-buffer entry.
         // No allocator in `no_std` to box the exec event (with its 256-byte
         // path): events are plain copies, passed by value.
-        #[allow(clippy::large_enum_variant)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum KernelEvent {
             $(
@@ -716,7 +715,6 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
 }
 
 /// One ring-buffer entry of any kind, decoded.
-#[allow(clippy::large_enum_variant)] // Passed by reference, not moved around.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry<'a> {
     /// A fixed-layout event.

@@ -1,6 +1,6 @@
 //! Strategies shared by the property tests.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses some of the strategies")]
 
 use std::borrow::Cow;
 

@@ -279,9 +279,8 @@ fn reserve_checked<const CHECK_EPOCH: bool>(
     // which no one else writes and no one reads before `busy` clears.
     let rec = pos as *mut u64;
     // SAFETY: as above; the record's body starts one word in.
-    let w = Words {
-        p: unsafe { rec.add(1) },
-    };
+    let body = unsafe { rec.add(1) };
+    let w = Words { p: body };
     Some((rec, w))
 }
 
