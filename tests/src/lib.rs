@@ -34,17 +34,7 @@ pub fn trace_cli() -> PathBuf {
     p
 }
 
-/// CLOCK_BOOTTIME in nanoseconds: the clock the kernel provider stamps events with.
-pub fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    assert_eq!(rc, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use trace_common::provider::clock::boottime_ns;
 
 /// Fails the test unless it runs as root: these tests load eBPF programs.
 pub fn require_root() {

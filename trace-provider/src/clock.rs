@@ -31,16 +31,7 @@ pub fn kind() -> ClockKind {
     })
 }
 
-/// CLOCK_BOOTTIME in nanoseconds.
-pub fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use trace_common::provider::clock::boottime_ns;
 
 /// The current timestamp in the ticks of [`kind`].
 #[inline(always)]

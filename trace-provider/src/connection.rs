@@ -34,12 +34,7 @@ pub(crate) struct Shutdown {
     pub(crate) fd: OwnedFd,
 }
 
-/// The socket path providers and the manager agree on.
-pub fn socket_path() -> PathBuf {
-    std::env::var_os(trace_common::provider::SOCKET_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(trace_common::provider::DEFAULT_SOCKET_PATH))
-}
+pub use trace_common::provider::socket_path;
 
 /// The first wait after the manager closed a connection before it
 /// registered the provider (a limit of the manager's reached).

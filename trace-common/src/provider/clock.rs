@@ -9,6 +9,22 @@
 //! counting through a suspend, and Perfetto's FXT importer takes FXT
 //! timestamps as BOOTTIME.
 
+/// CLOCK_BOOTTIME now, in nanoseconds: the timeline of every trace, the
+/// clock the kernel provider's programs stamp events with
+/// (`bpf_ktime_get_boot_ns`). 0 if the clock cannot be read.
+#[cfg(feature = "std")]
+pub fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The clock a provider's timestamps come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClockKind {

@@ -21,6 +21,15 @@ pub const SOCKET_ENV: &str = "TRACE_MANAGER_SOCKET";
 /// The registration socket used when [`SOCKET_ENV`] is not set.
 pub const DEFAULT_SOCKET_PATH: &str = "/run/trace-manager/provider.sock";
 
+/// The manager's socket, which providers and clients connect to and the
+/// manager listens on: [`SOCKET_ENV`], else [`DEFAULT_SOCKET_PATH`].
+#[cfg(feature = "std")]
+pub fn socket_path() -> std::path::PathBuf {
+    std::env::var_os(SOCKET_ENV)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(DEFAULT_SOCKET_PATH))
+}
+
 /// The longest provider name, in bytes (fuchsia.tracing.provider).
 pub const MAX_PROVIDER_NAME_LEN: usize = 100;
 

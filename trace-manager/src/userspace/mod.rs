@@ -67,12 +67,7 @@ pub enum UserspaceError {
     Output(#[from] OutputError),
 }
 
-/// The manager's socket path: `TRACE_MANAGER_SOCKET`, else the default.
-pub fn socket_path() -> PathBuf {
-    std::env::var_os(trace_common::provider::SOCKET_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(trace_common::provider::DEFAULT_SOCKET_PATH))
-}
+pub use trace_common::provider::socket_path;
 
 /// What to trace in userspace providers during a session.
 #[derive(Clone, Debug)]
