@@ -41,7 +41,7 @@ pub fn connect(needs_kernel: bool) -> Result<Connection> {
         }
         Err(_) => {}
     }
-    if needs_kernel && let Some(what) = lacking_privileges() {
+    if needs_kernel && let Some(what) = trace_manager::kernel::privileges::missing() {
         bail!(
             "no trace-manager daemon runs (nothing listens on {}), and recording without one \
              needs root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: \
@@ -85,69 +85,11 @@ pub fn embed(mut manager: Manager) -> Result<Connection> {
 
 /// Fails with one sentence when the process cannot load eBPF programs.
 pub(super) fn check_privileges() -> Result<()> {
-    match lacking_privileges() {
+    match trace_manager::kernel::privileges::missing() {
         None => Ok(()),
         Some(what) => bail!(
             "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load the kernel \
              trace provider: {what}; run it with sudo"
         ),
-    }
-}
-
-/// What this process lacks to load eBPF programs; `None` when it may.
-fn lacking_privileges() -> Option<String> {
-    if nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    missing_privileges(effective_capabilities().unwrap_or(0))
-}
-
-/// What a process that is not root lacks to record, given its effective
-/// capabilities; `None` when it has enough.
-fn missing_privileges(caps: u64) -> Option<String> {
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
-    let has = |c: u32| caps & (1u64 << c) != 0;
-    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
-        return None;
-    }
-    Some(
-        match (has(CAP_BPF), has(CAP_PERFMON)) {
-            (true, _) => "this process has CAP_BPF but lacks CAP_PERFMON",
-            (_, true) => "this process has CAP_PERFMON but lacks CAP_BPF",
-            _ => "this process is not root and has neither",
-        }
-        .to_owned(),
-    )
-}
-
-/// This process's effective capabilities, as `/proc/self/status` says.
-fn effective_capabilities() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_privileges_are_named() {
-        let cap = |c: u32| 1u64 << c;
-        assert_eq!(missing_privileges(cap(21)), None);
-        assert_eq!(missing_privileges(cap(38) | cap(39)), None);
-        assert!(
-            missing_privileges(cap(39))
-                .unwrap()
-                .contains("lacks CAP_PERFMON")
-        );
-        assert!(
-            missing_privileges(cap(38))
-                .unwrap()
-                .contains("lacks CAP_BPF")
-        );
-        assert!(missing_privileges(0).unwrap().contains("neither"));
     }
 }

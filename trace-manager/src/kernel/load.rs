@@ -26,7 +26,7 @@ use super::reorder::Reorder;
 use super::{
     KernelConfig, KernelError, KernelProvider, MIN_BACKLOG_BYTES, btf, patch, ring_size, tracefs,
 };
-use crate::procfs::{self, process_exists};
+use crate::procfs::process_exists;
 
 /// The eBPF object built from `trace-ebpf` by this crate's build script.
 pub(super) static EBPF_OBJECT: &[u8] =
@@ -523,27 +523,12 @@ fn wakeup_bytes(ring_buffer_bytes: usize) -> u32 {
     u32::try_from(ring_buffer_bytes / 4).unwrap_or(u32::MAX)
 }
 
-/// Fails with [`KernelError::Permission`] unless the effective capabilities
-/// allow loading tracing programs (CAP_SYS_ADMIN, or CAP_BPF with
-/// CAP_PERFMON).
+/// Fails with [`KernelError::Permission`] unless this process may load
+/// tracing programs ([`super::privileges`]).
 fn check_privileges() -> Result<(), KernelError> {
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
-    let Some(caps) = procfs::effective_capabilities() else {
-        // Cannot tell; let the kernel decide.
-        return Ok(());
-    };
-    let has = |cap: u32| caps & (1u64 << cap) != 0;
-    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
-        Ok(())
-    } else {
-        Err(KernelError::Permission {
-            detail: format!(
-                "this process (uid {}) lacks them",
-                nix::unistd::geteuid().as_raw()
-            ),
-        })
+    match super::privileges::missing() {
+        None => Ok(()),
+        Some(detail) => Err(KernelError::Permission { detail }),
     }
 }
 

@@ -63,6 +63,7 @@ pub mod format;
 mod load;
 mod patch;
 pub mod perf_probe;
+pub mod privileges;
 pub mod profile;
 pub mod reorder;
 mod stats;
