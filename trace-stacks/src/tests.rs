@@ -592,7 +592,7 @@ fn names_a_stripped_programs_functions_from_its_gnu_debugdata() {
 }
 
 #[test]
-fn a_resolver_past_its_memory_limit_starts_afresh_and_names_as_before() {
+fn a_resolver_past_its_memory_limit_drops_what_it_read_and_names_as_before() {
     let sample = chain_outer_a();
     let mut unlimited = StackResolver::new();
     let wanted = resolve(&mut unlimited, &sample);
