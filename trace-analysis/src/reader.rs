@@ -4,7 +4,8 @@
 use std::io::Read;
 
 use foldhash::HashMap;
-use trace_common::fxt::read::{ReadErrorKind, TraceState, decode, instant_scope};
+use trace_common::fxt::read::{TraceState, decode, instant_scope};
+use trace_common::fxt::stream::{RecordStream, StreamError, StreamErrorKind};
 use trace_common::fxt::{
     Arg, ArgValue, EventKind, LargeBlob, Record, StringRef, ThreadRef, obj_type, provider_event,
     wire,
@@ -19,8 +20,6 @@ use crate::kernel::KernelSyms;
 use crate::nesting::Nesting;
 use crate::strings::{Strings, Sym};
 
-/// Bytes read from the input at a time.
-pub(crate) const CHUNK: usize = 4 << 20;
 /// A record larger than this is skipped rather than buffered.
 const MAX_RECORD: usize = 64 << 20;
 /// Open async spans kept; the oldest are dropped past it.
@@ -294,7 +293,7 @@ struct TraceReader {
 }
 
 impl TraceReader {
-    fn run(&mut self, mut input: impl Read, sink: &mut impl Sink) -> Result<(), ReadTraceError> {
+    fn run(&mut self, input: impl Read, sink: &mut impl Sink) -> Result<(), ReadTraceError> {
         self.syms = Syms {
             kernel_cat: self.cx.strings.intern("kernel"),
             dropped_events: self.cx.strings.intern("dropped_events"),
@@ -303,112 +302,41 @@ impl TraceReader {
             outgoing_weight: self.cx.strings.intern("outgoing_weight"),
             waker: self.cx.strings.intern("waker"),
         };
-        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK);
-        let mut start = 0usize;
-        let mut eof = false;
+        let mut records = RecordStream::new(input).with_max_record(MAX_RECORD);
         let mut first = true;
-        // Bytes of an oversized record still to skip.
-        let mut skip: u64 = 0;
-        loop {
-            // Refill: keep the unread tail, read up to a chunk more.
-            if start > 0 {
-                buf.drain(..start);
-                start = 0;
-            }
-            if !eof {
-                let want = CHUNK.max(buf.len() + 1);
-                let have = buf.len();
-                buf.resize(want, 0);
-                let mut filled = have;
-                while filled < want {
-                    match input.read(&mut buf[filled..]) {
-                        Ok(0) => {
-                            eof = true;
-                            break;
-                        }
-                        Ok(n) => filled += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                buf.truncate(filled);
-                self.stats.bytes += (filled - have) as u64;
-            }
-            if skip > 0 {
-                let n = usize::try_from(skip).unwrap_or(usize::MAX).min(buf.len());
-                start = n;
-                skip -= n as u64;
-                if skip > 0 {
-                    if eof {
-                        self.error("a large record runs past the end of the data".into());
-                        break;
-                    }
+        while let Some(next) = records.next_record() {
+            let (at, raw) = match next {
+                Ok(found) => found,
+                Err(StreamError {
+                    kind: StreamErrorKind::Read(e),
+                    ..
+                }) => return Err(e.into()),
+                Err(_) if first => return Err(ReadTraceError::NotFxt),
+                Err(e) => {
+                    self.error(e.to_string());
                     continue;
                 }
-            }
+            };
             if first {
-                if buf.len() < 8 && !eof {
-                    continue;
-                }
-                if !trace_common::fxt::read::starts_with_magic(&buf) {
+                if at != 0 || !trace_common::fxt::read::starts_with_magic(raw) {
                     return Err(ReadTraceError::NotFxt);
                 }
                 first = false;
             }
-            // Decode every whole record in the buffer.
-            loop {
-                let rest = &buf[start..];
-                if rest.len() < 8 {
-                    break;
-                }
-                let header = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
-                let words = wire::record_size_words(header);
-                if words == 0 {
-                    self.error(format!("record with size 0 at byte {}", start));
-                    start += 8;
-                    continue;
-                }
-                let len = usize::try_from(words.saturating_mul(8)).unwrap_or(usize::MAX);
-                if len > MAX_RECORD {
-                    self.error(format!("record of {len} bytes skipped"));
-                    let avail = rest.len();
-                    if len <= avail {
-                        start += len;
-                    } else {
-                        skip = (len - avail) as u64;
-                        start = buf.len();
-                    }
-                    continue;
-                }
-                if len > rest.len() {
-                    break;
-                }
-                let raw = &rest[..len];
-                if !self.wanted(header, raw) {
-                    start += len;
-                    continue;
-                }
-                match decode(raw) {
-                    Ok((record, _)) => {
-                        self.stats.records += 1;
-                        let scope = instant_scope(&record, raw);
-                        self.record(record, scope, sink);
-                    }
-                    Err(ReadErrorKind::Truncated) => break,
-                    Err(e) => self.error(format!("{e}")),
-                }
-                start += len;
+            let header = u64::from_le_bytes(raw[..8].try_into().unwrap_or_default());
+            if !self.wanted(header, raw) {
+                continue;
             }
-            if eof {
-                if start < buf.len() {
-                    self.error(format!(
-                        "{} bytes at the end do not make a whole record",
-                        buf.len() - start
-                    ));
+            match decode(raw) {
+                Ok((record, _)) => {
+                    self.stats.records += 1;
+                    let scope = instant_scope(&record, raw);
+                    self.record(record, scope, sink);
                 }
-                break;
+                Err(e) => self.error(format!("{e}")),
             }
         }
+        self.stats.bytes = records.offset();
         if first {
             return Err(ReadTraceError::NotFxt);
         }

@@ -232,7 +232,7 @@ fn reads_across_chunk_boundaries() {
         ));
     }
     let data = trace(&records);
-    assert!(data.len() > super::reader::CHUNK);
+    assert!(data.len() > trace_common::fxt::stream::CHUNK);
     let mut n = 0;
     let (stats, _) = read_trace(&data[..], &mut |e: &Event, _: &Context| {
         if matches!(e, Event::Slice(_)) {

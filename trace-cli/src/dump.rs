@@ -6,9 +6,10 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::Args;
 use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::stream::RecordStream;
 use trace_common::fxt::{Arg, ArgValue, LargeBlob, Record, StringRef, ThreadRef};
 use trace_perfetto::{CpuMode, DecodedSample, PerfettoError, SampleReader};
 
@@ -24,16 +25,7 @@ pub struct DumpArgs {
 pub fn run(args: DumpArgs) -> Result<ExitCode> {
     // Record by record: a dump of a file of any size takes the memory of
     // its largest record, not of the file.
-    let input: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(
-            std::fs::File::open(&args.file)
-                .with_context(|| format!("cannot read {}", args.file.display()))?,
-        )
-    };
-    let mut records =
-        trace_split::RecordReader::new(std::io::BufReader::with_capacity(1 << 20, input));
+    let mut records = RecordStream::new(crate::open_trace(&args.file)?);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut state = TraceState::new();
@@ -41,21 +33,18 @@ pub fn run(args: DumpArgs) -> Result<ExitCode> {
     let mut samples = SampleReader::new();
     let mut errors = 0u64;
     let mut packet_errors = 0u64;
-    // Where the record read last began in the file.
-    let mut base = 0usize;
-    loop {
-        let bytes = match records.next_record() {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => break,
-            // Framing lost (a size of zero, a file cut inside a record):
-            // nothing after it can be found.
+    while let Some(next) = records.next_record() {
+        let (base, bytes) = match next {
+            Ok((at, bytes)) => (at as usize, bytes),
+            // A damaged place: said, and reading goes on where it can.
             Err(e) => {
                 errors += 1;
-                let _ = writeln!(out, "{base:#010x} ERROR {e}");
-                break;
+                if writeln!(out, "{:#010x} ERROR {e}", e.offset).is_err() {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                continue;
             }
         };
-        let len = bytes.len();
         for item in Reader::new(bytes) {
             match item {
                 Ok((at, record)) => {
@@ -85,7 +74,6 @@ pub fn run(args: DumpArgs) -> Result<ExitCode> {
                 }
             }
         }
-        base += len;
     }
     out.flush().ok();
     if errors > 0 {

@@ -299,14 +299,14 @@ pub fn svg(
 }
 
 pub fn run(args: FlamegraphArgs) -> Result<ExitCode> {
-    let data = crate::read_trace(&args.file)?;
+    let input = crate::open_trace(&args.file)?;
     let pattern = args.pattern();
     let mut folder = Folder::new(Selection {
         timebase: pattern,
         pids: &args.pids,
         tids: &args.tids,
     });
-    let scan = Scan::read(&data, |s| folder.add(&s));
+    let scan = Scan::read(input, |s| folder.add(&s))?;
     let skipped = Skipped {
         records: scan.malformed,
         packets: scan.packet_errors,

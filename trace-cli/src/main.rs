@@ -91,16 +91,16 @@ enum Command {
     Man,
 }
 
-/// The bytes of the trace file `path`, or of standard input for `-`.
-fn read_trace(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+/// The trace file `path`, or standard input for `-`, to be read as a
+/// stream ([`trace_common::fxt::stream::RecordStream`]).
+fn open_trace(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Read>> {
     use anyhow::Context as _;
     if path.as_os_str() == "-" {
-        let mut data = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut data)
-            .context("cannot read standard input")?;
-        return Ok(data);
+        return Ok(Box::new(std::io::stdin().lock()));
     }
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Box::new(file))
 }
 
 /// Writes the manual page of `trace-cli` and of each of its commands.

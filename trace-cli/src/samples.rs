@@ -8,8 +8,10 @@
 //! by the file's kernel object records ([`Names`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 
-use trace_common::fxt::read::{Reader, TraceState};
+use trace_common::fxt::read::{TraceState, decode};
+use trace_common::fxt::stream::{RecordStream, StreamError, StreamErrorKind};
 use trace_common::fxt::{Record, obj_type};
 use trace_perfetto::{BLOB_TYPE_PERFETTO, DecodedFrame, DecodedSample, SampleReader};
 
@@ -131,17 +133,31 @@ pub struct Scan {
 }
 
 impl Scan {
-    /// Reads the FXT `data`, handing each sample to `each` in file order
-    /// (so that no more than a blob's samples are in memory at once).
-    pub fn read(data: &[u8], mut each: impl FnMut(DecodedSample)) -> Self {
+    /// Reads the FXT stream `input`, handing each sample to `each` in file
+    /// order (so that no more than a blob's samples are in memory at once);
+    /// fails only if `input` cannot be read.
+    pub fn read(
+        input: impl Read,
+        mut each: impl FnMut(DecodedSample),
+    ) -> Result<Self, StreamError> {
         let mut scan = Scan::default();
         let mut state = TraceState::new();
         let mut reader = SampleReader::new();
-        for item in Reader::new(data) {
-            let Ok((offset, record)) = item else {
+        let mut records = RecordStream::new(input);
+        while let Some(next) = records.next_record() {
+            let (offset, raw) = match next {
+                Ok(found) => found,
+                Err(e) if matches!(e.kind, StreamErrorKind::Read(_)) => return Err(e),
+                Err(_) => {
+                    scan.malformed += 1;
+                    continue;
+                }
+            };
+            let Ok((record, _)) = decode(raw) else {
                 scan.malformed += 1;
                 continue;
             };
+            let offset = offset as usize;
             state.apply(&record);
             scan.names.apply(&state, &record);
             let Some(payload) = perfetto_payload(&record) else {
@@ -164,7 +180,7 @@ impl Scan {
                 each(s);
             }
         }
-        scan
+        Ok(scan)
     }
 }
 

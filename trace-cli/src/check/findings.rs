@@ -395,6 +395,17 @@ impl Findings {
         }
     }
 
+    /// Adds the findings of `other` after these, keeping the first
+    /// examples of each kind.
+    pub fn append(&mut self, other: Findings) {
+        for (kind, (count, examples)) in other.by_kind {
+            let (n, mine) = self.by_kind.entry(kind).or_default();
+            *n += count;
+            let room = self.max_examples.saturating_sub(mine.len());
+            mine.extend(examples.into_iter().take(room));
+        }
+    }
+
     /// Every kind found, with its count and examples, violations first.
     pub fn iter(&self) -> impl Iterator<Item = (Kind, u64, &[Example])> {
         let mut all: Vec<_> = self

@@ -17,6 +17,7 @@
 //! stack samples are counted by timebase.
 
 mod findings;
+mod order;
 mod parser;
 mod processes;
 mod sched;
@@ -28,7 +29,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Args;
 
 pub use findings::{Findings, Severity};
@@ -49,8 +50,9 @@ pub struct CheckArgs {
 
 /// Checks the file; exit status 1 when it has violations.
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
-    let data = crate::read_trace(&args.file)?;
-    let report = analyze(&data, args.examples);
+    let input = crate::open_trace(&args.file)?;
+    let report = analyze(input, args.examples)
+        .with_context(|| format!("checking {}", args.file.display()))?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&report.json(&args.file.to_string_lossy()))?;
         s.push('\n');
@@ -70,28 +72,44 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
 pub struct Report {
     tok: Tokenized,
     findings: Findings,
+    /// The earliest and latest timestamps of the events.
+    range: Option<(i64, i64)>,
 }
 
-/// Checks `data`, keeping `examples` examples per kind of finding.
-pub fn analyze(data: &[u8], examples: usize) -> Report {
+/// Checks the FXT stream `input`, keeping `examples` examples per kind of
+/// finding. The file is read once, in file order as the importer's
+/// tokenizer reads it; its events are then parsed in time order
+/// ([`order`]). An error is one of reading `input` or the sorted events.
+pub fn analyze(input: impl std::io::Read, examples: usize) -> std::io::Result<Report> {
     let mut findings = Findings::new(examples);
-    let mut tok = tokenizer::tokenize(data, &mut findings);
-    parser::parse(&mut tok, &mut findings);
+    let mut tok = tokenizer::tokenize(input, &mut findings)?;
+    let items = std::mem::take(&mut tok.items);
+    let range = items.range();
     let names = Names {
         symbols: &tok.symbols,
         thread_names: &tok.thread_names,
         process_names: &tok.process_names,
         thread_pid: &tok.thread_pid,
     };
-    processes::check(&tok, &names, &mut findings);
-    Report { tok, findings }
+    // Where threads land is checked beside the parser, on the same items;
+    // its findings follow the parser's, as when it ran after it.
+    let mut placed = Findings::new(examples);
+    let mut threads = processes::start(&tok, &names, &mut placed);
+    parser::parse(items.into_sorted(), &tok, names, &mut findings, |item| {
+        threads.item(item)
+    })?;
+    threads.finish();
+    findings.append(placed);
+    Ok(Report {
+        tok,
+        findings,
+        range,
+    })
 }
 
 impl Report {
     fn time_range(&self) -> Option<(i64, i64)> {
-        let first = self.tok.items.iter().map(|i| i.ts).min()?;
-        let last = self.tok.items.iter().map(|i| i.ts).max()?;
-        Some((first, last))
+        self.range
     }
 
     fn sorted(map: &HashMap<&'static str, u64>) -> Vec<(&'static str, u64)> {
@@ -250,6 +268,7 @@ pub fn fmt_ts(ns: i64) -> String {
 }
 
 /// Names of threads and processes, for the examples.
+#[derive(Clone, Copy)]
 pub struct Names<'a> {
     symbols: &'a Symbols,
     thread_names: &'a HashMap<u64, String>,

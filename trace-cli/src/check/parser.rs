@@ -3,6 +3,7 @@
 //! and flows; scheduling records go to [`Sched`].
 
 use std::collections::{HashMap, HashSet};
+use std::io;
 
 use trace_common::fxt::EventKind;
 use trace_common::fxt::wire::IDLE_WEIGHT;
@@ -116,17 +117,16 @@ impl Flows {
 /// there, as (category, name, argument, id).
 type CounterTracks = HashMap<(u32, String), (Sym, Sym, Sym, u64)>;
 
-/// Runs the parser over the tokenized items (in timestamp order, ties in
-/// file order).
-pub fn parse(tok: &mut Tokenized, findings: &mut Findings) {
-    let mut items = std::mem::take(&mut tok.items);
-    items.sort_by_key(|i| (i.ts, i.offset));
-    let names = Names {
-        symbols: &tok.symbols,
-        thread_names: &tok.thread_names,
-        process_names: &tok.process_names,
-        thread_pid: &tok.thread_pid,
-    };
+/// Runs the parser over the items of `tok` in `sorted` (timestamp order,
+/// ties in file order), handing each to `also` after it; an error is one
+/// of reading the sorted items.
+pub fn parse(
+    sorted: impl Iterator<Item = io::Result<Item>>,
+    tok: &Tokenized,
+    names: Names<'_>,
+    findings: &mut Findings,
+    mut also: impl FnMut(&Item),
+) -> io::Result<()> {
     let mut p = Parser {
         names,
         created: &tok.created,
@@ -138,11 +138,13 @@ pub fn parse(tok: &mut Tokenized, findings: &mut Findings) {
         counter_collided: HashSet::new(),
         findings,
     };
-    for item in &items {
-        p.item(item);
+    for item in sorted {
+        let item = item?;
+        p.item(&item);
+        also(&item);
     }
     p.slices.finish(p.findings, p.names.symbols);
-    tok.items = items;
+    Ok(())
 }
 
 struct Parser<'a, 'f> {

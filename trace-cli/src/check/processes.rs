@@ -35,8 +35,14 @@ struct Objects {
     last: u64,
 }
 
-/// Checks where every thread of `tok` lands.
-pub fn check(tok: &Tokenized, names: &Names<'_>, findings: &mut Findings) {
+/// Starts checking where every thread of `tok` lands: the thread objects
+/// first, then each item in time order ([`Checker::item`]), then
+/// [`Checker::finish`].
+pub fn start<'a, 'f>(
+    tok: &Tokenized,
+    names: &'a Names<'a>,
+    findings: &'f mut Findings,
+) -> Checker<'a, 'f> {
     let mut objects: HashMap<u64, Objects> = HashMap::new();
     for &(offset, tid, pid) in &tok.thread_objects {
         let pid = pid.unwrap_or(0);
@@ -56,7 +62,7 @@ pub fn check(tok: &Tokenized, names: &Names<'_>, findings: &mut Findings) {
         unnamed_processes: HashSet::new(),
         unnamed_rows: HashSet::new(),
         named_late: HashSet::new(),
-        event_threads: HashSet::new(),
+        event_threads: tok.event_threads.clone(),
         findings,
     };
     for &(offset, tid, pid) in &tok.thread_objects {
@@ -79,22 +85,12 @@ pub fn check(tok: &Tokenized, names: &Names<'_>, findings: &mut Findings) {
             c.unnamed(offset, None, tid, pid);
         }
     }
-    for item in &tok.items {
-        if let Body::Event { kind, tid, .. } = &item.body
-            && makes_thread_row(*kind)
-        {
-            c.event_threads.insert(*tid);
-        }
-    }
-    for item in &tok.items {
-        c.item(item);
-    }
-    c.splits();
+    c
 }
 
 /// Whether an event of `kind` puts its thread in its process
 /// (`UpdateThread`); counters and async events only make the process.
-fn makes_thread_row(kind: EventKind) -> bool {
+pub(super) fn makes_thread_row(kind: EventKind) -> bool {
     !matches!(
         kind,
         EventKind::Counter { .. }
@@ -104,7 +100,8 @@ fn makes_thread_row(kind: EventKind) -> bool {
     )
 }
 
-struct Checker<'a, 'f> {
+/// Where threads land, item by item.
+pub struct Checker<'a, 'f> {
     names: &'a Names<'a>,
     objects: HashMap<u64, Objects>,
     /// The processes each thread id has a row in, with the offset of the
@@ -119,7 +116,8 @@ struct Checker<'a, 'f> {
 }
 
 impl Checker<'_, '_> {
-    fn item(&mut self, item: &Item) {
+    /// The next item in time order.
+    pub fn item(&mut self, item: &Item) {
         let (ts, offset) = (Some(item.ts), item.offset);
         match &item.body {
             Body::Event { kind, pid, tid, .. } => {
@@ -267,8 +265,8 @@ impl Checker<'_, '_> {
         });
     }
 
-    /// Thread ids with rows in several processes.
-    fn splits(&mut self) {
+    /// After the last item: thread ids with rows in several processes.
+    pub fn finish(&mut self) {
         let mut split: Vec<_> = self
             .rows
             .iter()

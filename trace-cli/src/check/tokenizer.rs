@@ -7,18 +7,22 @@
 //! file order) and handed on as [`Item`]s, which the parser then sees in
 //! timestamp order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{self, Read};
 
 use trace_common::fxt::read::{decode, instant_scope};
+use trace_common::fxt::stream::{MAX_RECORD, RecordStream, StreamErrorKind};
 use trace_common::fxt::wire;
 use trace_common::fxt::{Arg, ArgValue, EventKind, LargeBlob, Record, StringRef, ThreadRef};
 use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
 use super::findings::{Findings, Kind};
+use super::order::ItemOrder;
+use super::processes::makes_thread_row;
 
 /// An interned string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Sym(u32);
+pub struct Sym(pub(super) u32);
 
 /// The strings of a check, each stored once.
 #[derive(Debug, Default)]
@@ -155,8 +159,12 @@ impl Provider {
 /// Everything the file-order pass learnt.
 #[derive(Debug, Default)]
 pub struct Tokenized {
-    /// Events and scheduling records, in file order.
-    pub items: Vec<Item>,
+    /// Events and scheduling records, to be read back in time order.
+    pub items: ItemOrder,
+    /// Why an item could not be put aside, if one could not.
+    spill_error: Option<io::Error>,
+    /// Threads some instant, duration or flow event names.
+    pub event_threads: HashSet<u64>,
     pub symbols: Symbols,
     /// The process of each thread, from thread kernel object records (the
     /// last one wins, as in the importer, whatever its place in time).
@@ -197,8 +205,10 @@ pub fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> Option<i64> {
     i64::try_from(sum).ok()
 }
 
-/// Reads `data` as the importer's tokenizer does, recording what it finds.
-pub fn tokenize(data: &[u8], findings: &mut Findings) -> Tokenized {
+/// Reads the FXT stream `input` as the importer's tokenizer does,
+/// recording what it finds; an error is one of reading `input` or of
+/// writing the items out to be sorted.
+pub fn tokenize(input: impl Read, findings: &mut Findings) -> io::Result<Tokenized> {
     let mut t = Tokenizer {
         out: Tokenized::default(),
         providers: HashMap::new(),
@@ -209,7 +219,7 @@ pub fn tokenize(data: &[u8], findings: &mut Findings) -> Tokenized {
         perfetto: SampleReader::new(),
     };
     t.providers.insert(0, Provider::new(String::new()));
-    t.run(data);
+    t.run(input)?;
     for (offset, id, event) in std::mem::take(&mut t.provider_events) {
         if t.drop_counters.contains(&id) {
             continue;
@@ -222,7 +232,7 @@ pub fn tokenize(data: &[u8], findings: &mut Findings) -> Tokenized {
             format!("provider {name}: event {event} (0 = buffer overflow), and no `dropped*` counter shows it")
         });
     }
-    t.out
+    Ok(t.out)
 }
 
 struct Tokenizer<'f> {
@@ -244,61 +254,91 @@ struct Tokenizer<'f> {
 struct Dropped;
 
 impl Tokenizer<'_> {
-    fn run(&mut self, data: &[u8]) {
+    fn run(&mut self, input: impl Read) -> io::Result<()> {
         const MAGIC: [u8; 8] = wire::MAGIC.to_le_bytes();
-        if data.get(..8) != Some(&MAGIC[..]) {
-            self.findings.add(Kind::NotFxt, 0, None, || {
-                "the first 8 bytes are not the FXT magic number record".into()
-            });
-            self.out.fatal = true;
-            return;
-        }
-        let mut pos = 0usize;
-        while pos < data.len() {
-            let Some(word) = data.get(pos..pos + 8) else {
-                self.truncated(pos, data.len() - pos);
-                return;
+        let mut records = RecordStream::new(input);
+        let mut first = true;
+        while let Some(next) = records.next_record() {
+            let (pos, rec) = match next {
+                Ok(found) => found,
+                Err(e) => {
+                    let offset = e.offset;
+                    match e.kind {
+                        StreamErrorKind::Read(e) => return Err(e),
+                        StreamErrorKind::ZeroSize if !first => {
+                            self.findings.add(Kind::ZeroSize, offset, None, || {
+                                "the rest of the file is not imported".into()
+                            });
+                        }
+                        StreamErrorKind::Truncated { bytes } if !first => {
+                            self.findings.add(Kind::Truncated, offset, None, || {
+                                format!("{bytes} bytes at the end do not make a whole record")
+                            });
+                        }
+                        StreamErrorKind::TooLarge { bytes } if !first => {
+                            self.findings.add(Kind::Malformed, offset, None, || {
+                                format!(
+                                    "a record of {bytes} bytes, beyond the {} MiB check reads; \
+                                     the rest of the file is not checked",
+                                    MAX_RECORD >> 20
+                                )
+                            });
+                        }
+                        _ => self.not_fxt(),
+                    }
+                    self.out.fatal = true;
+                    return Ok(());
+                }
             };
-            let header = u64::from_le_bytes(word.try_into().unwrap_or_default());
-            let words12 = ((header >> 4) & 0xFFF) as usize;
-            if words12 == 0 {
-                self.findings.add(Kind::ZeroSize, pos as u64, None, || {
-                    format!("{} bytes after it are not imported", data.len() - pos)
-                });
-                self.out.fatal = true;
-                return;
+            if first {
+                if rec.get(..8) != Some(&MAGIC[..]) {
+                    self.not_fxt();
+                    return Ok(());
+                }
+                first = false;
             }
-            let rtype = (header & 0xF) as u8;
-            let mut len = words12 * 8;
-            if rtype == wire::record_type::LARGE {
-                let words = ((header >> 4) & 0xFFFF_FFFF) as usize;
+            let header = u64::from_le_bytes(rec[..8].try_into().unwrap_or_default());
+            if (header & 0xF) as u8 == wire::record_type::LARGE {
+                let words12 = (header >> 4) & 0xFFF;
+                let words = rec.len() as u64 / 8;
                 if words != words12 {
-                    self.findings
-                        .add(Kind::LargeRecordDesync, pos as u64, None, || {
-                            format!("large record of {words} words; Perfetto reads {words12}")
-                        });
-                    len = words.saturating_mul(8);
+                    self.findings.add(Kind::LargeRecordDesync, pos, None, || {
+                        format!("large record of {words} words; Perfetto reads {words12}")
+                    });
                 }
             }
-            let Some(rec) = data.get(pos..pos.saturating_add(len)) else {
-                self.truncated(pos, data.len() - pos);
-                return;
-            };
             self.out.counts.records += 1;
-            self.out.counts.bytes += len as u64;
-            self.record(pos as u64, header, rec);
-            pos += len;
+            self.out.counts.bytes += rec.len() as u64;
+            self.record(pos, header, rec);
+            if let Some(e) = self.out.spill_error.take() {
+                return Err(e);
+            }
         }
+        if first {
+            self.not_fxt();
+        }
+        Ok(())
     }
 
-    fn truncated(&mut self, pos: usize, left: usize) {
-        self.findings.add(Kind::Truncated, pos as u64, None, || {
-            format!("{left} bytes at the end do not make a whole record")
+    fn not_fxt(&mut self) {
+        self.findings.add(Kind::NotFxt, 0, None, || {
+            "the first 8 bytes are not the FXT magic number record".into()
         });
+        self.out.fatal = true;
     }
 
     fn provider(&mut self) -> Option<&mut Provider> {
         self.current.and_then(|id| self.providers.get_mut(&id))
+    }
+
+    /// Puts `item` aside for the parser.
+    fn item(&mut self, item: Item) {
+        if self.out.spill_error.is_some() {
+            return;
+        }
+        if let Err(e) = self.out.items.push(item) {
+            self.out.spill_error = Some(e);
+        }
     }
 
     fn record(&mut self, offset: u64, header: u64, rec: &[u8]) {
@@ -606,7 +646,10 @@ impl Tokenizer<'_> {
                 self.out.created.entry(child).or_insert(ts);
             }
         }
-        self.out.items.push(Item {
+        if makes_thread_row(*kind) {
+            self.out.event_threads.insert(tid);
+        }
+        self.item(Item {
             ts,
             offset,
             body: Body::Event {
@@ -796,7 +839,7 @@ impl Tokenizer<'_> {
             }
             _ => return Ok(()),
         };
-        self.out.items.push(Item { ts, offset, body });
+        self.item(Item { ts, offset, body });
         Ok(())
     }
 }

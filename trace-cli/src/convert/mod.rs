@@ -12,19 +12,26 @@
 //! by its parent and name, and `"samples"` (`cpu`, `pid`, `tid`, `ts`,
 //! `name` (the timebase), `sf` (the leaf frame), `weight` (ns for off-CPU
 //! and wakeup samples, else 1)).
+//!
+//! The file is read as a stream: what is held is the names of threads, the
+//! distinct stack frames, and a window of context switches per CPU
+//! ([`cpus`]); the samples wait in a temporary file ([`stacks`]).
 
-use std::collections::{BTreeMap, HashMap};
+mod cpus;
+mod stacks;
+
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value, json};
-use trace_common::fxt::read::{InstantScope, Reader, TraceState, instant_scope};
+use trace_common::fxt::read::{InstantScope, TraceState, decode, instant_scope};
+use trace_common::fxt::stream::{RecordStream, StreamErrorKind};
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
-use trace_perfetto::{DecodedSample, SampleReader};
 
 use crate::damage::{DamageArgs, Skipped};
 use crate::samples;
@@ -45,7 +52,7 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<ExitCode> {
-    let data = crate::read_trace(&args.file)?;
+    let input = crate::open_trace(&args.file)?;
     let out: Box<dyn Write> = if args.output.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())
     } else {
@@ -55,7 +62,7 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
         )
     };
     let mut out = BufWriter::new(out);
-    let stats = convert(&data, &mut out).context("writing the JSON output")?;
+    let stats = convert(input, &mut out).context("converting to JSON")?;
     out.flush().context("writing the JSON output")?;
     if args.output.as_os_str() != "-" {
         let samples = if stats.samples > 0 {
@@ -67,6 +74,13 @@ pub fn run(args: ConvertArgs) -> Result<ExitCode> {
             "trace-cli: {} JSON events{samples} -> {}",
             stats.events,
             args.output.display()
+        );
+    }
+    if stats.late_switches > 0 {
+        eprintln!(
+            "trace-cli: {} context switches came after later ones of their CPU by more than \
+             the reorder window and are left out of the CPU tracks",
+            stats.late_switches
         );
     }
     let skipped = Skipped {
@@ -88,6 +102,8 @@ pub struct ConvertStats {
     /// Problems in the Perfetto packets of blob records (samples that did
     /// not decode are left out).
     pub packet_errors: u64,
+    /// Context switches too far out of time order to be drawn.
+    pub late_switches: u64,
 }
 
 #[derive(Default)]
@@ -98,77 +114,57 @@ struct Converter {
     thread_process: HashMap<u64, u64>,
     /// Thread koid → name.
     thread_names: HashMap<u64, String>,
-    /// Context switches per CPU: (ns, outgoing tid, incoming tid).
-    switches: BTreeMap<u16, Vec<(u64, u64, u64)>>,
+    /// The CPU tracks.
+    cpus: cpus::CpuTracks,
     /// The stack samples.
-    samples: Samples,
-}
-
-/// Stack samples in Chrome's form.
-#[derive(Default)]
-struct Samples {
-    reader: SampleReader,
-    /// Frame id by (parent id, name).
-    ids: HashMap<(Option<u64>, String), u64>,
-    /// `"stackFrames"`.
-    frames: Map<String, Value>,
-    /// `"samples"`.
-    samples: Vec<Value>,
-    /// Problems in the packets.
-    errors: u64,
-}
-
-impl Samples {
-    /// Adds `s`, interning its frames root first.
-    fn add(&mut self, s: &DecodedSample) {
-        let mut parent: Option<u64> = None;
-        for frame in s.frames.iter().rev() {
-            let name = samples::frame_name(frame);
-            let next = self.ids.len() as u64 + 1;
-            let id = *self.ids.entry((parent, name.clone())).or_insert(next);
-            if id == next {
-                let mut f = Map::new();
-                f.insert("name".into(), name.into());
-                f.insert("category".into(), frame.mapping_path.clone().into());
-                if let Some(p) = parent {
-                    f.insert("parent".into(), p.into());
-                }
-                self.frames.insert(id.to_string(), Value::Object(f));
-            }
-            parent = Some(id);
-        }
-        let mut sample = Map::new();
-        sample.insert("cpu".into(), s.cpu.into());
-        sample.insert("pid".into(), s.pid.into());
-        sample.insert("tid".into(), s.tid.into());
-        sample.insert("ts".into(), micros(s.ts));
-        sample.insert("name".into(), s.timebase.clone().into());
-        if let Some(leaf) = parent {
-            sample.insert("sf".into(), leaf.into());
-        }
-        sample.insert("weight".into(), samples::weight(s).into());
-        self.samples.push(Value::Object(sample));
-    }
-
-    /// Writes `,"stackFrames":{...},"samples":[...]` if there are samples.
-    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        if self.samples.is_empty() {
-            return Ok(());
-        }
-        out.write_all(b",\n\"stackFrames\":")?;
-        serde_json::to_writer(&mut *out, &self.frames)?;
-        out.write_all(b",\n\"samples\":[")?;
-        for (i, s) in self.samples.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b",\n")?;
-            }
-            serde_json::to_writer(&mut *out, s)?;
-        }
-        out.write_all(b"]")
-    }
+    samples: stacks::Samples,
 }
 
 impl Converter {
+    /// A context switch to `incoming` on `cpu` at `ts` (ns).
+    fn switch(
+        &mut self,
+        out: &mut dyn Write,
+        cpu: u16,
+        ts: u64,
+        incoming: u64,
+    ) -> std::io::Result<()> {
+        if self.cpus.is_empty() {
+            self.emit(
+                out,
+                json!({"ph":"M","name":"process_name","pid":CPU_PSEUDO_PID,"tid":0,"args":{"name":"CPUs"}}),
+            )?;
+        }
+        if !self.cpus.known(cpu) {
+            self.emit(
+                out,
+                json!({"ph":"M","name":"thread_name","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"name":format!("CPU {cpu}")}}),
+            )?;
+            self.emit(
+                out,
+                json!({"ph":"M","name":"thread_sort_index","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"sort_index":cpu}}),
+            )?;
+        }
+        let mut cpus = std::mem::take(&mut self.cpus);
+        let placed = cpus.switch(cpu, ts, incoming, &mut |s| self.cpu_slice(out, s));
+        self.cpus = cpus;
+        placed
+    }
+
+    /// A thread's time on a CPU, named after the thread.
+    fn cpu_slice(&mut self, out: &mut dyn Write, s: cpus::CpuSlice) -> std::io::Result<()> {
+        let name = match self.thread_names.get(&s.tid) {
+            Some(n) => format!("{n} {}", s.tid),
+            None => format!("{}", s.tid),
+        };
+        let pid = self.thread_process.get(&s.tid).copied().unwrap_or(0);
+        self.emit(
+            out,
+            json!({"ph":"X","name":name,"cat":"kernel:sched","pid":CPU_PSEUDO_PID,"tid":s.cpu,
+                   "ts":micros(s.start),"dur":micros(s.end - s.start),"args":{"tid":s.tid,"pid":pid}}),
+        )
+    }
+
     fn emit(&mut self, out: &mut dyn Write, event: Value) -> std::io::Result<()> {
         if !self.first {
             out.write_all(b",\n")?;
@@ -180,8 +176,9 @@ impl Converter {
     }
 }
 
-/// Converts FXT `data` into Chrome JSON on `out`.
-pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats> {
+/// Converts the FXT stream `input` into Chrome JSON on `out`; an error is
+/// one of reading `input` or of writing `out`.
+pub fn convert(input: impl Read, out: &mut dyn Write) -> std::io::Result<ConvertStats> {
     let mut state = TraceState::new();
     let mut c = Converter {
         first: true,
@@ -189,20 +186,28 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
     };
     let mut errors = 0;
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-    for item in Reader::new(data) {
-        let (offset, record) = match item {
-            Ok(r) => r,
-            Err(_) => {
+    let mut records = RecordStream::new(input);
+    while let Some(next) = records.next_record() {
+        let raw = match next {
+            Ok((_, raw)) => raw,
+            Err(e) => {
+                if let StreamErrorKind::Read(_) = e.kind {
+                    return Err(std::io::Error::other(e));
+                }
                 errors += 1;
                 continue;
             }
+        };
+        let Ok((record, _)) = decode(raw) else {
+            errors += 1;
+            continue;
         };
         state.apply(&record);
         if let Some(payload) = samples::perfetto_payload(&record) {
             let (decoded, problems) = c.samples.reader.feed(payload);
             c.samples.errors += problems.len() as u64;
             for s in &decoded {
-                c.samples.add(s);
+                c.samples.add(s)?;
             }
             continue;
         }
@@ -247,7 +252,7 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
                 let mut json_args = args_json(&state, args);
                 let ph = match kind {
                     EventKind::Instant => {
-                        let scope = match instant_scope(&record, &data[offset..]) {
+                        let scope = match instant_scope(&record, raw) {
                             Some(InstantScope::Process) => "p",
                             Some(InstantScope::Global) => "g",
                             None => "t",
@@ -285,28 +290,19 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
             Record::ContextSwitch {
                 ts,
                 cpu,
-                outgoing_tid,
+                outgoing_tid: _,
                 incoming_tid,
                 ..
-            } => c.switches.entry(*cpu).or_default().push((
-                state.ticks_to_ns(*ts),
-                *outgoing_tid,
-                *incoming_tid,
-            )),
+            } => c.switch(out, *cpu, state.ticks_to_ns(*ts), *incoming_tid)?,
             Record::LegacyContextSwitch {
                 ts,
                 cpu,
-                outgoing_thread,
+                outgoing_thread: _,
                 incoming_thread,
                 ..
             } => {
-                let out_tid = resolve_thread(&state, *outgoing_thread).1;
                 let in_tid = resolve_thread(&state, *incoming_thread).1;
-                c.switches.entry(u16::from(*cpu)).or_default().push((
-                    state.ticks_to_ns(*ts),
-                    out_tid,
-                    in_tid,
-                ))
+                c.switch(out, u16::from(*cpu), state.ticks_to_ns(*ts), in_tid)?;
             }
             Record::ThreadWakeup { ts, cpu, tid, args } => {
                 let pid = c.thread_process.get(tid).copied().unwrap_or(0);
@@ -333,70 +329,18 @@ pub fn convert(data: &[u8], out: &mut dyn Write) -> std::io::Result<ConvertStats
             _ => {}
         }
     }
-    emit_cpu_tracks(&mut c, out)?;
+    let mut cpus = std::mem::take(&mut c.cpus);
+    cpus.finish(&mut |s| c.cpu_slice(out, s))?;
     out.write_all(b"\n]")?;
     c.samples.write(out)?;
     out.write_all(b"}\n")?;
     Ok(ConvertStats {
         events: c.events,
         errors,
-        samples: c.samples.samples.len() as u64,
+        samples: c.samples.count,
         packet_errors: c.samples.errors,
+        late_switches: cpus.late,
     })
-}
-
-/// Turns each CPU's context switches into complete events named after the
-/// thread that ran, on one pseudo-thread per CPU.
-fn emit_cpu_tracks(c: &mut Converter, out: &mut dyn Write) -> std::io::Result<()> {
-    let switches = std::mem::take(&mut c.switches);
-    if switches.is_empty() {
-        return Ok(());
-    }
-    c.emit(
-        out,
-        json!({"ph":"M","name":"process_name","pid":CPU_PSEUDO_PID,"tid":0,"args":{"name":"CPUs"}}),
-    )?;
-    for (cpu, mut list) in switches {
-        list.sort_by_key(|s| s.0);
-        c.emit(
-            out,
-            json!({"ph":"M","name":"thread_name","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"name":format!("CPU {cpu}")}}),
-        )?;
-        c.emit(
-            out,
-            json!({"ph":"M","name":"thread_sort_index","pid":CPU_PSEUDO_PID,"tid":cpu,"args":{"sort_index":cpu}}),
-        )?;
-        let mut running: Option<(u64, u64)> = None; // (tid, since)
-        for (ts, _out_tid, in_tid) in list {
-            if let Some((tid, since)) = running.take() {
-                emit_cpu_slice(c, out, cpu, tid, since, ts)?;
-            }
-            if in_tid != 0 {
-                running = Some((in_tid, ts));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn emit_cpu_slice(
-    c: &mut Converter,
-    out: &mut dyn Write,
-    cpu: u16,
-    tid: u64,
-    start: u64,
-    end: u64,
-) -> std::io::Result<()> {
-    let name = match c.thread_names.get(&tid) {
-        Some(n) => format!("{n} {tid}"),
-        None => format!("{tid}"),
-    };
-    let pid = c.thread_process.get(&tid).copied().unwrap_or(0);
-    c.emit(
-        out,
-        json!({"ph":"X","name":name,"cat":"kernel:sched","pid":CPU_PSEUDO_PID,"tid":cpu,
-               "ts":micros(start),"dur":micros(end - start),"args":{"tid":tid,"pid":pid}}),
-    )
 }
 
 fn async_id(ev: &mut Map<String, Value>, id: u64, ph: &'static str) -> &'static str {
@@ -496,7 +440,7 @@ mod tests {
             }
         }
         let mut out = Vec::new();
-        convert(&data, &mut out).unwrap();
+        convert(&data[..], &mut out).unwrap();
         let json: Value = serde_json::from_slice(&out).unwrap();
         let scopes: Vec<(String, String)> = json["traceEvents"]
             .as_array()
@@ -530,7 +474,7 @@ mod tests {
             Some(2_000),
         );
         let mut out = Vec::new();
-        let stats = convert(&data, &mut out).unwrap();
+        let stats = convert(&data[..], &mut out).unwrap();
         assert_eq!((stats.samples, stats.packet_errors), (3, 0));
         let json: Value = serde_json::from_slice(&out).unwrap();
         let frames = json["stackFrames"].as_object().unwrap();
@@ -589,7 +533,7 @@ mod tests {
         let mut data = Vec::new();
         encode(&Record::Magic, &mut data).unwrap();
         let mut out = Vec::new();
-        convert(&data, &mut out).unwrap();
+        convert(&data[..], &mut out).unwrap();
         let json: Value = serde_json::from_slice(&out).unwrap();
         assert!(json.get("stackFrames").is_none() && json.get("samples").is_none());
     }
