@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use trace_common::kernel::{EntryRef, with_entry};
+use trace_common::kernel::with_entry;
 use trace_manager::kernel::reorder::Reorder;
 use trace_manager::kernel::translate::KernelTranslator;
 use trace_manager::kernel::{KernelConfig, KernelProvider};
@@ -175,11 +175,7 @@ fn main() -> Result<()> {
         let mut failed = None;
         let mut translate = |bytes: &[u8]| {
             // As the manager's drain does it.
-            let r = with_entry(bytes, |entry| match entry {
-                EntryRef::Fixed(e) => translator.translate(&mut out, e),
-                EntryRef::Tracepoint(t) => translator.tracepoint(&mut out, &t),
-                EntryRef::Stack(s) => translator.stack(&mut out, &s),
-            });
+            let r = with_entry(bytes, |entry| translator.entry(&mut out, entry));
             if let Ok(Err(e)) = r {
                 failed.get_or_insert(e);
             }

@@ -10,142 +10,23 @@
 //! events the circular mode kept; [`Session::finish`] reports drops and
 //! flushes. Userspace providers are the [`crate::userspace::Registry`]'s.
 
-use crate::clock::boottime_ns;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use trace_common::category::{self, KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE};
+use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::controller::{KernelCount, KernelStats};
-use trace_common::fxt::{Record, provider_event};
-use trace_common::kernel::stack::STACK_KIND;
-use trace_common::kernel::{Entry, EntryRef, EventKind, parse_entry, with_entry};
-use trace_common::provider::{BufferDisposition, BufferingMode};
+use trace_common::provider::BufferDisposition;
 
-use crate::kernel::tracepoints::Selection;
-use crate::kernel::translate::{KernelRecordCounts, KernelTranslator, NameState, UsdtSiteInfo};
+pub use crate::kernel::recorder::{
+    KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME, RecordConfig, kernel_categories,
+};
+
+use crate::kernel::recorder::{KernelRecorder, RecorderError};
+use crate::kernel::translate::KernelRecordCounts;
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
-use crate::output::{FxtStream, OutputError, ProviderSections};
+use crate::output::{FxtStream, OutputError};
 use crate::procfs;
-
-/// The provider id of the kernel provider in the output.
-pub const KERNEL_PROVIDER_ID: u32 = 1;
-/// The provider name of the kernel provider in the output.
-pub const KERNEL_PROVIDER_NAME: &str = "kernel";
-
-/// What the kernel provider records.
-#[derive(Clone, Debug)]
-pub struct RecordConfig {
-    /// Category names or globs (`kernel:*`); empty selects every category.
-    pub categories: Vec<String>,
-    /// Size of the kernel provider's ring buffers in bytes, all CPUs'
-    /// together.
-    pub buffer_bytes: usize,
-    /// `None`: kernel events of every process. `Some(pids)`: only of these
-    /// processes and what they create during the recording (see
-    /// [`KernelConfig::pids`]); [`Session::follow`] adds more.
-    pub pids: Option<Vec<u32>>,
-    /// Functions to probe (`--uprobe`), resolved.
-    pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
-    /// USDT probe sites (`--usdt`), resolved.
-    pub usdt: Vec<crate::kernel::usdt::UsdtSite>,
-    /// Tracepoints selected by name (`-e`), resolved.
-    pub tracepoints: Arc<Selection>,
-    /// What happens to kernel events: written as they come (streaming),
-    /// the first `buffer_bytes` of them kept (oneshot), or the newest
-    /// `buffer_bytes` of them kept and written at stop (circular).
-    pub kernel_mode: BufferingMode,
-    /// How stacks are recorded.
-    pub stacks: trace_common::controller::StackOptions,
-    /// Conditions checked on the kernel's events (see
-    /// [`crate::kernel::translate::Trigger`]); [`Session::take_fired`]
-    /// says which fired.
-    pub triggers: Vec<crate::kernel::translate::Trigger>,
-    /// Most memory the kernel events read and not yet translated may take
-    /// (see [`KernelConfig::backlog_bytes`]).
-    pub backlog_bytes: usize,
-}
-
-impl RecordConfig {
-    /// Whether probes or tracepoints selected by name are to be placed.
-    fn probes(&self) -> bool {
-        !self.uprobes.is_empty() || !self.usdt.is_empty() || !self.tracepoints.is_empty()
-    }
-}
-
-/// Kernel events held back by the oneshot and circular modes.
-#[derive(Debug, Default)]
-struct KernelKeep {
-    /// Bytes of events written so far (oneshot).
-    used: u64,
-    /// Events refused because the oneshot budget was spent.
-    refused: u64,
-    /// The newest events (circular): each a little-endian `u16` length and
-    /// the entry's bytes.
-    ring: std::collections::VecDeque<u8>,
-    /// The names the events forgotten from `ring` gave (circular): the
-    /// kept events' processes and threads are named as they were when the
-    /// first kept event happened.
-    forgotten: NameState,
-    /// Whether events were forgotten (circular): what is kept then begins
-    /// at its first event, not where the recording began.
-    forgot: bool,
-}
-
-impl KernelKeep {
-    /// Forgets the oldest whole events until `ring` holds at most `budget`
-    /// bytes, keeping the names they gave.
-    fn forget_beyond(&mut self, budget: u64) {
-        let mut bytes = Vec::new();
-        while self.ring.len() as u64 > budget {
-            let old = usize::from(u16::from_le_bytes([self.ring[0], self.ring[1]]));
-            let end = (2 + old).min(self.ring.len());
-            bytes.clear();
-            bytes.extend(self.ring.range(2..end));
-            if let Ok(Entry::Fixed(event)) = parse_entry(&bytes) {
-                self.forgotten.apply(&event);
-            }
-            self.ring.drain(..end);
-            self.forgot = true;
-        }
-    }
-}
-
-/// Translates the events a circular recording kept (`ring`: each a
-/// little-endian `u16` length and the entry's bytes), oldest first; when
-/// older ones were forgotten, `translator` starts at the first kept event
-/// (what began before it is written as begun there). Returns the entries
-/// that could not be read.
-fn translate_kept<W: Write>(
-    translator: &mut KernelTranslator,
-    out: &mut FxtStream<W>,
-    ring: &std::collections::VecDeque<u8>,
-    forgot: bool,
-    stacks: bool,
-) -> Result<u64, RecordError> {
-    let (mut at, mut malformed, mut first) = (0, 0, forgot);
-    let mut bytes = Vec::new();
-    while at + 2 <= ring.len() {
-        let len = usize::from(u16::from_le_bytes([ring[at], ring[at + 1]]));
-        bytes.clear();
-        bytes.extend(ring.range(at + 2..(at + 2 + len).min(ring.len())));
-        at += 2 + len;
-        match parse_entry(&bytes) {
-            Ok(Entry::Fixed(event)) => {
-                if std::mem::take(&mut first) {
-                    translator.set_start(event.header().ts);
-                }
-                translator.translate(out, &event)?
-            }
-            Ok(Entry::Tracepoint(record)) => translator.tracepoint(out, &record)?,
-            Ok(Entry::Stack(record)) if stacks => translator.stack(out, &record)?,
-            Ok(Entry::Stack(_)) => {}
-            Err(_) => malformed += 1,
-        }
-    }
-    Ok(malformed)
-}
 
 /// Why a session failed.
 #[derive(Debug, Error)]
@@ -164,6 +45,15 @@ pub enum RecordError {
     /// The output could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+}
+
+impl From<RecorderError> for RecordError {
+    fn from(e: RecorderError) -> Self {
+        match e {
+            RecorderError::Kernel(e) => RecordError::Kernel(e),
+            RecorderError::Output(e) => RecordError::Output(e),
+        }
+    }
 }
 
 /// The kernel provider's outcome.
@@ -242,78 +132,17 @@ pub struct Progress {
     pub kernel_fill: f64,
 }
 
-/// The kind of an entry (undecoded) and the process it happened in.
-fn entry_process(bytes: &[u8]) -> Option<(u32, u32)> {
-    let word = |at: usize| {
-        bytes
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_ne_bytes)
-    };
-    // `EventHeader`: kind at 0, tgid at 20.
-    Some((word(0)?, word(20)?))
-}
-
-/// The kernel categories `patterns` select.
-pub fn kernel_categories(patterns: &[String]) -> Vec<String> {
-    KERNEL_CATEGORIES
-        .iter()
-        .filter(|(name, _)| category::kernel_enabled(patterns, name))
-        .map(|(name, _)| (*name).to_owned())
-        .collect()
-}
-
-/// A translator for the events `config` records, starting now.
-fn translator_for(config: &RecordConfig) -> KernelTranslator {
-    let mut translator = KernelTranslator::new();
-    translator.set_start(boottime_ns());
-    translator.set_proc_instants(
-        kernel_categories(&config.categories)
-            .iter()
-            .any(|c| c == KERNEL_PROC),
-    );
-    translator.set_followed_only(config.pids.is_some());
-    translator.set_tracepoints(Arc::clone(&config.tracepoints));
-    translator.set_sample_hz(config.stacks.sample_hz);
-    translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
-    translator.set_usdt_sites(
-        config
-            .usdt
-            .iter()
-            .map(|site| UsdtSiteInfo {
-                name: site.event_name(),
-                args: site.spec_value.args[..site.spec_value.nargs as usize]
-                    .iter()
-                    .map(|a| (a.signed != 0, a.format))
-                    .collect(),
-            })
-            .collect(),
-    );
-    translator
-}
-
-/// One session's output and kernel provider.
+/// One session's output and the kernel side writing into it.
 pub struct Session<W: Write> {
     config: RecordConfig,
     categories: Vec<String>,
-    kernel: Option<KernelProvider>,
-    /// The kernel provider's sections in the output.
-    section: ProviderSections,
-    keep: KernelKeep,
-    budget: u64,
+    kernel: KernelRecorder,
     out: FxtStream<W>,
-    translator: KernelTranslator,
-    stats: RecordStats,
-    /// Drops of the kernel providers of earlier starts.
-    dropped_before: Vec<(u32, u64)>,
-    other_dropped_before: u64,
+    /// The kernel categories enabled at some start.
+    enabled: Vec<String>,
+    /// Time spent tracing, every start-to-stop before the current one.
+    traced: Duration,
     started: Option<Instant>,
-    /// How many processes were followed when [`Session::begin_start`] said
-    /// what to load: those added since are followed once it is attached.
-    followed_at_start: usize,
-    /// The last stop wrote the kept events: the next start begins afresh
-    /// whatever its disposition, so nothing is written twice.
-    written_at_stop: bool,
 }
 
 impl<W: Write> Session<W> {
@@ -335,26 +164,14 @@ impl<W: Write> Session<W> {
             });
         }
         let out = FxtStream::new(out)?;
-        let mut translator = translator_for(&config);
-        translator.set_triggers(config.triggers.clone());
         Ok(Session {
-            budget: config.buffer_bytes as u64,
+            kernel: KernelRecorder::new(&config),
             config,
-            stats: RecordStats {
-                categories: categories.clone(),
-                ..Default::default()
-            },
+            enabled: categories.clone(),
             categories,
-            kernel: None,
-            section: ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME),
-            keep: KernelKeep::default(),
             out,
-            translator,
-            dropped_before: Vec::new(),
-            other_dropped_before: 0,
+            traced: Duration::ZERO,
             started: None,
-            followed_at_start: 0,
-            written_at_stop: false,
         })
     }
 
@@ -388,13 +205,7 @@ impl<W: Write> Session<W> {
         disposition: BufferDisposition,
         additional: &[String],
     ) -> Option<KernelConfig> {
-        if disposition != BufferDisposition::Retain || self.written_at_stop {
-            self.keep.ring.clear();
-            self.keep.forgotten = NameState::default();
-            self.keep.forgot = false;
-            self.keep.used = 0;
-        }
-        self.written_at_stop = false;
+        self.kernel.ready(disposition);
         let mut categories = self.categories.clone();
         // (No additional categories is not "all of them".)
         let extra = if additional.is_empty() {
@@ -407,65 +218,24 @@ impl<W: Write> Session<W> {
                 categories.push(c);
             }
         }
-        if self.kernel.is_some() || (categories.is_empty() && !self.config.probes()) {
+        if self.kernel.running() || (categories.is_empty() && !self.config.probes()) {
             self.started = Some(Instant::now());
             return None;
         }
         for c in &categories {
-            if !self.stats.categories.contains(c) {
-                self.stats.categories.push(c.clone());
+            if !self.enabled.contains(c) {
+                self.enabled.push(c.clone());
             }
         }
-        self.translator
-            .set_proc_instants(categories.iter().any(|c| c == KERNEL_PROC));
-        if categories
-            .iter()
-            .any(|c| c == KERNEL_PROFILE || c == KERNEL_OFFCPU)
-            || !self.config.stacks.probe_stacks.is_empty()
-        {
-            self.translator.prepare_stacks();
-        }
-        self.followed_at_start = self.config.pids.as_ref().map_or(0, Vec::len);
-        Some(KernelConfig {
-            categories,
-            ring_buffer_bytes: self.config.buffer_bytes,
-            pids: self.config.pids.clone(),
-            uprobes: self.config.uprobes.clone(),
-            usdt: self.config.usdt.clone(),
-            tracepoints: Arc::clone(&self.config.tracepoints),
-            classic_tracepoints: false,
-            separate_syscall_events: false,
-            stacks: self.config.stacks.clone(),
-            backlog_bytes: self.config.backlog_bytes,
-            deadline: None,
-        })
+        Some(self.kernel.begin_start(&self.config, categories))
     }
 
     /// Completes [`Session::begin_start`] with the kernel provider it asked
     /// for, loaded and attached: names what exists.
-    pub fn attached(&mut self, mut kernel: KernelProvider) -> Result<(), RecordError> {
-        let added = self.config.pids.as_deref().unwrap_or_default();
-        for &pid in added.get(self.followed_at_start..).unwrap_or_default() {
-            if let Err(e) = kernel.follow(pid) {
-                log::info!("process {pid}, followed while the programs were loaded: {e}");
-            }
-        }
-        self.kernel = Some(kernel);
-        // The programs are attached: a call that ends without its entry
-        // began before this.
-        let now = boottime_ns();
-        self.translator.restart(now);
-        self.translator.set_start(now);
+    pub fn attached(&mut self, kernel: KernelProvider) -> Result<(), RecordError> {
         self.started = Some(Instant::now());
-        self.section.begin(&mut self.out)?;
-        // The programs are attached already: whatever is created from now
-        // on is reported by events, whatever existed before is in the
-        // snapshot (with a pid filter, of the followed processes).
-        let mut snapshot = procfs::snapshot();
-        if let Some(pids) = &self.config.pids {
-            snapshot.retain(|p| pids.contains(&p.pid));
-        }
-        self.translator.write_snapshot(&mut self.out, &snapshot)?;
+        self.kernel
+            .attached(kernel, self.config.pids.as_deref(), &mut self.out)?;
         Ok(())
     }
 
@@ -483,36 +253,17 @@ impl<W: Write> Session<W> {
         {
             pids.push(pid);
         }
-        if let Some(k) = self.kernel.as_mut() {
-            k.follow(pid)?;
-            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-            let mut snapshot = procfs::snapshot();
-            snapshot.retain(|p| p.pid == pid);
-            self.translator.write_snapshot(&mut self.out, &snapshot)?;
-        }
-        Ok(())
-    }
-
-    /// Kernel events lost so far.
-    fn dropped_now(&self) -> u64 {
-        let now = self
-            .kernel
-            .as_ref()
-            .and_then(|k| k.dropped().ok())
-            .unwrap_or(0);
-        now + self.dropped_before.iter().map(|&(_, n)| n).sum::<u64>()
-            + self.other_dropped_before
-            + self.keep.refused
+        Ok(self.kernel.follow(pid, &mut self.out)?)
     }
 
     /// How the session is going.
     pub fn progress(&self) -> Progress {
         Progress {
-            elapsed: self.stats.duration + self.started.map_or(Duration::ZERO, |s| s.elapsed()),
-            kernel_events: self.stats.kernel_events,
+            elapsed: self.traced + self.started.map_or(Duration::ZERO, |s| s.elapsed()),
+            kernel_events: self.kernel.events(),
             bytes: self.out.bytes(),
-            dropped: self.dropped_now(),
-            kernel_fill: self.kernel.as_ref().map_or(0.0, KernelProvider::fill),
+            dropped: self.kernel.dropped(),
+            kernel_fill: self.kernel.fill(),
         }
     }
 
@@ -540,79 +291,12 @@ impl<W: Write> Session<W> {
     /// Waits until the kernel provider has events; never, while not
     /// tracing.
     pub async fn readable(&mut self) -> Result<(), RecordError> {
-        match self.kernel.as_mut() {
-            Some(k) => Ok(k.readable().await?),
-            None => std::future::pending().await,
-        }
+        Ok(self.kernel.readable().await?)
     }
 
     /// Drains every event available now into the output.
     pub fn drain(&mut self) -> Result<(), RecordError> {
-        let mut result = Ok(());
-        // Shared by the two callbacks below, which never run at once.
-        let translator = std::cell::RefCell::new(&mut self.translator);
-        let out = &mut self.out;
-        let keep = &mut self.keep;
-        let (mode, budget) = (self.config.kernel_mode, self.budget);
-        let mut n = 0u64;
-        let mut malformed = 0u64;
-        let Some(kernel) = self.kernel.as_mut() else {
-            return Ok(());
-        };
-        // Userspace providers' sections may have come in between.
-        out.enter_provider(KERNEL_PROVIDER_ID)?;
-        // A stack needs its process's mappings while the process lives,
-        // however much later it is translated: they are read as the stack
-        // arrives (the program wakes the reader at a process's first one).
-        // A process that executes a program has new mappings: the stacks
-        // after its exec read them again.
-        let mut arrived = |bytes: &[u8]| match entry_process(bytes) {
-            Some((STACK_KIND, _)) => {
-                if let Ok(record) = trace_common::kernel::stack::StackRecord::parse(bytes) {
-                    translator.borrow_mut().observe_stack_process(&record);
-                }
-            }
-            Some((kind, pid)) if kind == EventKind::Exec as u32 => {
-                translator.borrow_mut().forget_stack_process(pid);
-            }
-            _ => {}
-        };
-        let mut release = |bytes: &[u8]| {
-            n += 1;
-            let mut translator = translator.borrow_mut();
-            match mode {
-                BufferingMode::Circular => {
-                    let len = bytes.len().min(usize::from(u16::MAX));
-                    keep.ring.extend((len as u16).to_le_bytes());
-                    keep.ring.extend(&bytes[..len]);
-                    keep.forget_beyond(budget);
-                }
-                BufferingMode::Oneshot if keep.used + bytes.len() as u64 > budget => {
-                    keep.refused += 1;
-                }
-                _ => {
-                    keep.used += bytes.len() as u64;
-                    let translated = with_entry(bytes, |entry| {
-                        if result.is_err() {
-                            return;
-                        }
-                        result = match entry {
-                            EntryRef::Fixed(event) => translator.translate(out, event),
-                            EntryRef::Tracepoint(record) => translator.tracepoint(out, &record),
-                            EntryRef::Stack(record) => translator.stack(out, &record),
-                        };
-                    });
-                    if translated.is_err() {
-                        malformed += 1;
-                    }
-                }
-            }
-        };
-        kernel.drain_raw_seeing(&mut arrived, &mut release);
-        kernel.add_malformed(malformed);
-        self.stats.kernel_events += n;
-        self.stats.malformed += malformed;
-        result.map_err(RecordError::from)
+        Ok(self.kernel.drain(&mut self.out)?)
     }
 
     /// Drains until nothing read from the kernel is due any more, or for
@@ -623,11 +307,7 @@ impl<W: Write> Session<W> {
         let until = Instant::now() + limit;
         loop {
             self.drain()?;
-            let pending = self
-                .kernel
-                .as_ref()
-                .is_some_and(KernelProvider::has_pending);
-            if !pending || Instant::now() >= until {
+            if !self.kernel.has_pending() || Instant::now() >= until {
                 return Ok(());
             }
         }
@@ -638,55 +318,14 @@ impl<W: Write> Session<W> {
     /// the events the circular mode kept.
     pub fn stop(&mut self, write_results: bool) -> Result<(), RecordError> {
         if let Some(s) = self.started.take() {
-            self.stats.duration += s.elapsed();
+            self.traced += s.elapsed();
         }
-        if let Some(k) = self.kernel.as_mut() {
-            // Every program stops at one instant; detaching them one by one
-            // takes a while.
-            let stop = k.cut()?;
-            self.translator.set_stop(stop);
-            k.detach();
-            // Events already in the ring buffers are still collected.
-            self.drain()?;
-            // Threads still blocked (or not yet back in user space) at the
-            // cut are written as ending there.
-            if let Some(k) = self.kernel.as_mut() {
-                let pending = k.offcpu_pending(stop);
-                if !pending.is_empty() {
-                    self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-                }
-                for bytes in pending {
-                    if let Ok(record) = trace_common::kernel::stack::StackRecord::parse(&bytes) {
-                        self.translator.observe_stack_process(&record);
-                        self.translator.stack(&mut self.out, &record)?;
-                    }
-                }
-            }
-        }
-        if let Some(k) = self.kernel.take() {
-            let per_cpu = k.dropped_per_cpu()?;
-            let on_cpus: u64 = per_cpu.iter().map(|&(_, n)| n).sum();
-            self.other_dropped_before += k.dropped()?.saturating_sub(on_cpus);
-            for (cpu, n) in per_cpu {
-                match self.dropped_before.iter_mut().find(|(c, _)| *c == cpu) {
-                    Some((_, m)) => *m += n,
-                    None => self.dropped_before.push((cpu, n)),
-                }
-            }
-            k.stop();
-            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-            self.translator.finish_open(&mut self.out)?;
-        }
-        if write_results {
-            self.write_kept()?;
-            self.written_at_stop = true;
-        }
-        Ok(())
+        Ok(self.kernel.stop(&mut self.out, write_results)?)
     }
 
     /// Whether the kernel's events are kept in the circular mode.
     pub fn is_circular(&self) -> bool {
-        self.config.kernel_mode == BufferingMode::Circular
+        self.kernel.is_circular()
     }
 
     /// What the circular mode keeps now, as a whole trace of its own: the
@@ -696,67 +335,31 @@ impl<W: Write> Session<W> {
     /// the events are still written at the stop. Stack samples are left
     /// out (their processes' mappings belong to this session's resolver).
     pub fn kept_as_trace(&self) -> Result<Vec<u8>, RecordError> {
-        let mut out = FxtStream::new(Vec::new())?;
-        let mut translator = translator_for(&self.config);
-        ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME).begin(&mut out)?;
-        let mut snapshot = procfs::snapshot();
-        if let Some(pids) = &self.config.pids {
-            snapshot.retain(|p| pids.contains(&p.pid));
-        }
-        translator.write_snapshot(&mut out, &snapshot)?;
-        // The names as they were at the first kept event, where the kept
-        // events do not say them.
-        translator.write_names(&mut out, &self.keep.forgotten)?;
-        translate_kept(
-            &mut translator,
-            &mut out,
-            &self.keep.ring,
-            self.keep.forgot,
-            false,
-        )?;
-        translator.finish_open(&mut out)?;
-        Ok(out.finish()?)
-    }
-
-    /// Writes the kernel events the circular mode kept, oldest first.
-    fn write_kept(&mut self) -> Result<(), RecordError> {
-        let ring = std::mem::take(&mut self.keep.ring);
-        let forgotten = std::mem::take(&mut self.keep.forgotten);
-        let forgot = std::mem::take(&mut self.keep.forgot);
-        if ring.is_empty() {
-            return Ok(());
-        }
-        self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-        self.translator.write_names(&mut self.out, &forgotten)?;
-        self.stats.malformed +=
-            translate_kept(&mut self.translator, &mut self.out, &ring, forgot, true)?;
-        self.translator.finish_open(&mut self.out)?;
-        Ok(())
+        Ok(self.kernel.kept_as_trace(&self.config)?)
     }
 
     /// The triggers that fired since the last call (each is marked in the
     /// output where it fired).
     pub fn take_fired(&mut self) -> Vec<crate::kernel::translate::Fired> {
-        self.translator.take_fired()
+        self.kernel.take_fired()
     }
 
     /// The kernel provider's numbers so far.
     pub fn stats(&self) -> RecordStats {
-        let mut stats = self.stats.clone();
-        stats.counts = self.translator.counts();
-        (stats.tracepoints, stats.unpaired) = self.translator.tracepoint_counts();
-        stats.dropped = self.dropped_now();
-        stats.dropped_per_cpu = self.dropped_before.clone();
-        if let Some(now) = self.kernel.as_ref().and_then(|k| k.dropped_per_cpu().ok()) {
-            for (cpu, n) in now {
-                match stats.dropped_per_cpu.iter_mut().find(|(c, _)| *c == cpu) {
-                    Some((_, m)) => *m += n,
-                    None => stats.dropped_per_cpu.push((cpu, n)),
-                }
-            }
+        let tally = self.kernel.tally();
+        let translator = self.kernel.translator();
+        let (tracepoints, unpaired) = translator.tracepoint_counts();
+        RecordStats {
+            kernel_events: tally.events,
+            dropped: tally.dropped,
+            dropped_per_cpu: tally.dropped_per_cpu,
+            malformed: tally.malformed,
+            counts: translator.counts(),
+            tracepoints,
+            unpaired,
+            duration: self.traced + self.started.map_or(Duration::ZERO, |s| s.elapsed()),
+            categories: self.enabled.clone(),
         }
-        stats.duration += self.started.map_or(Duration::ZERO, |s| s.elapsed());
-        stats
     }
 
     /// Stops if needed, writes what was kept and not written, reports
@@ -780,21 +383,8 @@ impl<W: Write> Session<W> {
     fn write_end(&mut self) -> Result<RecordStats, RecordError> {
         self.stop(true)?;
         let stats = self.stats();
-        if stats.dropped > 0 {
-            let on_cpus: u64 = stats.dropped_per_cpu.iter().map(|&(_, n)| n).sum();
-            self.out.enter_provider(KERNEL_PROVIDER_ID)?;
-            let at = self.translator.stop_ts().unwrap_or_else(boottime_ns);
-            self.translator.drops(
-                &mut self.out,
-                at,
-                &stats.dropped_per_cpu,
-                stats.dropped.saturating_sub(on_cpus),
-            )?;
-            self.out.write(&Record::ProviderEvent {
-                id: KERNEL_PROVIDER_ID,
-                event: provider_event::BUFFER_OVERFLOW,
-            })?;
-        }
+        self.kernel
+            .write_drops(&mut self.out, stats.dropped, &stats.dropped_per_cpu)?;
         Ok(stats)
     }
 }
@@ -802,6 +392,7 @@ impl<W: Write> Session<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trace_common::provider::BufferingMode;
 
     #[test]
     fn following_a_process_that_does_not_exist_is_refused() {

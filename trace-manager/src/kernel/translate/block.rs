@@ -1,12 +1,13 @@
 //! Block I/O: requests paired by device and sector into complete
 //! durations in `kernel:block` on per-device lanes.
 
+use std::collections::VecDeque;
 use std::io::Write;
 
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::BlockRqEvent;
 
-use super::{EventRecord, KernelTranslator, comm_str};
+use super::{EventRecord, KernelTranslator, Map, comm_str};
 use crate::output::{FxtStream, OutputError};
 
 /// Koid of the pseudo-process holding the per-device block tracks.
@@ -63,6 +64,29 @@ pub fn block_op(rwbs: &str) -> &'static str {
     }
 }
 
+/// What the block request translation keeps.
+pub(super) struct BlockState {
+    /// Block requests in flight by (device, sector), oldest first.
+    pub(super) pending: Map<(u32, u64), VecDeque<PendingBlock>>,
+    /// Block requests taken back from their device, until issued again.
+    pub(super) requeued: Map<(u32, u64), VecDeque<PendingBlock>>,
+    /// Block devices by `dev_t`, with their tracks.
+    pub(super) devices: Map<u32, BlockDevice>,
+    /// The next block track's koid.
+    pub(super) next_koid: u32,
+}
+
+impl Default for BlockState {
+    fn default() -> Self {
+        BlockState {
+            pending: Map::default(),
+            requeued: Map::default(),
+            devices: Map::default(),
+            next_koid: BLOCK_PROCESS_KOID + 1,
+        }
+    }
+}
+
 impl KernelTranslator {
     /// The current task issued a block request (`block_rq_issue`): held
     /// until its completion.
@@ -79,11 +103,12 @@ impl KernelTranslator {
         let rwbs: &str = &rwbs;
         let key = (dev, sector);
         let again = self
-            .block_requeued
+            .blocks
+            .requeued
             .get_mut(&key)
             .and_then(|q| q.pop_front());
-        if self.block_requeued.get(&key).is_some_and(|q| q.is_empty()) {
-            self.block_requeued.remove(&key);
+        if self.blocks.requeued.get(&key).is_some_and(|q| q.is_empty()) {
+            self.blocks.requeued.remove(&key);
         }
         let request = match again {
             // Issued again (often by a kernel worker): still the request its
@@ -100,14 +125,18 @@ impl KernelTranslator {
                 requeues: 0,
             },
         };
-        self.block.entry(key).or_default().push_back(request);
+        self.blocks
+            .pending
+            .entry(key)
+            .or_default()
+            .push_back(request);
     }
 
     /// The kernel took the request at a sector back from the device
     /// (`block_rq_requeue`): out of flight until it is issued again.
     pub fn block_requeue(&mut self, e: &BlockRqEvent) {
         let key = (e.dev, e.sector);
-        let Some(queue) = self.block.get_mut(&key) else {
+        let Some(queue) = self.blocks.pending.get_mut(&key) else {
             // Issued before the recording (or not followed).
             return;
         };
@@ -115,11 +144,11 @@ impl KernelTranslator {
             return;
         };
         if queue.is_empty() {
-            self.block.remove(&key);
+            self.blocks.pending.remove(&key);
         }
         p.requeues = p.requeues.saturating_add(1);
         self.counts.block_requeues += 1;
-        self.block_requeued.entry(key).or_default().push_back(p);
+        self.blocks.requeued.entry(key).or_default().push_back(p);
     }
 
     /// A device completed the request at a sector (`block_rq_complete`;
@@ -133,10 +162,10 @@ impl KernelTranslator {
         // A request issued again where the recording did not see it (by a
         // kernel worker, under a pid filter) completes from its first issue.
         let key = (dev, sector);
-        let map = if self.block.contains_key(&key) {
-            &mut self.block
+        let map = if self.blocks.pending.contains_key(&key) {
+            &mut self.blocks.pending
         } else {
-            &mut self.block_requeued
+            &mut self.blocks.requeued
         };
         let Some(queue) = map.get_mut(&key) else {
             // Issued before the recording (or not followed).
@@ -157,9 +186,10 @@ impl KernelTranslator {
         &mut self,
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
-        let requeued: Vec<_> = self.block_requeued.drain().collect();
+        let requeued: Vec<_> = self.blocks.requeued.drain().collect();
         let mut left: Vec<(u32, PendingBlock)> = self
-            .block
+            .blocks
+            .pending
             .drain()
             .chain(requeued)
             .flat_map(|((dev, _), q)| q.into_iter().map(move |p| (dev, p)))
@@ -188,7 +218,8 @@ impl KernelTranslator {
             self.name_process(out, BLOCK_PROCESS_KOID, "kernel block I/O")?;
         }
         let device = self
-            .block_devices
+            .blocks
+            .devices
             .entry(dev)
             .or_insert_with(|| BlockDevice {
                 name: block_device_name(dev),
@@ -201,8 +232,8 @@ impl KernelTranslator {
                 device.lanes[i].0
             }
             None => {
-                let koid = self.next_block_koid;
-                self.next_block_koid = self.next_block_koid.saturating_add(1).min(0x7FFE_FFFF);
+                let koid = self.blocks.next_koid;
+                self.blocks.next_koid = self.blocks.next_koid.saturating_add(1).min(0x7FFE_FFFF);
                 device.lanes.push((koid, end));
                 let label = match device.lanes.len() {
                     1 => name.clone(),

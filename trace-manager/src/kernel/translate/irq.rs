@@ -6,7 +6,7 @@ use std::io::Write;
 use trace_common::fxt::{ArgValue, EventKind};
 use trace_common::kernel::{IrqEntryEvent, IrqExitEvent, SOFTIRQ_EXIT, SoftirqEvent};
 
-use super::{EventRecord, KernelTranslator, comm_str};
+use super::{EventRecord, KernelTranslator, Map, comm_str};
 use crate::output::{FxtStream, OutputError};
 
 /// Koid of the pseudo-process holding the per-CPU interrupt tracks: above
@@ -33,6 +33,13 @@ pub(super) struct PendingIrq {
 pub(super) struct CpuIrqs {
     hard: Option<PendingIrq>,
     soft: Option<PendingIrq>,
+}
+
+/// What the interrupt translation keeps.
+#[derive(Default)]
+pub(super) struct IrqState {
+    /// Interrupts running, by CPU.
+    pub(super) cpus: Map<u32, CpuIrqs>,
 }
 
 impl KernelTranslator {
@@ -72,7 +79,7 @@ impl KernelTranslator {
             args: vec![("irq", ArgValue::Int32(irq))],
             number: i64::from(irq),
         };
-        if let Some(lost) = self.irqs.entry(cpu).or_default().hard.replace(pending) {
+        if let Some(lost) = self.irq.cpus.entry(cpu).or_default().hard.replace(pending) {
             // Its exit was lost (a full ring buffer).
             self.write_irq(out, cpu, lost, ts, &[("exit_lost", ArgValue::Bool(true))])?;
         }
@@ -87,7 +94,7 @@ impl KernelTranslator {
         e: &IrqExitEvent,
     ) -> Result<(), OutputError> {
         let (ts, cpu, irq, ret) = (e.header.ts, e.header.cpu, e.irq, e.ret);
-        let slot = &mut self.irqs.entry(cpu).or_default().hard;
+        let slot = &mut self.irq.cpus.entry(cpu).or_default().hard;
         match slot.take() {
             Some(p) if p.number == i64::from(irq) => {
                 self.write_irq(out, cpu, p, ts, &[("handled", ArgValue::Bool(ret != 0))])
@@ -106,7 +113,7 @@ impl KernelTranslator {
         e: &SoftirqEvent,
     ) -> Result<(), OutputError> {
         let (ts, cpu, vec, exit) = (e.header.ts, e.header.cpu, e.vec, e.exit == SOFTIRQ_EXIT);
-        let slot = &mut self.irqs.entry(cpu).or_default().soft;
+        let slot = &mut self.irq.cpus.entry(cpu).or_default().soft;
         if !exit {
             let name = match trace_common::kernel::softirq_name(vec) {
                 Some(n) => format!("softirq {n}"),
@@ -139,7 +146,7 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
         let mut left: Vec<(u32, PendingIrq)> = Vec::new();
-        for (cpu, irqs) in self.irqs.iter_mut() {
+        for (cpu, irqs) in self.irq.cpus.iter_mut() {
             left.extend(irqs.soft.take().map(|p| (*cpu, p)));
             left.extend(irqs.hard.take().map(|p| (*cpu, p)));
         }

@@ -6,8 +6,15 @@ use std::io::Write;
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::{PageFaultEvent, RssStatEvent};
 
-use super::{EventRecord, KernelTranslator};
+use super::{EventRecord, KernelTranslator, Map};
 use crate::output::{FxtStream, OutputError};
+
+/// What the memory translation keeps.
+#[derive(Default)]
+pub(super) struct MemoryState {
+    /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
+    pub(super) mm_owners: Map<u32, u32>,
+}
 
 impl KernelTranslator {
     /// The current task faulted at `address` (instruction `ip`) with the
@@ -62,10 +69,10 @@ impl KernelTranslator {
         let (ts, tgid, curr) = (e.header.ts, e.header.tgid, e.curr != 0);
         let (mm_id, member, size) = (e.mm_id, e.member, e.size);
         let owner = if curr {
-            self.mm_owners.insert(mm_id, tgid);
+            self.memory.mm_owners.insert(mm_id, tgid);
             tgid
         } else {
-            match self.mm_owners.get(&mm_id) {
+            match self.memory.mm_owners.get(&mm_id) {
                 Some(&o) => o,
                 // Not seen from its own process yet: no owner to show it on.
                 None => return Ok(()),

@@ -85,12 +85,17 @@
 //! from the /proc snapshot taken at start, from the event itself, or from
 //! /proc when a thread shows up that nothing has told about.
 //!
-//! [`KernelTranslator::translate`] dispatches each event to the translator
-//! of its category, one file each: `sched`, `process`, `syscall`, `irq`,
-//! `block`, `memory`, `power` (and the drop counter), `probe` (`--uprobe`
-//! and `--usdt`), `tracepoint` (`-e`), `stack` (stacks). This file holds what they share: the task each CPU runs,
-//! the threads and processes named so far, the string and thread tables,
-//! the counts, and the recording's start and stop.
+//! [`KernelTranslator::entry`] takes every ring-buffer entry, whatever its
+//! kind; [`KernelTranslator::translate`] routes each fixed event to the
+//! translator of its category, one file each: `sched`, `process`,
+//! `syscall`, `irq`, `block`, `memory`, `power` (and the drop counter),
+//! `probe` (`--uprobe` and `--usdt`), `tracepoint` (`-e`), `stack`
+//! (stacks). Each file declares the state its category keeps
+//! (`SyscallState`, `SchedState`, `IrqState`, `BlockState`, `MemoryState`,
+//! `ProbeState`, `Tracepoints`, `Triggers`, `Stacks`), one field of the
+//! translator each. This file holds what they share: the task each CPU
+//! runs, the threads and processes named so far, the string and thread
+//! tables, the counts, and the recording's start and stop.
 
 mod block;
 mod irq;
@@ -112,7 +117,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, obj_type};
-use trace_common::kernel::KernelEvent;
+use trace_common::kernel::{EntryRef, KernelEvent};
 
 pub use self::block::{BLOCK_PROCESS_KOID, block_device_name, block_op};
 pub use self::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
@@ -123,10 +128,6 @@ pub use self::sched::{thread_state, weight};
 pub use self::threads::ThreadTable;
 pub use self::trigger::{Condition, Fired, TRIGGER_CATEGORY, Trigger, is_kernel_trigger};
 
-use self::block::{BlockDevice, PendingBlock};
-use self::irq::CpuIrqs;
-use self::probe::ProbeThread;
-use self::syscall::ThreadCalls;
 use crate::kernel::syscalls::SyscallTable;
 use crate::output::{FxtStream, OutputError, StringTable};
 use crate::procfs;
@@ -153,18 +154,6 @@ const UNKNOWN_TGID: u32 = u32::MAX;
 
 /// Slots of [`KernelTranslator::known`].
 const KNOWN_CACHE: usize = 256;
-
-/// What the scheduling events showed of one thread.
-#[derive(Clone, Copy, Debug, Default)]
-struct SchedThread {
-    /// The CPU it runs on (idle tasks are never recorded as running).
-    running_on: Option<u16>,
-    /// Its priority, as last seen.
-    prio: Option<i32>,
-    /// When it was first seen in an event (its creation for a thread
-    /// created during the recording); cleared at its exit.
-    first_seen: Option<u64>,
-}
 
 /// Counts of what the translator wrote, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -213,8 +202,6 @@ pub struct KernelRecordCounts {
 /// Translates kernel events into records of one provider in the output.
 pub struct KernelTranslator {
     strings: StringTable,
-    /// The string indexes of each system call number seen, by number.
-    call_strings: Vec<Option<std::rc::Rc<syscall::CallStrings>>>,
     threads: Map<u32, ThreadEntry>,
     /// Threads recently found written in `threads`, as `tgid << 32 | tid`
     /// by `tid % KNOWN_CACHE` (0: none): a thread's entry is only ever
@@ -233,32 +220,10 @@ pub struct KernelTranslator {
     /// Process koids whose name was written, with that name.
     processes: Map<u32, String>,
     counts: KernelRecordCounts,
-    syscall_table: SyscallTable,
-    /// System calls by thread: the one in progress, and when the last one
-    /// returned.
-    calls: Map<u32, ThreadCalls>,
     /// When the recording started (CLOCK_BOOTTIME ns): where calls that
     /// began before it start.
     start_ts: u64,
-    /// Interrupts running, by CPU.
-    irqs: Map<u32, CpuIrqs>,
-    /// Block requests in flight by (device, sector), oldest first.
-    block: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
-    /// Block requests taken back from their device, until issued again.
-    block_requeued: Map<(u32, u64), std::collections::VecDeque<PendingBlock>>,
-    /// Block devices by `dev_t`, with their tracks.
-    block_devices: Map<u32, BlockDevice>,
-    /// The next block track's koid.
-    next_block_koid: u32,
-    /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
-    mm_owners: Map<u32, u32>,
-    /// Names of the probed functions, by probe index.
-    probe_names: Vec<String>,
-    usdt_sites: Vec<UsdtSiteInfo>,
     thread_table: ThreadTable,
-    /// Probed functions entered and not returned, by thread, innermost
-    /// last.
-    probe_stacks: Map<u32, ProbeThread>,
     /// When the recording stopped: where what is still open ends.
     stop_ts: Option<u64>,
     /// The latest event time seen.
@@ -267,16 +232,17 @@ pub struct KernelTranslator {
     cpu_current: Vec<Option<Current>>,
     /// When each CPU's last switch (recorded or inferred) happened.
     cpu_since: Vec<u64>,
-    /// What scheduling events showed of each thread: one entry per thread,
-    /// so that a switch or wake-up looks each of its threads up once.
-    sched: Map<u32, SchedThread>,
-    /// Constant strings of scheduling records, each interned at its first
-    /// use ([`sched::SchedString`]).
-    sched_strings: [Option<StringRef<'static>>; sched::SchedString::COUNT],
     /// Threads that existed when the recording started (the snapshot).
     at_start: std::collections::HashSet<u32>,
     /// When threads created during the recording were created.
     created: Map<u32, u64>,
+    /// Each category's own state, in its file.
+    syscall: syscall::SyscallState,
+    sched: sched::SchedState,
+    irq: irq::IrqState,
+    blocks: block::BlockState,
+    memory: memory::MemoryState,
+    probes: probe::ProbeState,
     /// Tracepoints selected by name.
     tracepoints: tracepoint::Tracepoints,
     /// Conditions checked on the events, and those that fired.
@@ -331,34 +297,26 @@ impl KernelTranslator {
     pub fn with_syscalls(table: SyscallTable) -> Self {
         KernelTranslator {
             strings: StringTable::new(),
-            call_strings: Vec::new(),
             threads: Map::default(),
             known: Box::new([0; KNOWN_CACHE]),
             proc_instants: true,
             followed_only: false,
             processes: Map::default(),
             counts: KernelRecordCounts::default(),
-            syscall_table: table,
-            calls: Map::default(),
             start_ts: 0,
-            irqs: Map::default(),
-            block: Map::default(),
-            block_requeued: Map::default(),
-            block_devices: Map::default(),
-            next_block_koid: BLOCK_PROCESS_KOID + 1,
-            mm_owners: Map::default(),
-            probe_names: Vec::new(),
-            usdt_sites: Vec::new(),
             thread_table: ThreadTable::default(),
-            probe_stacks: Map::default(),
             stop_ts: None,
             last_ts: 0,
             cpu_current: Vec::new(),
             cpu_since: Vec::new(),
-            sched: Map::default(),
-            sched_strings: Default::default(),
             at_start: std::collections::HashSet::new(),
             created: Map::default(),
+            syscall: syscall::SyscallState::new(table),
+            sched: sched::SchedState::default(),
+            irq: irq::IrqState::default(),
+            blocks: block::BlockState::default(),
+            memory: memory::MemoryState::default(),
+            probes: probe::ProbeState::default(),
             tracepoints: tracepoint::Tracepoints::default(),
             triggers: trigger::Triggers::default(),
             stacks: stack::Stacks::default(),
@@ -408,11 +366,11 @@ impl KernelTranslator {
             self.start_ts = ts;
             self.cpu_current.clear();
             self.cpu_since.clear();
-            for t in self.sched.values_mut() {
+            for t in self.sched.threads.values_mut() {
                 t.running_on = None;
             }
             // Returns seen before the gap say nothing of calls after it.
-            self.calls.clear();
+            self.syscall.calls.clear();
         }
     }
 
@@ -436,6 +394,22 @@ impl KernelTranslator {
     /// What was written so far.
     pub fn counts(&self) -> KernelRecordCounts {
         self.counts
+    }
+
+    /// Writes the records of one ring-buffer entry, of whichever kind: the
+    /// one way from the rings to the output (a fixed event to
+    /// [`KernelTranslator::translate`], a tracepoint's to `tracepoint`, a
+    /// stack to `stack`).
+    pub fn entry<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        entry: EntryRef<'_>,
+    ) -> Result<(), OutputError> {
+        match entry {
+            EntryRef::Fixed(event) => self.translate(out, event),
+            EntryRef::Tracepoint(record) => self.tracepoint(out, &record),
+            EntryRef::Stack(record) => self.stack(out, &record),
+        }
     }
 
     /// Writes the records of one kernel event. An event stamped after the

@@ -6,7 +6,7 @@ use std::io::Write;
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::{UPROBE_RETURN, UprobeEvent, UsdtEvent};
 
-use super::{EventRecord, KernelTranslator};
+use super::{EventRecord, KernelTranslator, Map};
 use crate::output::{FxtStream, OutputError};
 
 /// What the translator needs to know of a USDT probe site.
@@ -40,15 +40,27 @@ pub(super) struct ProbeThread {
     written_to: u64,
 }
 
+/// What the probe translation keeps.
+#[derive(Default)]
+pub(super) struct ProbeState {
+    /// Names of the probed functions, by probe index.
+    pub(super) names: Vec<String>,
+    /// The USDT sites, by index.
+    pub(super) usdt_sites: Vec<UsdtSiteInfo>,
+    /// Probed functions entered and not returned, by thread, innermost
+    /// last.
+    pub(super) stacks: Map<u32, ProbeThread>,
+}
+
 impl KernelTranslator {
     /// Names the probes: `names[i]` is probe `i`'s function.
     pub fn set_probe_names(&mut self, names: Vec<String>) {
-        self.probe_names = names;
+        self.probes.names = names;
     }
 
     /// Describes the USDT sites: `sites[i]` is site `i`.
     pub fn set_usdt_sites(&mut self, sites: Vec<UsdtSiteInfo>) {
-        self.usdt_sites = sites;
+        self.probes.usdt_sites = sites;
     }
 
     /// The current task passed USDT site `e.site` with `e.args` (bit `i`
@@ -73,7 +85,7 @@ impl KernelTranslator {
             .map(crate::kernel::usdt::slot_text)
             .collect();
         self.know_thread(out, tid, tgid)?;
-        let info = self.usdt_sites.get(site as usize).cloned();
+        let info = self.probes.usdt_sites.get(site as usize).cloned();
         let name = info
             .as_ref()
             .map_or_else(|| format!("usdt site {site}"), |i| i.name.clone());
@@ -136,7 +148,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, probe) = (e.header.ts, e.header.tid, e.header.tgid, e.probe);
         let ret = e.ret == UPROBE_RETURN;
-        let thread = self.probe_stacks.entry(tid).or_default();
+        let thread = self.probes.stacks.entry(tid).or_default();
         if !ret {
             if ts < thread.written_to {
                 log::debug!("thread {tid}: probe {probe} entered at {ts}, out of order: left out");
@@ -167,7 +179,8 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
         let mut left: Vec<(u32, ProbeCall)> = self
-            .probe_stacks
+            .probes
+            .stacks
             .drain()
             .flat_map(|(tid, s)| s.calls.into_iter().map(move |c| (tid, c)))
             .collect();
@@ -192,7 +205,7 @@ impl KernelTranslator {
         let ProbeCall { probe, tgid, start } = call;
         let name = usize::try_from(probe)
             .ok()
-            .and_then(|i| self.probe_names.get(i).cloned())
+            .and_then(|i| self.probes.names.get(i).cloned())
             .unwrap_or_else(|| format!("probe {probe}"));
         let kind = EventKind::DurationComplete { end_ts: end };
         let marked = [("unfinished", ArgValue::Bool(true))];

@@ -63,7 +63,7 @@ impl KernelTranslator {
         let (clone_flags, child_comm) = (e.clone_flags, comm_str(&e.comm));
         let child_comm: &str = &child_comm;
         self.created.insert(child_tid, ts);
-        self.sched.entry(child_tid).or_default().first_seen = Some(ts);
+        self.sched.threads.entry(child_tid).or_default().first_seen = Some(ts);
         let is_thread = child_tgid == parent_tgid && child_tid != child_tgid;
         if !is_thread {
             self.name_process(out, child_tgid, child_comm)?;
@@ -114,14 +114,14 @@ impl KernelTranslator {
         let (ts, tid, tgid, group_dead) = (e.header.ts, e.pid, e.header.tgid, e.group_dead());
         let comm = comm_str(&e.comm);
         let comm: &str = &comm;
-        if let Some(call) = self.calls.remove(&tid).and_then(|c| c.call) {
+        if let Some(call) = self.syscall.calls.remove(&tid).and_then(|c| c.call) {
             // `exit` or `exit_group`: the call ends with the thread.
             self.write_syscall(out, tid, call, CallEnd::Exited { ts })?;
         }
         // Its id may be given to a new thread.
         self.at_start.remove(&tid);
         self.created.remove(&tid);
-        if let Some(t) = self.sched.get_mut(&tid) {
+        if let Some(t) = self.sched.threads.get_mut(&tid) {
             t.first_seen = None;
         }
         self.name_thread(out, tid, tgid, comm)?;

@@ -7,7 +7,7 @@ use trace_common::fxt::wire::IDLE_WEIGHT;
 use trace_common::fxt::{Arg, ArgValue, Record, StringRef, ThreadRef, ThreadState};
 use trace_common::kernel::{ABSENT_ID, EventHeader, SchedSwitchEvent, SchedWakeupEvent};
 
-use super::{Current, KernelTranslator, UNKNOWN_TGID};
+use super::{Current, KernelTranslator, Map, UNKNOWN_TGID};
 use crate::output::{FxtStream, OutputError};
 
 /// The Linux previous-task state of `sched_switch` as an FXT thread state.
@@ -63,6 +63,29 @@ impl SchedString {
 /// the idle task (tid 0).
 pub fn weight(tid: u32, prio: i32) -> i32 {
     if tid == 0 { IDLE_WEIGHT } else { prio }
+}
+
+/// What the scheduling events showed of one thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SchedThread {
+    /// The CPU it runs on (idle tasks are never recorded as running).
+    pub(super) running_on: Option<u16>,
+    /// Its priority, as last seen.
+    pub(super) prio: Option<i32>,
+    /// When it was first seen in an event (its creation for a thread
+    /// created during the recording); cleared at its exit.
+    pub(super) first_seen: Option<u64>,
+}
+
+/// What the scheduling translation keeps.
+#[derive(Default)]
+pub(super) struct SchedState {
+    /// What scheduling events showed of each thread: one entry per thread,
+    /// so that a switch or wake-up looks each of its threads up once.
+    pub(super) threads: Map<u32, SchedThread>,
+    /// Constant strings of scheduling records, each interned at its first
+    /// use ([`SchedString`]).
+    pub(super) strings: [Option<StringRef<'static>>; SchedString::COUNT],
 }
 
 impl KernelTranslator {
@@ -130,6 +153,7 @@ impl KernelTranslator {
         tid != 0
             && self
                 .sched
+                .threads
                 .get(&tid)
                 .and_then(|t| t.running_on)
                 .is_some_and(|other| other != cpu && ts < since(other))
@@ -145,13 +169,13 @@ impl KernelTranslator {
         self.cpu_since[at] = self.cpu_since[at].max(ts);
         if let Some(old) = self.cpu_current[at].replace(now)
             && old.tid != now.tid
-            && let Some(t) = self.sched.get_mut(&old.tid)
+            && let Some(t) = self.sched.threads.get_mut(&old.tid)
             && t.running_on == Some(cpu)
         {
             t.running_on = None;
         }
         if now.tid != 0 {
-            self.sched.entry(now.tid).or_default().running_on = Some(cpu);
+            self.sched.threads.entry(now.tid).or_default().running_on = Some(cpu);
         }
     }
 
@@ -162,12 +186,12 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
         which: SchedString,
     ) -> Result<StringRef<'static>, OutputError> {
-        let slot = &mut self.sched_strings[which as usize];
+        let slot = &mut self.sched.strings[which as usize];
         if let Some(s) = slot {
             return Ok(s.clone());
         }
         let s = self.strings.intern(out, which.text())?;
-        self.sched_strings[which as usize] = Some(s.clone());
+        self.sched.strings[which as usize] = Some(s.clone());
         Ok(s)
     }
 
@@ -185,7 +209,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         if to.tid != 0 {
             // The thread may still look as if it ran on another CPU.
-            if let Some(other) = self.sched.get(&to.tid).and_then(|t| t.running_on)
+            if let Some(other) = self.sched.threads.get(&to.tid).and_then(|t| t.running_on)
                 && other != cpu
             {
                 let idle = Current { tid: 0, tgid: 0 };
@@ -200,7 +224,11 @@ impl KernelTranslator {
             if tid == 0 {
                 IDLE_WEIGHT
             } else {
-                t.sched.get(&tid).and_then(|t| t.prio).unwrap_or(120)
+                t.sched
+                    .threads
+                    .get(&tid)
+                    .and_then(|t| t.prio)
+                    .unwrap_or(120)
             }
         };
         let (in_w, out_w) = (prio(self, to.tid), prio(self, from.tid));
@@ -253,9 +281,9 @@ impl KernelTranslator {
             },
         )?;
         if prev_tid != 0 {
-            self.sched.entry(prev_tid).or_default().prio = Some(prev_prio);
+            self.sched.threads.entry(prev_tid).or_default().prio = Some(prev_prio);
         }
-        let next = self.sched.entry(next_tid).or_default();
+        let next = self.sched.threads.entry(next_tid).or_default();
         next.first_seen.get_or_insert(ts);
         if next_tid != 0 {
             next.prio = Some(next_prio);
@@ -372,7 +400,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu, e.pid, e.prio);
         let (waker_tid, waker_cpu) = (e.header.tid, e.header.cpu as u16);
-        let seen = self.sched.entry(tid).or_default();
+        let seen = self.sched.threads.entry(tid).or_default();
         seen.first_seen.get_or_insert(ts);
         if tid != 0 {
             seen.prio = Some(prio);
@@ -627,7 +655,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.counts().inferred_switches, 1);
-        assert_eq!(t.sched.get(&69).and_then(|t| t.running_on), Some(1));
+        assert_eq!(t.sched.threads.get(&69).and_then(|t| t.running_on), Some(1));
         assert_eq!(t.cpu_current[0].map(|c| c.tid), Some(0));
     }
 

@@ -404,15 +404,15 @@ impl KernelTranslator {
             SOURCE_PROFILE => "cpu-clock".to_owned(),
             SOURCE_OFFCPU => "off-cpu".to_owned(),
             SOURCE_WAKER => "wakeup".to_owned(),
-            SOURCE_UPROBE => match self.probe_names.get(id as usize) {
+            SOURCE_UPROBE => match self.probes.names.get(id as usize) {
                 Some(name) => format!("uprobe:{name}"),
                 None => format!("uprobe:{id}"),
             },
-            SOURCE_USDT => match self.usdt_sites.get(id as usize) {
+            SOURCE_USDT => match self.probes.usdt_sites.get(id as usize) {
                 Some(site) => format!("usdt:{}", site.name),
                 None => format!("usdt:{id}"),
             },
-            SOURCE_SYSCALL => format!("syscall:{}", self.syscall_table.get(id as i64).name),
+            SOURCE_SYSCALL => format!("syscall:{}", self.syscall.table.get(id as i64).name),
             SOURCE_TRACEPOINT => match self.tracepoints.name_of(id as u32) {
                 Some(name) => format!("tracepoint:{name}"),
                 None => format!("tracepoint:{id}"),

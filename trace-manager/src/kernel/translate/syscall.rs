@@ -8,8 +8,8 @@ use std::rc::Rc;
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef};
 use trace_common::kernel::{SysEnterEvent, SysExitEvent, SyscallEvent};
 
-use super::{EventRecord, KernelTranslator};
-use crate::kernel::syscalls::{SyscallInfo, creates_task};
+use super::{EventRecord, KernelTranslator, Map};
+use crate::kernel::syscalls::{SyscallInfo, SyscallTable, creates_task};
 use crate::output::{FxtStream, OutputError};
 
 /// How a system call ended, as far as the events tell.
@@ -108,6 +108,28 @@ pub(super) struct PendingSyscall {
     args: [u64; trace_common::kernel::SYSCALL_ARGS],
 }
 
+/// What the system call translation keeps.
+pub(super) struct SyscallState {
+    /// Names and argument layouts of the system calls, by number.
+    pub(super) table: SyscallTable,
+    /// The string indexes of each system call number seen, by number.
+    pub(super) call_strings: Vec<Option<Rc<CallStrings>>>,
+    /// System calls by thread: the one in progress, and when the last one
+    /// returned.
+    pub(super) calls: Map<u32, ThreadCalls>,
+}
+
+impl SyscallState {
+    /// Nothing seen yet, calls named with `table`.
+    pub(super) fn new(table: SyscallTable) -> Self {
+        SyscallState {
+            table,
+            call_strings: Vec::new(),
+            calls: Map::default(),
+        }
+    }
+}
+
 impl KernelTranslator {
     /// The current task entered system call `id` with `args`.
     pub fn sys_enter<W: Write>(
@@ -117,7 +139,14 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, nr, args) = (e.header.ts, e.header.tid, e.header.tgid, e.id, e.args);
         let call = PendingSyscall { ts, tgid, nr, args };
-        if let Some(lost) = self.calls.entry(tid).or_default().call.replace(call) {
+        if let Some(lost) = self
+            .syscall
+            .calls
+            .entry(tid)
+            .or_default()
+            .call
+            .replace(call)
+        {
             // Its return was lost (a full ring buffer).
             self.write_syscall(out, tid, lost, CallEnd::Lost { ts })?;
         }
@@ -152,7 +181,7 @@ impl KernelTranslator {
         e: &SysExitEvent,
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, nr, ret) = (e.header.ts, e.header.tid, e.header.tgid, e.id, e.ret);
-        let calls = self.calls.entry(tid).or_default();
+        let calls = self.syscall.calls.entry(tid).or_default();
         let last_end = std::mem::replace(&mut calls.last_end, ts);
         match calls.call.take() {
             // `rt_sigreturn` restores the registers of the interrupted
@@ -196,6 +225,7 @@ impl KernelTranslator {
                     self.start_ts
                 } else {
                     self.sched
+                        .threads
                         .get(&tid)
                         .and_then(|t| t.first_seen)
                         .unwrap_or(ts)
@@ -218,6 +248,7 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
         let mut left: Vec<(u32, PendingSyscall)> = self
+            .syscall
             .calls
             .iter_mut()
             .filter_map(|(tid, c)| c.call.take().map(|call| (*tid, call)))
@@ -297,7 +328,7 @@ impl KernelTranslator {
             self.counts.syscalls += 1;
             return Ok(());
         }
-        let info = self.syscall_table.get(call.nr);
+        let info = self.syscall.table.get(call.nr);
         let mut args: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(info.args.len() + 2);
         args.push(("nr", ArgValue::Int64(call.nr)));
         for (spec, raw) in info.args.iter().zip(call.args) {
@@ -330,7 +361,7 @@ impl KernelTranslator {
             .ok()
             .filter(|&n| n < CALL_STRINGS_CACHED);
         if let Some(n) = slot
-            && let Some(Some(cached)) = self.call_strings.get(n)
+            && let Some(Some(cached)) = self.syscall.call_strings.get(n)
         {
             return Ok(Some(Rc::clone(cached)));
         }
@@ -365,7 +396,7 @@ impl KernelTranslator {
             }))
         })()?;
         let Some(fixed) = fixed else { return Ok(None) };
-        let info = self.syscall_table.get(nr);
+        let info = self.syscall.table.get(nr);
         let Some(name) = index(&info.name)? else {
             return Ok(None);
         };
@@ -383,10 +414,10 @@ impl KernelTranslator {
             fixed,
         });
         if let Some(n) = slot {
-            if self.call_strings.len() <= n {
-                self.call_strings.resize(n + 1, None);
+            if self.syscall.call_strings.len() <= n {
+                self.syscall.call_strings.resize(n + 1, None);
             }
-            self.call_strings[n] = Some(Rc::clone(&strings));
+            self.syscall.call_strings[n] = Some(Rc::clone(&strings));
         }
         Ok(Some(strings))
     }
@@ -402,7 +433,7 @@ impl KernelTranslator {
         ret: i64,
         why: &'static str,
     ) -> Result<(), OutputError> {
-        let info = self.syscall_table.get(call.nr);
+        let info = self.syscall.table.get(call.nr);
         let args = [
             ("nr", ArgValue::Int64(call.nr)),
             ("ret", ArgValue::Int64(ret)),

@@ -230,7 +230,8 @@ impl KernelTranslator {
 
     /// The start of the system call thread `tid` is in, if any.
     fn call_in_progress(&self, tid: u32) -> Option<u64> {
-        self.calls
+        self.syscall
+            .calls
             .get(&tid)
             .and_then(|c| c.call.as_ref())
             .map(|c| c.ts)

@@ -249,7 +249,7 @@ impl KernelTranslator {
         });
         if let Some(i) = hit {
             let tgid = self.tgid_of(tid);
-            let name = self.syscall_table.get(nr).name.clone();
+            let name = self.syscall.table.get(nr).name.clone();
             self.fire(
                 out,
                 i,
