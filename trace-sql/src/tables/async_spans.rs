@@ -1,44 +1,38 @@
 //! `async_spans`: asynchronous operations, a begin paired with its end by
 //! provider, category, name and correlation id.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, BooleanBuilder, StringBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{BooleanBuilder, StringBuilder, UInt64Builder};
 use trace_analysis::{Context, Event, Wants};
 
+use super::declare::table;
 use super::track::TrackColumns;
-use super::{Table, args, ns};
+use super::{Table, args};
 
-/// Builds `async_spans`.
-#[derive(Default)]
-pub struct AsyncSpans {
-    ts: UInt64Builder,
-    dur: UInt64Builder,
-    track: TrackColumns,
-    async_id: UInt64Builder,
-    args: StringBuilder,
-    unfinished: BooleanBuilder,
-    scratch: String,
-    /// `args` is not built.
-    skip_args: bool,
-    rows: usize,
+table! {
+    /// Builds `async_spans`.
+    pub struct AsyncSpans as "async_spans" {
+        /// Begin, ns.
+        ts: UInt64Builder,
+        /// Begin to end, ns.
+        dur: UInt64Builder,
+        /// Where the begin is, and what the span is.
+        track: TrackColumns flatten,
+        /// Correlation id.
+        async_id: UInt64Builder,
+        /// Arguments of the begin and the end, JSON.
+        args: StringBuilder,
+        /// No end was seen before the trace ended.
+        unfinished: BooleanBuilder,
+    }
+    state {
+        /// Where a row's `args` is written.
+        scratch: String,
+        /// `args` is not built.
+        skip_args: bool,
+    }
 }
 
 impl Table for AsyncSpans {
-    fn name(&self) -> &'static str {
-        "async_spans"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        let mut f = vec![ns("ts"), ns("dur")];
-        f.extend(TrackColumns::fields());
-        f.push(Field::new("async_id", DataType::UInt64, false));
-        f.push(Field::new("args", DataType::Utf8, false));
-        f.push(Field::new("unfinished", DataType::Boolean, false));
-        f
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             asyncs: true,
@@ -65,20 +59,6 @@ impl Table for AsyncSpans {
         }
         self.unfinished.append_value(a.unfinished);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        let mut c: Vec<ArrayRef> = vec![Arc::new(self.ts.finish()), Arc::new(self.dur.finish())];
-        c.extend(self.track.finish());
-        c.push(Arc::new(self.async_id.finish()));
-        c.push(Arc::new(self.args.finish()));
-        c.push(Arc::new(self.unfinished.finish()));
-        c
     }
 }
 

@@ -1,62 +1,51 @@
 //! `block_requests`: block I/O requests from issue to completion (the
 //! kernel provider's slices of category `kernel:block`).
 
-use std::sync::Arc;
-
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
+    BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::kernel::BlockRequest;
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, ns};
+use super::Table;
+use super::declare::table;
 
 /// The category of block requests.
 pub const CATEGORY: &str = "kernel:block";
 
-/// Builds `block_requests`.
-#[derive(Default)]
-pub struct BlockRequests {
-    ts: UInt64Builder,
-    latency: UInt64Builder,
-    device: StringBuilder,
-    dev: StringBuilder,
-    op: StringBuilder,
-    rwbs: StringBuilder,
-    sector: UInt64Builder,
-    sectors: UInt32Builder,
-    bytes: UInt64Builder,
-    issuer_pid: UInt64Builder,
-    issuer_tid: UInt64Builder,
-    error: Int32Builder,
-    unfinished: BooleanBuilder,
-    rows: usize,
+table! {
+    /// Builds `block_requests`.
+    pub struct BlockRequests as "block_requests" {
+        /// Issue, ns.
+        ts: UInt64Builder,
+        /// Issue to completion, ns.
+        latency: UInt64Builder,
+        /// Device name, or its number if it has none.
+        device: StringBuilder,
+        /// Device number, `major:minor`.
+        dev: StringBuilder,
+        /// Operation: `read`, `write`, `flush`...
+        op: StringBuilder,
+        /// The kernel's flags string.
+        rwbs: StringBuilder,
+        /// First sector (512 bytes).
+        sector: UInt64Builder nullable,
+        /// Sectors.
+        sectors: UInt32Builder nullable,
+        /// Bytes.
+        bytes: UInt64Builder nullable,
+        /// Process of the thread that issued it, when known.
+        issuer_pid: UInt64Builder nullable,
+        /// Thread that issued it.
+        issuer_tid: UInt64Builder nullable,
+        /// Completion status: 0, or a negative errno.
+        error: Int32Builder nullable,
+        /// Not completed when the recording ended.
+        unfinished: BooleanBuilder,
+    }
 }
 
 impl Table for BlockRequests {
-    fn name(&self) -> &'static str {
-        "block_requests"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            ns("ts"),
-            ns("latency"),
-            Field::new("device", DataType::Utf8, false),
-            Field::new("dev", DataType::Utf8, false),
-            Field::new("op", DataType::Utf8, false),
-            Field::new("rwbs", DataType::Utf8, false),
-            Field::new("sector", DataType::UInt64, true),
-            Field::new("sectors", DataType::UInt32, true),
-            Field::new("bytes", DataType::UInt64, true),
-            Field::new("issuer_pid", DataType::UInt64, true),
-            Field::new("issuer_tid", DataType::UInt64, true),
-            Field::new("error", DataType::Int32, true),
-            Field::new("unfinished", DataType::Boolean, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             durations: true,
@@ -87,29 +76,6 @@ impl Table for BlockRequests {
         self.error.append_option(r.error);
         self.unfinished.append_value(r.unfinished);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.latency.finish()),
-            Arc::new(self.device.finish()),
-            Arc::new(self.dev.finish()),
-            Arc::new(self.op.finish()),
-            Arc::new(self.rwbs.finish()),
-            Arc::new(self.sector.finish()),
-            Arc::new(self.sectors.finish()),
-            Arc::new(self.bytes.finish()),
-            Arc::new(self.issuer_pid.finish()),
-            Arc::new(self.issuer_tid.finish()),
-            Arc::new(self.error.finish()),
-            Arc::new(self.unfinished.finish()),
-        ]
     }
 }
 

@@ -1,51 +1,40 @@
 //! `context_switches`: every switch from one thread to another on a CPU.
 
-use std::sync::Arc;
-
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
+    BooleanBuilder, Int32Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, ns};
+use super::Table;
+use super::declare::table;
 
-/// Builds `context_switches`.
-#[derive(Default)]
-pub struct ContextSwitches {
-    ts: UInt64Builder,
-    cpu: UInt32Builder,
-    prev_pid: UInt64Builder,
-    prev_tid: UInt64Builder,
-    prev_state: StringBuilder,
-    next_pid: UInt64Builder,
-    next_tid: UInt64Builder,
-    prev_prio: Int32Builder,
-    next_prio: Int32Builder,
-    inferred: BooleanBuilder,
-    rows: usize,
+table! {
+    /// Builds `context_switches`.
+    pub struct ContextSwitches as "context_switches" {
+        /// Time, ns.
+        ts: UInt64Builder,
+        /// CPU.
+        cpu: UInt32Builder,
+        /// Process of the thread switched out.
+        prev_pid: UInt64Builder,
+        /// Thread switched out.
+        prev_tid: UInt64Builder,
+        /// Its state (`R`, `S`, `T`, `Z`, `X`, or a number).
+        prev_state: StringBuilder,
+        /// Process of the thread switched in.
+        next_pid: UInt64Builder,
+        /// Thread switched in.
+        next_tid: UInt64Builder,
+        /// Kernel priority of the outgoing thread, when written.
+        prev_prio: Int32Builder nullable,
+        /// Kernel priority of the incoming thread, when written.
+        next_prio: Int32Builder nullable,
+        /// The recorder inferred the switch.
+        inferred: BooleanBuilder,
+    }
 }
 
 impl Table for ContextSwitches {
-    fn name(&self) -> &'static str {
-        "context_switches"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            ns("ts"),
-            Field::new("cpu", DataType::UInt32, false),
-            Field::new("prev_pid", DataType::UInt64, false),
-            Field::new("prev_tid", DataType::UInt64, false),
-            Field::new("prev_state", DataType::Utf8, false),
-            Field::new("next_pid", DataType::UInt64, false),
-            Field::new("next_tid", DataType::UInt64, false),
-            Field::new("prev_prio", DataType::Int32, true),
-            Field::new("next_prio", DataType::Int32, true),
-            Field::new("inferred", DataType::Boolean, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             switches: true,
@@ -68,26 +57,6 @@ impl Table for ContextSwitches {
         self.next_prio.append_option(s.next_prio);
         self.inferred.append_value(s.inferred);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.prev_pid.finish()),
-            Arc::new(self.prev_tid.finish()),
-            Arc::new(self.prev_state.finish()),
-            Arc::new(self.next_pid.finish()),
-            Arc::new(self.next_tid.finish()),
-            Arc::new(self.prev_prio.finish()),
-            Arc::new(self.next_prio.finish()),
-            Arc::new(self.inferred.finish()),
-        ]
     }
 }
 

@@ -1,40 +1,30 @@
 //! `counters`: one row per value of a counter sample: each numeric
 //! argument of a counter event is one series.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, Float64Builder, StringBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{Float64Builder, StringBuilder, UInt64Builder};
 use trace_analysis::{Context, Event, Wants};
 
+use super::Table;
+use super::declare::table;
 use super::track::TrackColumns;
-use super::{Table, ns};
 
-/// Builds `counters`.
-#[derive(Default)]
-pub struct Counters {
-    ts: UInt64Builder,
-    track: TrackColumns,
-    counter_id: UInt64Builder,
-    series: StringBuilder,
-    value: Float64Builder,
-    rows: usize,
+table! {
+    /// Builds `counters`.
+    pub struct Counters as "counters" {
+        /// Time, ns.
+        ts: UInt64Builder,
+        /// Where the counter is, and its name.
+        track: TrackColumns flatten,
+        /// The counter's id.
+        counter_id: UInt64Builder,
+        /// The argument's name: the series.
+        series: StringBuilder,
+        /// The value.
+        value: Float64Builder,
+    }
 }
 
 impl Table for Counters {
-    fn name(&self) -> &'static str {
-        "counters"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        let mut f = vec![ns("ts")];
-        f.extend(TrackColumns::fields());
-        f.push(Field::new("counter_id", DataType::UInt64, false));
-        f.push(Field::new("series", DataType::Utf8, false));
-        f.push(Field::new("value", DataType::Float64, false));
-        f
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             counters: true,
@@ -57,20 +47,6 @@ impl Table for Counters {
             self.value.append_value(value);
             self.rows += 1;
         }
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        let mut c: Vec<ArrayRef> = vec![Arc::new(self.ts.finish())];
-        c.extend(self.track.finish());
-        c.push(Arc::new(self.counter_id.finish()));
-        c.push(Arc::new(self.series.finish()));
-        c.push(Arc::new(self.value.finish()));
-        c
     }
 }
 

@@ -1,42 +1,35 @@
 //! `instants`: point events (of every provider: the kernel's process
 //! events and page faults, userspace instants, USDT hits).
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{StringBuilder, UInt64Builder};
 use trace_analysis::event::Scope;
 use trace_analysis::{Context, Event, Wants};
 
+use super::declare::table;
 use super::track::TrackColumns;
-use super::{Table, args, ns};
+use super::{Table, args};
 
-/// Builds `instants`.
-#[derive(Default)]
-pub struct Instants {
-    ts: UInt64Builder,
-    track: TrackColumns,
-    scope: StringBuilder,
-    args: StringBuilder,
-    scratch: String,
-    /// `args` is not built.
-    skip_args: bool,
-    rows: usize,
+table! {
+    /// Builds `instants`.
+    pub struct Instants as "instants" {
+        /// Time, ns.
+        ts: UInt64Builder,
+        /// Where the event is, and what it is.
+        track: TrackColumns flatten,
+        /// `thread`, `process` or `global`.
+        scope: StringBuilder,
+        /// Arguments, JSON.
+        args: StringBuilder,
+    }
+    state {
+        /// Where a row's `args` is written.
+        scratch: String,
+        /// `args` is not built.
+        skip_args: bool,
+    }
 }
 
 impl Table for Instants {
-    fn name(&self) -> &'static str {
-        "instants"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        let mut f = vec![ns("ts")];
-        f.extend(TrackColumns::fields());
-        f.push(Field::new("scope", DataType::Utf8, false));
-        f.push(Field::new("args", DataType::Utf8, false));
-        f
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             instants: true,
@@ -64,19 +57,6 @@ impl Table for Instants {
             self.args.append_value(&self.scratch);
         }
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        let mut c: Vec<ArrayRef> = vec![Arc::new(self.ts.finish())];
-        c.extend(self.track.finish());
-        c.push(Arc::new(self.scope.finish()));
-        c.push(Arc::new(self.args.finish()));
-        c
     }
 }
 

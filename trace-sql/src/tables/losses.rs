@@ -2,38 +2,27 @@
 //! row holds only what was lost since the provider's previous loss, so
 //! `sum(events)` is what was lost in all.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt32Builder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{StringBuilder, UInt32Builder, UInt64Builder};
 use trace_analysis::{Context, Event, Wants};
 
 use super::Table;
+use super::declare::table;
 
-/// Builds `losses`.
-#[derive(Default)]
-pub struct Losses {
-    provider_id: UInt32Builder,
-    provider: StringBuilder,
-    cpu: UInt32Builder,
-    events: UInt64Builder,
-    rows: usize,
+table! {
+    /// Builds `losses`.
+    pub struct Losses as "losses" {
+        /// Provider id.
+        provider_id: UInt32Builder,
+        /// Provider name.
+        provider: StringBuilder,
+        /// The CPU whose ring buffer was full, if one.
+        cpu: UInt32Builder nullable,
+        /// Events lost since the provider's previous loss, if counted.
+        events: UInt64Builder nullable,
+    }
 }
 
 impl Table for Losses {
-    fn name(&self) -> &'static str {
-        "losses"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            Field::new("provider_id", DataType::UInt32, false),
-            Field::new("provider", DataType::Utf8, false),
-            Field::new("cpu", DataType::UInt32, true),
-            Field::new("events", DataType::UInt64, true),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             counters: true,
@@ -59,20 +48,6 @@ impl Table for Losses {
                 row(d.cpu, Some(d.events));
             }
         }
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.provider_id.finish()),
-            Arc::new(self.provider.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.events.finish()),
-        ]
     }
 }
 

@@ -1,13 +1,18 @@
 //! The tables, one module each. Every table starts with the columns
 //! `trace_id` and `host` ([`TraceInfo`]); times are `UInt64` nanoseconds of
 //! the recording's clock (CLOCK_BOOTTIME for this project's recorder),
-//! durations `UInt64` nanoseconds. docs/SQL.md documents every column.
+//! durations `UInt64` nanoseconds. Each table declares its columns once,
+//! with `table!` ([`declare`]); docs/SQL.md documents every column, which a
+//! test checks against the declarations.
 
 pub mod args;
 pub mod async_spans;
 pub mod block_requests;
 pub mod context_switches;
 pub mod counters;
+pub mod declare;
+#[cfg(test)]
+mod docs_tests;
 pub mod instants;
 pub mod losses;
 pub mod processes;
@@ -25,6 +30,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use trace_analysis::{Context, Event, Wants};
 
+use self::declare::ColumnDoc;
+
 /// The trace rows come from: the first two columns of every table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceInfo {
@@ -34,28 +41,51 @@ pub struct TraceInfo {
     pub host: String,
 }
 
-/// One table, built row by row from a trace's events.
-pub trait Table: Send {
+/// The columns every table begins with, filled from [`TraceInfo`]: `Utf8`,
+/// not null.
+pub const TRACE_COLUMNS: &[ColumnDoc] = &[
+    ColumnDoc {
+        name: "trace_id",
+        doc: "The trace's stable id (`crate::trace_id`).",
+    },
+    ColumnDoc {
+        name: "host",
+        doc: "The machine it was recorded on.",
+    },
+];
+
+/// What a table declares with `table!` ([`declare`]): its name, its columns
+/// and the rows its builders hold.
+pub trait Columns {
     /// The table's name.
     fn name(&self) -> &'static str;
-    /// Its columns after `trace_id` and `host`.
+    /// Its columns after [`TRACE_COLUMNS`].
     fn columns(&self) -> Vec<Field>;
+    /// The names of [`Columns::columns`], in order, with their
+    /// descriptions.
+    fn column_docs(&self) -> &'static [ColumnDoc];
+    /// Rows held.
+    fn rows(&self) -> usize;
+    /// The rows held, one array per column of [`Columns::columns`]; the
+    /// table is empty after.
+    fn take(&mut self) -> Vec<ArrayRef>;
+}
+
+/// One table, built row by row from a trace's events; its columns are
+/// declared with `table!` ([`declare`]).
+pub trait Table: Columns + Send {
     /// The events the table is made of: what the reader must decode for it.
     fn wants(&self) -> Wants;
     /// Leaves out the costly columns (arguments as JSON, stacks) that `keep`
-    /// does not keep: [`Table::take`] then returns an array of no rows for
+    /// does not keep: [`Columns::take`] then returns an array of no rows for
     /// each, which [`take_batch`] given a projection without them never
     /// looks at. Every column is built by default.
     fn keep_columns(&mut self, _keep: &dyn Fn(&str) -> bool) {}
-    /// Adds the rows `event` makes, if any.
+    /// Adds the rows `event` makes, if any, counting them in the `rows` that
+    /// `table!` ([`declare`]) declares.
     fn event(&mut self, event: &Event, cx: &Context);
     /// Adds the rows known only at the end of the trace.
     fn end(&mut self, _cx: &Context) {}
-    /// Rows held.
-    fn rows(&self) -> usize;
-    /// The rows held, one array per column of [`Table::columns`]; the
-    /// table is empty after.
-    fn take(&mut self) -> Vec<ArrayRef>;
 }
 
 /// A fresh builder of every table, in the order they are documented.
@@ -86,12 +116,13 @@ pub fn names() -> Vec<&'static str> {
     all().iter().map(|t| t.name()).collect()
 }
 
-/// The full schema of `table`: `trace_id`, `host`, then its columns.
+/// The full schema of `table`: [`TRACE_COLUMNS`] (`trace_id`, `host`),
+/// then its columns.
 pub fn schema(table: &dyn Table) -> SchemaRef {
-    let mut fields = vec![
-        Field::new("trace_id", DataType::Utf8, false),
-        Field::new("host", DataType::Utf8, false),
-    ];
+    let mut fields: Vec<Field> = TRACE_COLUMNS
+        .iter()
+        .map(|c| Field::new(c.name, DataType::Utf8, false))
+        .collect();
     fields.extend(table.columns());
     Arc::new(Schema::new(fields))
 }
@@ -131,7 +162,7 @@ pub fn take_projected(
             0 => constant(&info.trace_id),
             1 => constant(&info.host),
             i => columns
-                .get_mut(i - 2)
+                .get_mut(i - TRACE_COLUMNS.len())
                 .and_then(Option::take)
                 .ok_or_else(|| ArrowError::SchemaError(format!("no column {i}")))?,
         };
@@ -143,11 +174,6 @@ pub fn take_projected(
         out,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )
-}
-
-/// A `UInt64` nanosecond column.
-fn ns(name: &str) -> Field {
-    Field::new(name, DataType::UInt64, false)
 }
 
 #[cfg(test)]

@@ -1,36 +1,29 @@
 //! `processes`: every process the trace names, with its last name.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{StringBuilder, UInt64Builder};
 use trace_analysis::{Context, Event, Sym, Wants};
 
 use super::Table;
+use super::declare::table;
 
-/// Builds `processes` at the end of the trace from the names it gave (one
-/// entry per process while reading).
-#[derive(Default)]
-pub struct Processes {
-    names: BTreeMap<u64, Sym>,
-    pid: UInt64Builder,
-    name: StringBuilder,
-    rows: usize,
+table! {
+    /// Builds `processes` at the end of the trace from the names it gave (one
+    /// entry per process while reading).
+    pub struct Processes as "processes" {
+        /// Process id.
+        pid: UInt64Builder,
+        /// Its last name.
+        name: StringBuilder,
+    }
+    state {
+        /// The last name of each process, by pid.
+        names: BTreeMap<u64, Sym>,
+    }
 }
 
 impl Table for Processes {
-    fn name(&self) -> &'static str {
-        "processes"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("name", DataType::Utf8, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants::default()
     }
@@ -47,15 +40,6 @@ impl Table for Processes {
             self.name.append_value(cx.strings.get(name));
             self.rows += 1;
         }
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![Arc::new(self.pid.finish()), Arc::new(self.name.finish())]
     }
 }
 

@@ -8,9 +8,11 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use trace_analysis::event::Frame;
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, ns};
+use super::Table;
+use super::declare::{ColumnBuilder, table};
 
 /// The fields of one frame.
 fn frame_fields() -> Fields {
@@ -25,60 +27,90 @@ fn frame_field() -> Arc<Field> {
     Arc::new(Field::new("item", DataType::Struct(frame_fields()), false))
 }
 
-/// Builds `samples`.
-pub struct Samples {
-    ts: UInt64Builder,
-    pid: UInt64Builder,
-    tid: UInt64Builder,
-    cpu: UInt32Builder,
-    timebase: StringBuilder,
-    weight: UInt64Builder,
-    leaf: StringBuilder,
+/// Builds the `stack` column: a list of frames, each a function and a
+/// mapping.
+pub struct StackBuilder {
     function: StringBuilder,
     mapping: StringBuilder,
+    /// Where each stack's frames start, then where the last one ends.
     offsets: Vec<i32>,
-    /// `stack` is not built.
-    skip_stack: bool,
-    rows: usize,
 }
 
-impl Default for Samples {
+impl Default for StackBuilder {
     fn default() -> Self {
-        Samples {
-            ts: UInt64Builder::new(),
-            pid: UInt64Builder::new(),
-            tid: UInt64Builder::new(),
-            cpu: UInt32Builder::new(),
-            timebase: StringBuilder::new(),
-            weight: UInt64Builder::new(),
-            leaf: StringBuilder::new(),
+        StackBuilder {
             function: StringBuilder::new(),
             mapping: StringBuilder::new(),
             offsets: vec![0],
-            skip_stack: false,
-            rows: 0,
         }
     }
 }
 
+impl StackBuilder {
+    /// Appends one stack, leaf first.
+    pub fn append(&mut self, frames: &[Frame], cx: &Context) {
+        for f in frames {
+            self.function.append_value(cx.strings.get(f.function));
+            self.mapping.append_value(cx.strings.get(f.mapping));
+        }
+        let end = self.offsets.last().copied().unwrap_or(0);
+        // A batch holds at most a few million frames: far from i32::MAX.
+        let len = i32::try_from(frames.len()).unwrap_or(i32::MAX);
+        self.offsets.push(end.saturating_add(len));
+    }
+}
+
+impl ColumnBuilder for StackBuilder {
+    fn data_type() -> DataType {
+        DataType::List(frame_field())
+    }
+
+    fn finish_array(&mut self) -> ArrayRef {
+        let frames = StructArray::new(
+            frame_fields(),
+            vec![
+                Arc::new(self.function.finish()) as ArrayRef,
+                Arc::new(self.mapping.finish()),
+            ],
+            None,
+        );
+        let offsets = OffsetBuffer::new(std::mem::replace(&mut self.offsets, vec![0]).into());
+        Arc::new(ListArray::new(
+            frame_field(),
+            offsets,
+            Arc::new(frames),
+            None,
+        ))
+    }
+}
+
+table! {
+    /// Builds `samples`.
+    pub struct Samples as "samples" {
+        /// Time, ns.
+        ts: UInt64Builder,
+        /// Process.
+        pid: UInt64Builder,
+        /// Thread.
+        tid: UInt64Builder,
+        /// CPU.
+        cpu: UInt32Builder,
+        /// The stream (`cpu-clock`, `off-cpu`, `wakeup`, a probe's).
+        timebase: StringBuilder,
+        /// The sample's weight when its stream has one.
+        weight: UInt64Builder nullable,
+        /// The function of the first (innermost) frame.
+        leaf: StringBuilder nullable,
+        /// The call stack, leaf first.
+        stack: StackBuilder,
+    }
+    state {
+        /// `stack` is not built.
+        skip_stack: bool,
+    }
+}
+
 impl Table for Samples {
-    fn name(&self) -> &'static str {
-        "samples"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            ns("ts"),
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("tid", DataType::UInt64, false),
-            Field::new("cpu", DataType::UInt32, false),
-            Field::new("timebase", DataType::Utf8, false),
-            Field::new("weight", DataType::UInt64, true),
-            Field::new("leaf", DataType::Utf8, true),
-            Field::new("stack", DataType::List(frame_field()), false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             samples: true,
@@ -103,44 +135,9 @@ impl Table for Samples {
         self.leaf
             .append_option(s.frames.first().map(|f| cx.strings.get(f.function)));
         if !self.skip_stack {
-            for f in &s.frames {
-                self.function.append_value(cx.strings.get(f.function));
-                self.mapping.append_value(cx.strings.get(f.mapping));
-            }
-            let end = self.offsets.last().copied().unwrap_or(0);
-            // A batch holds at most a few million frames: far from i32::MAX.
-            let len = i32::try_from(s.frames.len()).unwrap_or(i32::MAX);
-            self.offsets.push(end.saturating_add(len));
+            self.stack.append(&s.frames, cx);
         }
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        let frames = StructArray::new(
-            frame_fields(),
-            vec![
-                Arc::new(self.function.finish()) as ArrayRef,
-                Arc::new(self.mapping.finish()),
-            ],
-            None,
-        );
-        let offsets = OffsetBuffer::new(std::mem::replace(&mut self.offsets, vec![0]).into());
-        let stack = ListArray::new(frame_field(), offsets, Arc::new(frames), None);
-        vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.timebase.finish()),
-            Arc::new(self.weight.finish()),
-            Arc::new(self.leaf.finish()),
-            Arc::new(stack),
-        ]
     }
 }
 
@@ -148,7 +145,7 @@ impl Table for Samples {
 mod tests {
     use super::*;
     use crate::tables::testing::{build, column, cx, sym};
-    use trace_analysis::event::{Frame, Sample};
+    use trace_analysis::event::Sample;
 
     #[test]
     fn stacks_leaf_first() {

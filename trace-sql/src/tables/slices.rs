@@ -1,61 +1,51 @@
 //! `slices`: every finished duration (complete events and begin/end
 //! pairs, of every provider), with its depth and parent on its thread.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder,
-};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, args, ns};
+use super::declare::table;
+use super::{Table, args};
 
-/// Builds `slices`.
-#[derive(Default)]
-pub struct Slices {
-    id: UInt64Builder,
-    ts: UInt64Builder,
-    dur: UInt64Builder,
-    pid: UInt64Builder,
-    tid: UInt64Builder,
-    provider_id: UInt32Builder,
-    provider: StringBuilder,
-    category: StringBuilder,
-    name: StringBuilder,
-    depth: UInt32Builder,
-    parent_id: UInt64Builder,
-    args: StringBuilder,
-    unfinished: BooleanBuilder,
-    scratch: String,
-    /// `args` is not built.
-    skip_args: bool,
-    rows: usize,
+table! {
+    /// Builds `slices`.
+    pub struct Slices as "slices" {
+        /// The slice's id, unique within the trace.
+        id: UInt64Builder,
+        /// Start, ns.
+        ts: UInt64Builder,
+        /// Duration, ns.
+        dur: UInt64Builder,
+        /// Process.
+        pid: UInt64Builder,
+        /// Thread.
+        tid: UInt64Builder,
+        /// Provider id.
+        provider_id: UInt32Builder,
+        /// Provider name.
+        provider: StringBuilder,
+        /// Category.
+        category: StringBuilder,
+        /// Name.
+        name: StringBuilder,
+        /// Nesting depth on its thread and provider: 0 at the top.
+        depth: UInt32Builder,
+        /// The `id` of the enclosing slice; null at depth 0.
+        parent_id: UInt64Builder nullable,
+        /// Arguments, JSON.
+        args: StringBuilder,
+        /// The slice had not ended when the recording did.
+        unfinished: BooleanBuilder,
+    }
+    state {
+        /// Where a row's `args` is written.
+        scratch: String,
+        /// `args` is not built.
+        skip_args: bool,
+    }
 }
 
 impl Table for Slices {
-    fn name(&self) -> &'static str {
-        "slices"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            Field::new("id", DataType::UInt64, false),
-            ns("ts"),
-            ns("dur"),
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("tid", DataType::UInt64, false),
-            Field::new("provider_id", DataType::UInt32, false),
-            Field::new("provider", DataType::Utf8, false),
-            Field::new("category", DataType::Utf8, false),
-            Field::new("name", DataType::Utf8, false),
-            Field::new("depth", DataType::UInt32, false),
-            Field::new("parent_id", DataType::UInt64, true),
-            Field::new("args", DataType::Utf8, false),
-            Field::new("unfinished", DataType::Boolean, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             durations: true,
@@ -90,29 +80,6 @@ impl Table for Slices {
         }
         self.unfinished.append_value(s.unfinished);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.id.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.dur.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.provider_id.finish()),
-            Arc::new(self.provider.finish()),
-            Arc::new(self.category.finish()),
-            Arc::new(self.name.finish()),
-            Arc::new(self.depth.finish()),
-            Arc::new(self.parent_id.finish()),
-            Arc::new(self.args.finish()),
-            Arc::new(self.unfinished.finish()),
-        ]
     }
 }
 

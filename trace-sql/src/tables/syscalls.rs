@@ -1,70 +1,62 @@
 //! `syscalls`: the kernel provider's system calls (slices of category
 //! `kernel:syscall`), with their number, arguments, return value and error.
 
-use std::sync::Arc;
-
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
+    BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::{DataType, Field};
 use trace_analysis::errno;
 use trace_analysis::kernel::{CallEnd, Syscall};
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, args, ns};
+use super::declare::table;
+use super::{Table, args};
 
 /// The category of system calls.
 pub const CATEGORY: &str = "kernel:syscall";
 
-/// Builds `syscalls`.
-#[derive(Default)]
-pub struct Syscalls {
-    id: UInt64Builder,
-    ts: UInt64Builder,
-    dur: UInt64Builder,
-    pid: UInt64Builder,
-    tid: UInt64Builder,
-    name: StringBuilder,
-    nr: Int64Builder,
-    ret: Int64Builder,
-    errno: StringBuilder,
-    errno_num: Int32Builder,
-    args: StringBuilder,
-    unfinished: BooleanBuilder,
-    began_before_recording: BooleanBuilder,
-    entry_lost: BooleanBuilder,
-    return_lost: BooleanBuilder,
-    scratch: String,
-    /// `args` is not built.
-    skip_args: bool,
-    rows: usize,
+table! {
+    /// Builds `syscalls`.
+    pub struct Syscalls as "syscalls" {
+        /// The call's slice id.
+        id: UInt64Builder,
+        /// Entry, ns.
+        ts: UInt64Builder,
+        /// Entry to return, ns.
+        dur: UInt64Builder,
+        /// Process.
+        pid: UInt64Builder,
+        /// Thread.
+        tid: UInt64Builder,
+        /// The call.
+        name: StringBuilder,
+        /// Its number.
+        nr: Int64Builder nullable,
+        /// Its return value; null if it did not return.
+        ret: Int64Builder nullable,
+        /// The error's name when `ret` is an error.
+        errno: StringBuilder nullable,
+        /// The error number when `ret` is an error.
+        errno_num: Int32Builder nullable,
+        /// The call's arguments, JSON.
+        args: StringBuilder,
+        /// The call was still running when the recording ended.
+        unfinished: BooleanBuilder,
+        /// Its entry was before the recording (or before its thread was seen).
+        began_before_recording: BooleanBuilder,
+        /// Its entry was lost.
+        entry_lost: BooleanBuilder,
+        /// Its return was lost.
+        return_lost: BooleanBuilder,
+    }
+    state {
+        /// Where a row's `args` is written.
+        scratch: String,
+        /// `args` is not built.
+        skip_args: bool,
+    }
 }
 
 impl Table for Syscalls {
-    fn name(&self) -> &'static str {
-        "syscalls"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            Field::new("id", DataType::UInt64, false),
-            ns("ts"),
-            ns("dur"),
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("tid", DataType::UInt64, false),
-            Field::new("name", DataType::Utf8, false),
-            Field::new("nr", DataType::Int64, true),
-            Field::new("ret", DataType::Int64, true),
-            Field::new("errno", DataType::Utf8, true),
-            Field::new("errno_num", DataType::Int32, true),
-            Field::new("args", DataType::Utf8, false),
-            Field::new("unfinished", DataType::Boolean, false),
-            Field::new("began_before_recording", DataType::Boolean, false),
-            Field::new("entry_lost", DataType::Boolean, false),
-            Field::new("return_lost", DataType::Boolean, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             durations: true,
@@ -111,31 +103,6 @@ impl Table for Syscalls {
         self.return_lost
             .append_value(call.end == CallEnd::ReturnLost);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.id.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.dur.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.name.finish()),
-            Arc::new(self.nr.finish()),
-            Arc::new(self.ret.finish()),
-            Arc::new(self.errno.finish()),
-            Arc::new(self.errno_num.finish()),
-            Arc::new(self.args.finish()),
-            Arc::new(self.unfinished.finish()),
-            Arc::new(self.began_before_recording.finish()),
-            Arc::new(self.entry_lost.finish()),
-            Arc::new(self.return_lost.finish()),
-        ]
     }
 }
 

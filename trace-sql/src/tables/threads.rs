@@ -1,38 +1,31 @@
 //! `threads`: every thread the trace names, with its process and last name.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{StringBuilder, UInt64Builder};
 use trace_analysis::{Context, Event, Sym, Wants};
 
 use super::Table;
+use super::declare::table;
 
-/// Builds `threads` at the end of the trace from the names it gave (one
-/// entry per thread while reading).
-#[derive(Default)]
-pub struct Threads {
-    names: BTreeMap<u64, (u64, Sym)>,
-    tid: UInt64Builder,
-    pid: UInt64Builder,
-    name: StringBuilder,
-    rows: usize,
+table! {
+    /// Builds `threads` at the end of the trace from the names it gave (one
+    /// entry per thread while reading).
+    pub struct Threads as "threads" {
+        /// Thread id.
+        tid: UInt64Builder,
+        /// Its process.
+        pid: UInt64Builder,
+        /// Its last name.
+        name: StringBuilder,
+    }
+    state {
+        /// The process and last name of each thread, by tid.
+        names: BTreeMap<u64, (u64, Sym)>,
+    }
 }
 
 impl Table for Threads {
-    fn name(&self) -> &'static str {
-        "threads"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            Field::new("tid", DataType::UInt64, false),
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("name", DataType::Utf8, false),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants::default()
     }
@@ -50,19 +43,6 @@ impl Table for Threads {
             self.name.append_value(cx.strings.get(name));
             self.rows += 1;
         }
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.tid.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.name.finish()),
-        ]
     }
 }
 

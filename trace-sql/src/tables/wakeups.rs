@@ -1,41 +1,30 @@
 //! `wakeups`: threads made runnable, and by whom.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, UInt32Builder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::array::{UInt32Builder, UInt64Builder};
 use trace_analysis::{Context, Event, Wants};
 
-use super::{Table, ns};
+use super::Table;
+use super::declare::table;
 
-/// Builds `wakeups`.
-#[derive(Default)]
-pub struct Wakeups {
-    ts: UInt64Builder,
-    cpu: UInt32Builder,
-    pid: UInt64Builder,
-    tid: UInt64Builder,
-    waker_pid: UInt64Builder,
-    waker_tid: UInt64Builder,
-    rows: usize,
+table! {
+    /// Builds `wakeups`.
+    pub struct Wakeups as "wakeups" {
+        /// Time, ns.
+        ts: UInt64Builder,
+        /// CPU the wake-up was written on.
+        cpu: UInt32Builder,
+        /// Process of the woken thread.
+        pid: UInt64Builder,
+        /// The woken thread.
+        tid: UInt64Builder,
+        /// Process of the waker, when known.
+        waker_pid: UInt64Builder nullable,
+        /// The thread that woke it, when written.
+        waker_tid: UInt64Builder nullable,
+    }
 }
 
 impl Table for Wakeups {
-    fn name(&self) -> &'static str {
-        "wakeups"
-    }
-
-    fn columns(&self) -> Vec<Field> {
-        vec![
-            ns("ts"),
-            Field::new("cpu", DataType::UInt32, false),
-            Field::new("pid", DataType::UInt64, false),
-            Field::new("tid", DataType::UInt64, false),
-            Field::new("waker_pid", DataType::UInt64, true),
-            Field::new("waker_tid", DataType::UInt64, true),
-        ]
-    }
-
     fn wants(&self) -> Wants {
         Wants {
             wakeups: true,
@@ -55,22 +44,6 @@ impl Table for Wakeups {
             .append_option(w.waker_tid.and_then(|t| cx.process_of(t)));
         self.waker_tid.append_option(w.waker_tid);
         self.rows += 1;
-    }
-
-    fn rows(&self) -> usize {
-        self.rows
-    }
-
-    fn take(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
-        vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.waker_pid.finish()),
-            Arc::new(self.waker_tid.finish()),
-        ]
     }
 }
 
