@@ -4,59 +4,10 @@
 //! writes are interned in every [`Context`] before any of a trace's
 //! strings, so decoding compares symbols, never text.
 
-use trace_common::category::{KERNEL_BLOCK, KERNEL_SYSCALL};
-
+use crate::context::Context;
 use crate::errno;
 use crate::event::{Slice, Value};
-use crate::reader::Context;
-use crate::strings::{Strings, Sym};
-
-/// The symbols of the names the kernel provider writes, interned before
-/// any of a trace's strings (so a full string table never refuses them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelSyms {
-    syscall: Sym,
-    block: Sym,
-    nr: Sym,
-    ret: Sym,
-    pub(crate) unfinished: Sym,
-    began_before_recording: Sym,
-    entry_lost: Sym,
-    return_lost: Sym,
-    device: Sym,
-    dev: Sym,
-    sector: Sym,
-    sectors: Sym,
-    bytes: Sym,
-    rwbs: Sym,
-    issuer: Sym,
-    error: Sym,
-}
-
-impl KernelSyms {
-    /// The symbols, interned in `strings`.
-    pub(crate) fn intern(strings: &mut Strings) -> Self {
-        let mut s = |t: &str| strings.intern(t);
-        KernelSyms {
-            syscall: s(KERNEL_SYSCALL),
-            block: s(KERNEL_BLOCK),
-            nr: s("nr"),
-            ret: s("ret"),
-            unfinished: s("unfinished"),
-            began_before_recording: s("began_before_recording"),
-            entry_lost: s("entry_lost"),
-            return_lost: s("return_lost"),
-            device: s("device"),
-            dev: s("dev"),
-            sector: s("sector"),
-            sectors: s("sectors"),
-            bytes: s("bytes"),
-            rwbs: s("rwbs"),
-            issuer: s("issuer"),
-            error: s("error"),
-        }
-    }
-}
+use crate::strings::Sym;
 
 /// How a system call ended, as far as the trace tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod context;
 pub mod errno;
 pub mod event;
 pub mod kernel;

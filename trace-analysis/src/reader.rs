@@ -12,13 +12,13 @@ use trace_common::fxt::{
 };
 use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
+pub use crate::context::{Context, ReadStats};
 use crate::event::{
     Args, AsyncSpan, Counter, Dropped, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice,
     Switch, Track, Value, Wakeup, unnamed_frame,
 };
-use crate::kernel::KernelSyms;
 use crate::nesting::Nesting;
-use crate::strings::{Strings, Sym};
+use crate::strings::Sym;
 
 /// A record larger than this is skipped rather than buffered.
 const MAX_RECORD: usize = 64 << 20;
@@ -36,115 +36,6 @@ pub enum ReadTraceError {
     /// The data does not start with FXT's magic number record.
     #[error("not a Fuchsia Trace Format file (no magic number record at the start)")]
     NotFxt,
-}
-
-/// Names and strings known while reading, for sinks to look things up.
-#[derive(Debug)]
-pub struct Context {
-    /// Interned strings.
-    pub strings: Strings,
-    processes: HashMap<u64, Sym>,
-    threads: HashMap<u64, (u64, Sym)>,
-    providers: HashMap<u32, Sym>,
-    pub(crate) kernel: KernelSyms,
-}
-
-impl Default for Context {
-    fn default() -> Self {
-        let mut strings = Strings::default();
-        let kernel = KernelSyms::intern(&mut strings);
-        Context {
-            strings,
-            processes: HashMap::default(),
-            threads: HashMap::default(),
-            providers: HashMap::default(),
-            kernel,
-        }
-    }
-}
-
-impl Context {
-    /// The last name given to process `pid`.
-    pub fn process_name(&self, pid: u64) -> &str {
-        self.processes
-            .get(&pid)
-            .map_or("", |s| self.strings.get(*s))
-    }
-
-    /// The last name given to thread `tid`.
-    pub fn thread_name(&self, tid: u64) -> &str {
-        self.threads
-            .get(&tid)
-            .map_or("", |(_, s)| self.strings.get(*s))
-    }
-
-    /// The process of thread `tid`, if a thread record said.
-    pub fn process_of(&self, tid: u64) -> Option<u64> {
-        self.threads.get(&tid).map(|(p, _)| *p)
-    }
-
-    /// The name of provider `id`.
-    pub fn provider_name(&self, id: u32) -> &str {
-        self.providers.get(&id).map_or("", |s| self.strings.get(*s))
-    }
-
-    /// Every named process.
-    pub fn processes(&self) -> impl Iterator<Item = (u64, &str)> {
-        self.processes
-            .iter()
-            .map(|(p, s)| (*p, self.strings.get(*s)))
-    }
-
-    /// Every named thread: (tid, pid, name).
-    pub fn threads(&self) -> impl Iterator<Item = (u64, u64, &str)> {
-        self.threads
-            .iter()
-            .map(|(t, (p, s))| (*t, *p, self.strings.get(*s)))
-    }
-
-    /// Every provider: (id, name).
-    pub fn providers(&self) -> impl Iterator<Item = (u32, &str)> {
-        self.providers
-            .iter()
-            .map(|(p, s)| (*p, self.strings.get(*s)))
-    }
-}
-
-/// What reading a trace saw, apart from its events.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReadStats {
-    /// Bytes read.
-    pub bytes: u64,
-    /// Records decoded.
-    pub records: u64,
-    /// Malformed records skipped.
-    pub errors: u64,
-    /// The first few of them.
-    pub error_messages: Vec<String>,
-    /// Earliest event timestamp, ns.
-    pub first_ts: Option<u64>,
-    /// Latest event timestamp (or end of a span), ns.
-    pub last_ts: Option<u64>,
-    /// Earliest timestamp at which the trace saw something happen: that of
-    /// any record but a span written with its begin (a begin, or a whole
-    /// span); `None` when it has only those. A file cut out of a longer
-    /// recording (rotated, or the window around a trigger) begins with the
-    /// spans still open at the cut, carried over with their first
-    /// timestamps, a system call that spans the cut is written whole where
-    /// it ends, and one the recorder saw only end is begun where the
-    /// recording began: what the CPUs did is known only from the file's
-    /// first other record on.
-    pub observed_from: Option<u64>,
-    /// Events of kinds not read into [`Event`]s (flows, logs, unknown
-    /// records).
-    pub skipped: u64,
-    /// Ends without a begin.
-    pub unmatched_ends: u64,
-    /// Names, categories and argument names not kept because the trace
-    /// has more distinct ones than the string table holds
-    /// ([`crate::strings::MAX_STRINGS`], [`crate::strings::MAX_BYTES`]):
-    /// each reads as [`crate::strings::TOO_MANY_TEXT`].
-    pub names_refused: u64,
 }
 
 /// Which kinds of events a reader's sink needs: records of the others are

@@ -48,12 +48,12 @@ fn declared_by_providers() -> Vec<String> {
         return Vec::new();
     };
     runtime.block_on(async {
-        let path = trace_manager::userspace::socket_path();
-        let mut ctl = match trace_manager::client::Controller::connect(&path) {
+        let path = trace_manager::socket_path();
+        let mut ctl = match trace_manager::Controller::connect(&path) {
             Ok(ctl) => ctl,
             // A daemon runs, but not for this user: say so, since the
             // list then lacks what its providers declared.
-            Err(e @ trace_manager::client::ClientError::Refused { .. }) => {
+            Err(e @ trace_manager::ClientError::Refused { .. }) => {
                 eprintln!("trace-cli: categories providers declared are not listed: {e}");
                 return Vec::new();
             }

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::Args;
 use trace_common::category::glob_matches;
-use trace_manager::kernel::tracefs;
-use trace_manager::kernel::tracepoints::field::FieldKind;
-use trace_manager::kernel::tracepoints::{self, TracepointError};
+use trace_manager::{
+    FieldKind, TracepointError, TracepointField, tracefs_root, tracepoint_catalog,
+    tracepoint_fields,
+};
 
 /// Arguments of `trace-cli events`.
 #[derive(Args)]
@@ -22,9 +23,9 @@ pub struct EventsArgs {
 }
 
 pub fn run(args: EventsArgs) -> Result<ExitCode> {
-    let root = tracefs::tracefs_root()
+    let root = tracefs_root()
         .context("listing tracepoints needs tracefs (and usually root to read it)")?;
-    let all = tracepoints::catalog(&root)?;
+    let all = tracepoint_catalog(&root)?;
     let pattern = args.glob.as_deref().unwrap_or("*:*");
     let pattern = if pattern.contains(':') {
         pattern.to_owned()
@@ -43,7 +44,7 @@ pub fn run(args: EventsArgs) -> Result<ExitCode> {
             println!("{name}");
             continue;
         }
-        match tracepoints::fields(&root, group, event) {
+        match tracepoint_fields(&root, group, event) {
             Ok((_, fields)) => {
                 let list: Vec<String> = fields
                     .iter()
@@ -66,7 +67,7 @@ pub fn run(args: EventsArgs) -> Result<ExitCode> {
 }
 
 /// How a field is recorded, as `(C type; how)`.
-fn describe(f: &tracepoints::field::Field) -> String {
+fn describe(f: &TracepointField) -> String {
     let how = match &f.kind {
         FieldKind::Int { size, signed } => {
             format!("{}{}", if *signed { "i" } else { "u" }, 8 * size)

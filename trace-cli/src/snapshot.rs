@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use trace_common::controller::{Reply, Request, SessionKind};
-use trace_manager::client::{ClientError, Controller};
+use trace_manager::{ClientError, Controller};
 
 /// Arguments of `trace-cli snapshot`.
 #[derive(Args)]
@@ -30,7 +30,7 @@ fn daemon() -> Result<(tokio::runtime::Runtime, Controller)> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let path = trace_manager::userspace::socket_path();
+    let path = trace_manager::socket_path();
     let ctl = {
         let _guard = runtime.enter();
         match Controller::connect(&path) {

@@ -7,9 +7,13 @@ use aya_ebpf::{
     macros::{btf_map, map},
     maps::{Array, HashMap, PerCpuArray},
 };
-use trace_common::kernel::{COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, SyscallStage, UsdtSpec};
+use trace_common::kernel::{
+    COMM_LEN, COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, MAX_RECORD_BYTES, SyscallStage, UsdtSpec,
+};
 
-use crate::record::SCRATCH_LEN;
+/// Size of the scratch copy: the largest masked offset plus the widest read
+/// (16 bytes), rounded up.
+pub(crate) const SCRATCH_LEN: usize = MAX_RECORD_BYTES as usize + 2 * COMM_LEN;
 
 /// A CPU's ring buffer. The size is the template's: userspace creates each
 /// CPU's ring with the size it computed from `-b`.

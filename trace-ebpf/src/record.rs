@@ -24,10 +24,6 @@ use crate::ring::ring_backlog;
 /// userspace keeps every field within `MAX_RECORD_BYTES`).
 pub(crate) const OFFSET_MASK: usize = MAX_RECORD_BYTES as usize - 1;
 
-/// Size of the scratch copy: the largest masked offset plus the widest read
-/// (16 bytes), rounded up.
-pub(crate) const SCRATCH_LEN: usize = MAX_RECORD_BYTES as usize + 2 * COMM_LEN;
-
 const _: () = assert!((MAX_RECORD_BYTES as usize).is_power_of_two());
 
 // Every name field of an event is 8-aligned (see `Record::comm`).

@@ -6,9 +6,11 @@
 
 mod bench;
 mod ebpf;
+mod public_api;
 mod record;
 mod run;
 mod setup;
+mod structure;
 mod test;
 
 use anyhow::Result;
@@ -35,6 +37,16 @@ enum Command {
     /// Build only the eBPF object (trace-ebpf) and print its path; the
     /// trace-manager build does this by itself.
     BuildEbpf,
+    /// Check the code's shape: trace-cli uses only trace-manager's root
+    /// exports, no file too long without a reason, no import circles.
+    Structure,
+    /// Compare the public items of trace-manager with their snapshot in
+    /// xtask/public-api/ (nightly rustdoc JSON).
+    PublicApi {
+        /// Write the snapshot from the code instead.
+        #[arg(long)]
+        bless: bool,
+    },
     /// Run the whole test suite: formatting, lints, unit tests and the
     /// end-to-end tests with real eBPF (as root). Extra arguments go to
     /// `cargo test`.
@@ -166,6 +178,8 @@ fn main() -> Result<()> {
             setup::setup()?;
             record::record(&args)
         }
+        Command::Structure => structure::structure(),
+        Command::PublicApi { bless } => public_api::public_api(bless),
         Command::BuildEbpf => {
             let object = ebpf::build_ebpf()?;
             println!("{}", object.display());

@@ -6,7 +6,8 @@ use anyhow::{Result, bail};
 
 use crate::run::{cargo, is_root, run};
 
-/// Checks formatting, lints and doc links, builds every binary, then runs every test,
+/// Checks formatting, the code's shape and the manager's public items,
+/// lints and doc links, builds every binary, then runs every test,
 /// the end-to-end tests with real eBPF included (they need root), and the
 /// provider library's compile-time off switch.
 pub fn test(extra: &[String]) -> Result<()> {
@@ -17,6 +18,10 @@ pub fn test(extra: &[String]) -> Result<()> {
         );
     }
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    // The code's shape, and the manager's public items against their
+    // snapshot.
+    crate::structure::structure()?;
+    crate::public_api::public_api(false)?;
     run(cargo().args([
         "clippy",
         "--workspace",

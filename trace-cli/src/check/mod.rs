@@ -17,6 +17,7 @@
 //! stack samples are counted by timebase.
 
 mod findings;
+mod items;
 mod order;
 mod parser;
 mod processes;

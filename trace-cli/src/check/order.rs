@@ -15,7 +15,7 @@ use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 use trace_common::fxt::EventKind;
 
-use super::tokenizer::{Body, Item, Sym, Value};
+use super::items::{Body, Item, Sym, Value};
 
 /// Items held in memory before a run is written out.
 const RUN: usize = 1 << 18;

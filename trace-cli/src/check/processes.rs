@@ -17,12 +17,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use trace_common::fxt::EventKind;
 use trace_common::fxt::wire::IDLE_WEIGHT;
 
 use super::Names;
 use super::findings::{Findings, Kind};
-use super::tokenizer::{Body, Item, Tokenized};
+use super::items::{Body, Item, makes_thread_row};
+use super::tokenizer::Tokenized;
 
 /// What the thread objects say of one thread id.
 #[derive(Debug, Default)]
@@ -86,18 +86,6 @@ pub fn start<'a, 'f>(
         }
     }
     c
-}
-
-/// Whether an event of `kind` puts its thread in its process
-/// (`UpdateThread`); counters and async events only make the process.
-pub(super) fn makes_thread_row(kind: EventKind) -> bool {
-    !matches!(
-        kind,
-        EventKind::Counter { .. }
-            | EventKind::AsyncBegin { .. }
-            | EventKind::AsyncInstant { .. }
-            | EventKind::AsyncEnd { .. }
-    )
 }
 
 /// Where threads land, item by item.

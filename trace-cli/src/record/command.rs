@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use tokio::process::Command;
 use trace_common::controller::{Reply, Request};
-use trace_manager::client::Controller;
+use trace_manager::Controller;
 
 use super::failed;
 use super::run_loop::StopReason;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::controller::{ProviderSpec, StackOptions, TraceConfig};
 use trace_common::provider::BufferingMode;
-use trace_manager::session::kernel_categories;
+use trace_manager::kernel_categories;
 
 use super::RecordArgs;
 
@@ -131,7 +131,7 @@ pub(super) fn trace_config(args: &RecordArgs, categories: &[String]) -> Result<T
         triggers: args
             .triggers
             .iter()
-            .filter(|t| trace_manager::kernel::translate::is_kernel_trigger(t))
+            .filter(|t| trace_manager::is_kernel_trigger(t))
             .cloned()
             .collect(),
     })
@@ -179,11 +179,8 @@ fn stack_options(args: &RecordArgs, categories: &[String]) -> Result<StackOption
             );
         }
     }
-    if args.sample_hz == 0 || args.sample_hz > trace_manager::kernel::profile::MAX_SAMPLE_HZ {
-        bail!(
-            "--sample-hz must be 1 to {}",
-            trace_manager::kernel::profile::MAX_SAMPLE_HZ
-        );
+    if args.sample_hz == 0 || args.sample_hz > trace_manager::MAX_SAMPLE_HZ {
+        bail!("--sample-hz must be 1 to {}", trace_manager::MAX_SAMPLE_HZ);
     }
     if !(512..=16384).contains(&args.stack_size) {
         bail!("--stack-size must be 512 to 16384 bytes");

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use trace_manager::client::Controller;
-use trace_manager::service::{Manager, ManagerError};
-use trace_manager::userspace::UserspaceError;
+use trace_manager::Controller;
+use trace_manager::UserspaceError;
+use trace_manager::{Manager, ManagerError};
 
 /// The manager a recording talks to: a daemon's, or one run here.
 pub struct Connection {
@@ -20,7 +20,7 @@ pub struct Connection {
 /// that listens there (so providers register with it). `needs_kernel`:
 /// without a daemon, the privileges to load eBPF programs are checked.
 pub fn connect(needs_kernel: bool) -> Result<Connection> {
-    let path = trace_manager::userspace::socket_path();
+    let path = trace_manager::socket_path();
     match Controller::connect(&path) {
         Ok(ctl) => {
             log::info!("using the trace manager on {}", path.display());
@@ -34,14 +34,14 @@ pub fn connect(needs_kernel: bool) -> Result<Connection> {
         // run here could not take the path either). But a socket file
         // that nothing listens on (a daemon that stopped, in a folder
         // this user may not enter) is no daemon.
-        Err(e @ trace_manager::client::ClientError::Refused { .. })
-            if trace_manager::procfs::unix_socket_listening(&path) != Some(false) =>
+        Err(e @ trace_manager::ClientError::Refused { .. })
+            if trace_manager::unix_socket_listening(&path) != Some(false) =>
         {
             return Err(e.into());
         }
         Err(_) => {}
     }
-    if needs_kernel && let Some(what) = trace_manager::kernel::privileges::missing() {
+    if needs_kernel && let Some(what) = trace_manager::missing_privileges() {
         bail!(
             "no trace-manager daemon runs (nothing listens on {}), and recording without one \
              needs root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: \
@@ -85,7 +85,7 @@ pub fn embed(mut manager: Manager) -> Result<Connection> {
 
 /// Fails with one sentence when the process cannot load eBPF programs.
 pub(super) fn check_privileges() -> Result<()> {
-    match trace_manager::kernel::privileges::missing() {
+    match trace_manager::missing_privileges() {
         None => Ok(()),
         Some(what) => bail!(
             "recording needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load the kernel \

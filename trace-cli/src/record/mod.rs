@@ -32,7 +32,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 use trace_common::controller::{Reply, Request, StackOptions, StartOptions, TraceConfig, fail};
-use trace_manager::service::Manager;
+use trace_manager::Manager;
 
 use command::start_command;
 pub use command::{RELEASE_FD_ENV, wait_and_exec};
@@ -373,11 +373,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     if let Some(task) = conn.embedded {
         let _ = task.await;
         // The probes it placed are closed before this process exits.
-        let open = trace_manager::kernel::perf_probe::detaching();
+        let open = trace_manager::probes_detaching();
         if open > 0 {
             eprintln!("trace-cli: removing {open} probes (the kernel takes a while for each)");
         }
-        trace_manager::kernel::perf_probe::wait_detached();
+        trace_manager::wait_probes_detached();
     }
     if let StopReason::TargetsExited = &reason {
         eprintln!(
@@ -390,7 +390,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         );
     }
     if let StopReason::Trigger(alert) = &reason {
-        if trace_manager::kernel::translate::is_kernel_trigger(alert) {
+        if trace_manager::is_kernel_trigger(alert) {
             eprintln!("trace-cli: stopped by trigger {alert:?}");
         } else {
             eprintln!("trace-cli: stopped by alert {alert:?}");

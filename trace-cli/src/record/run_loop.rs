@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use trace_common::controller::{Reply, Request, fail};
-use trace_manager::client::Controller;
+use trace_manager::Controller;
 
 use super::failed;
 use super::progress::{PROGRESS_TICK, ProgressLine};
@@ -94,7 +94,7 @@ pub(super) async fn wait_for_stop(
         for m in news {
             match m.body {
                 Reply::Alert { name, provider } => {
-                    if provider == trace_manager::session::KERNEL_PROVIDER_NAME {
+                    if provider == trace_manager::KERNEL_PROVIDER_NAME {
                         progress.println(&format!("trace-cli: trigger {name:?} fired"));
                     } else {
                         progress.println(&format!(

@@ -130,7 +130,7 @@ fn per_cpu_drops(per_cpu: &[(u32, u64)], total: u64) -> String {
 fn providers_summary(p: &[trace_common::controller::ProviderStats]) -> String {
     let p: Vec<_> = p
         .iter()
-        .filter(|s| s.id != trace_manager::session::KERNEL_PROVIDER_ID)
+        .filter(|s| s.id != trace_manager::KERNEL_PROVIDER_ID)
         .collect();
     if p.is_empty() {
         return String::new();

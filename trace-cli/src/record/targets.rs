@@ -60,7 +60,7 @@ impl Targets {
             let _ = fd.readable().await;
         }
         for &pid in &self.polled {
-            while trace_manager::procfs::process_exists(pid) {
+            while trace_manager::process_exists(pid) {
                 tokio::time::sleep(POLL).await;
             }
         }

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use trace_manager::clock::boottime_ns;
-use trace_manager::window::{Window, Written};
+use trace_manager::boottime_ns;
+use trace_manager::{Window, Written};
 use trace_split::RecordReader;
 
 /// Most memory the window takes.

@@ -150,7 +150,7 @@ macro_rules! event_kinds {
             /// never moved as a whole `KernelEvent` (whose size is the
             /// largest kind's).
             #[inline]
-            fn with_fixed<R>(
+            pub(crate) fn with_fixed<R>(
                 kind: EventKind,
                 bytes: &[u8],
                 f: impl FnOnce(&KernelEvent) -> R,
@@ -714,34 +714,6 @@ pub fn parse(bytes: &[u8]) -> Result<KernelEvent, ParseError> {
     }
 }
 
-/// One ring-buffer entry of any kind, decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry<'a> {
-    /// A fixed-layout event.
-    Fixed(KernelEvent),
-    /// An event of a tracepoint selected by name.
-    Tracepoint(super::tracepoint::TracepointRecord<'a>),
-    /// A stack.
-    Stack(super::stack::StackRecord<'a>),
-}
-
-/// Decodes one ring-buffer entry of any kind ([`parse`] for the fixed
-/// kinds), without trusting it.
-#[inline]
-pub fn parse_entry(bytes: &[u8]) -> Result<Entry<'_>, ParseError> {
-    let kind = bytes
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .map(u32::from_ne_bytes);
-    if kind == Some(super::tracepoint::TRACEPOINT_KIND) {
-        super::tracepoint::TracepointRecord::parse(bytes).map(Entry::Tracepoint)
-    } else if kind == Some(super::stack::STACK_KIND) {
-        super::stack::StackRecord::parse(bytes).map(Entry::Stack)
-    } else {
-        parse(bytes).map(Entry::Fixed)
-    }
-}
-
 /// The events of one ring-buffer entry: the entry itself, or, for an
 /// entry of whole system calls ([`SyscallEvent`]s written together), each
 /// of them. An entry that is not a whole number of them is one event (and
@@ -761,36 +733,6 @@ pub fn events_in(entry: &[u8]) -> core::slice::ChunksExact<'_, u8> {
         entry.len().max(1)
     };
     entry.chunks_exact(size)
-}
-
-/// One ring-buffer entry of any kind, decoded, lent by [`with_entry`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntryRef<'a> {
-    /// A fixed-layout event.
-    Fixed(&'a KernelEvent),
-    /// An event of a tracepoint selected by name.
-    Tracepoint(super::tracepoint::TracepointRecord<'a>),
-    /// A stack.
-    Stack(super::stack::StackRecord<'a>),
-}
-
-/// Decodes one ring-buffer entry of any kind as [`parse_entry`] does, and
-/// lends it to `f`. What the manager does with every event: it copies a
-/// fixed event once, at its kind's size, where [`parse_entry`] returns the
-/// largest kind's size.
-#[inline]
-pub fn with_entry<R>(bytes: &[u8], f: impl FnOnce(EntryRef<'_>) -> R) -> Result<R, ParseError> {
-    let header: EventHeader = read_plain(bytes)?;
-    if header.kind == super::tracepoint::TRACEPOINT_KIND {
-        super::tracepoint::TracepointRecord::parse(bytes).map(|r| f(EntryRef::Tracepoint(r)))
-    } else if header.kind == super::stack::STACK_KIND {
-        super::stack::StackRecord::parse(bytes).map(|r| f(EntryRef::Stack(r)))
-    } else {
-        match EventKind::from_u32(header.kind) {
-            Some(kind) => KernelEvent::with_fixed(kind, bytes, |e| f(EntryRef::Fixed(e))),
-            None => Err(ParseError::UnknownKind(header.kind)),
-        }
-    }
 }
 
 const _: () = {

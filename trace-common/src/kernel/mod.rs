@@ -37,6 +37,7 @@
 //!
 //! Everything is re-exported here: users name `trace_common::kernel::X`.
 
+pub mod entry;
 pub mod events;
 pub mod layouts;
 pub mod maps;
@@ -45,6 +46,7 @@ pub mod stack;
 pub mod tracepoint;
 pub mod usdt;
 
+pub use self::entry::*;
 pub use self::events::*;
 pub use self::layouts::*;
 pub use self::maps::*;

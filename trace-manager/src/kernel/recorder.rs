@@ -40,7 +40,7 @@ pub struct RecordConfig {
     pub buffer_bytes: usize,
     /// `None`: kernel events of every process. `Some(pids)`: only of these
     /// processes and what they create during the recording (see
-    /// [`KernelConfig::pids`]); [`Session::follow`] adds more.
+    /// [`KernelConfig::pids`]); [`Session::follow`](crate::session::Session::follow) adds more.
     pub pids: Option<Vec<u32>>,
     /// Functions to probe (`--uprobe`), resolved.
     pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
@@ -55,7 +55,7 @@ pub struct RecordConfig {
     /// How stacks are recorded.
     pub stacks: trace_common::controller::StackOptions,
     /// Conditions checked on the kernel's events (see
-    /// [`crate::kernel::translate::Trigger`]); [`Session::take_fired`]
+    /// [`crate::kernel::translate::Trigger`]); [`Session::take_fired`](crate::session::Session::take_fired)
     /// says which fired.
     pub triggers: Vec<crate::kernel::translate::Trigger>,
     /// Most memory the kernel events read and not yet translated may take

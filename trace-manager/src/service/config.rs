@@ -4,7 +4,7 @@
 //! session's memory budget.
 
 use std::os::fd::OwnedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use trace_common::controller::{MAX_CATEGORIES, TraceConfig};
 
@@ -365,13 +365,17 @@ fn check_attachments(
     Ok(())
 }
 
+/// The longest one request's setup may take: resolving its probes and
+/// tracepoints, then loading and attaching them, each.
+pub(super) const SETUP_LIMIT: Duration = Duration::from_secs(60);
+
 /// An error once `deadline` has passed.
 fn in_time(deadline: Option<Instant>) -> Result<(), String> {
     match deadline {
         Some(d) if Instant::now() > d => Err(format!(
             "resolving the probes and tracepoints took longer than {} s, the most one request \
              may take: name fewer probes, tracepoints or processes",
-            super::setup::SETUP_LIMIT.as_secs()
+            SETUP_LIMIT.as_secs()
         )),
         _ => Ok(()),
     }

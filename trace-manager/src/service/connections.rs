@@ -13,50 +13,13 @@ use trace_common::controller::{
 };
 use trace_common::provider::control::ProviderMessage;
 
+use super::event::Event;
 use super::{Manager, throttle};
 use crate::limits::Slot;
 use crate::userspace::async_fd;
 
 /// How long a connection may take to say what it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What the loop hears from connection tasks.
-pub(super) enum Event {
-    /// A provider registered on a new connection.
-    Provider {
-        fd: OwnedFd,
-        pid: i32,
-        register: ProviderMessage,
-        slot: Slot,
-    },
-    /// A new client: its id and a descriptor to answer on.
-    Client { id: u64, fd: OwnedFd, pid: i32 },
-    /// A client's message and the descriptors that came with it.
-    Request {
-        id: u64,
-        bytes: Vec<u8>,
-        fds: Vec<OwnedFd>,
-    },
-    /// A client's connection closed.
-    Closed { id: u64 },
-    /// A terminated session's output has been written out.
-    Drained { id: u64, txid: u32, reply: Reply },
-    /// A snapshot was written (or given up) on another thread: the answer
-    /// to its request.
-    SnapshotWritten { id: u64, txid: u32, reply: Reply },
-    /// An InitializeTracing's probes and tracepoints, resolved on a thread.
-    Prepared {
-        id: u64,
-        txid: u32,
-        prepared: Box<super::setup::Prepared>,
-    },
-    /// A StartTracing's kernel provider, loaded on a thread.
-    Loaded {
-        id: u64,
-        txid: u32,
-        kernel: Box<Result<crate::kernel::KernelProvider, crate::kernel::KernelError>>,
-    },
-}
 
 /// A client's connection.
 pub(super) struct Client {

@@ -21,7 +21,7 @@ use trace_common::provider::{BufferDisposition, BufferingMode};
 
 use super::Manager;
 use super::config::{backlog_within, kernel_memory, record_config, userspace_config};
-use super::connections::Event;
+use super::event::Event;
 use crate::clock::boottime_ns;
 use crate::limits::mib;
 use crate::session::Session;

@@ -29,6 +29,7 @@
 
 mod config;
 mod connections;
+mod event;
 mod flight;
 mod paced;
 mod requests;
@@ -50,7 +51,8 @@ use trace_common::controller::SessionState;
 
 pub use crate::userspace::Listener;
 use crate::userspace::{Registry, UserspaceError};
-use connections::{Client, Event, read_client};
+use connections::{Client, read_client};
+use event::Event;
 pub use flight::FlightConfig;
 pub use sink::{OutputFailure, Sink};
 use state::{Active, Terminating};

@@ -4,33 +4,20 @@
 //! (InitializeTracing), and loading and attaching its kernel provider
 //! (StartTracing). Each ends in an event back to the loop
 //! ([`Event::Prepared`], [`Event::Loaded`]) and is limited in time
-//! ([`SETUP_LIMIT`]). There is one session, so at most one such thread.
+//! ([`SETUP_LIMIT`](super::config::SETUP_LIMIT)). There is one session, so at most one such thread.
 //! Detaching many probes is done in the background too
 //! ([`crate::kernel::perf_probe::detach_all`]).
 
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use trace_common::controller::{TraceConfig, fail};
 use trace_common::provider::BufferDisposition;
 
 use super::Manager;
-use super::config::{KernelMemory, new_session, record_config};
-use super::connections::Event;
+use super::config::{KernelMemory, SETUP_LIMIT, new_session, record_config};
+use super::event::{Event, Prepared};
 use crate::kernel::{KernelConfig, KernelError, KernelProvider};
-use crate::session::RecordConfig;
-
-/// The longest one request's setup may take: resolving its probes and
-/// tracepoints, then loading and attaching them, each.
-pub(super) const SETUP_LIMIT: Duration = Duration::from_secs(60);
-
-/// What a thread resolved for an InitializeTracing.
-pub(super) struct Prepared {
-    config: TraceConfig,
-    output: OwnedFd,
-    kernel: KernelMemory,
-    record: Result<RecordConfig, String>,
-}
 
 /// A StartTracing whose kernel provider a thread is loading, and what the
 /// owner asked for meanwhile.

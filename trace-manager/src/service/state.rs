@@ -16,7 +16,7 @@ use trace_common::controller::{
 use trace_common::provider::BufferDisposition;
 
 use super::config::{KernelMemory, kernel_within_budget, usable_category, userspace_config};
-use super::connections::Event;
+use super::event::Event;
 use super::setup::Then;
 use super::{Manager, Sink, sink};
 use crate::session::Session;

@@ -2,8 +2,8 @@
 //! thread asks for them, and the categories the running trace enables.
 
 use std::ptr;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
 
 use trace_common::fxt::Record;
 use trace_common::fxt::write::encode;
@@ -16,45 +16,11 @@ use super::region::{
     set_header, set_wrapped,
 };
 use super::slot::{WRITE_EPOCH, bump_generation, quiesce};
+use super::state::{SaveRequest, State, state};
 use crate::{callsite, clock};
-
-/// Sends SAVE_BUFFER (wrapped count, durable end) in streaming mode.
-pub(crate) type SaveRequest = Box<dyn Fn(u32, u64) + Send>;
-
-/// What the connection thread set up, and where writing stands.
-pub(super) struct State {
-    pub(super) layout: Option<Layout>,
-    pub(super) len: usize,
-    pub(super) categories: Vec<String>,
-    pub(super) extra_categories: Vec<String>,
-    pub(super) started: bool,
-    pub(super) next_epoch: u64,
-    pub(super) wrapped: u32,
-    pub(super) full: bool,
-    pub(super) save_pending: bool,
-    pub(super) on_save: Option<SaveRequest>,
-}
-
-static STATE: Mutex<State> = Mutex::new(State {
-    layout: None,
-    len: 0,
-    categories: Vec::new(),
-    extra_categories: Vec::new(),
-    started: false,
-    next_epoch: 1,
-    wrapped: 0,
-    full: false,
-    save_pending: false,
-    on_save: None,
-});
 
 /// The categories the running trace enables (empty: all).
 static ENABLED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// The engine's state, locked.
-pub(super) fn state() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Whether `category` is enabled by the running trace.
 pub(crate) fn category_enabled(category: &str) -> bool {

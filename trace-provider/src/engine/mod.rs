@@ -16,17 +16,21 @@ mod lifecycle;
 mod names;
 mod region;
 mod slot;
+mod state;
+mod words;
 mod write;
 
 #[cfg(all(test, not(feature = "off")))]
 mod tests;
 
 pub(crate) use lifecycle::{
-    EngineError, SaveRequest, buffer_saved, category_enabled, initialize, start, stop, terminate,
+    EngineError, buffer_saved, category_enabled, initialize, start, stop, terminate,
 };
 pub use lifecycle::{buffer_len, dropped, is_started};
 pub use names::Name;
-pub use write::{MAX_ARGS, Words, write_blob, write_event, write_event_dyn};
+pub(crate) use state::SaveRequest;
+pub use words::Words;
+pub use write::{MAX_ARGS, write_blob, write_event, write_event_dyn};
 
 /// Holds the engine for one test: it is one per process, so tests that
 /// attach it take turns.

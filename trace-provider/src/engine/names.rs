@@ -14,7 +14,7 @@ use trace_common::fxt::{Arg, ArgValue as FxtArgValue, Record, StringRef, obj_typ
 
 use super::region::durable_write;
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, bump_generation};
-use super::write::Words;
+use super::words::Words;
 use crate::callsite::Callsite;
 
 /// A string reference as it goes into a record: an index, or inline bytes.

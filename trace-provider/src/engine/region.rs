@@ -15,8 +15,8 @@ use std::sync::atomic::{
 use trace_common::provider::BufferingMode;
 use trace_common::provider::buffer::{CHUNK_BYTES, HEADER_BYTES, Layout, offset};
 
-use super::lifecycle::{State, state};
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, WRITE_EPOCH, quiesce};
+use super::state::{State, state};
 
 /// Start of the shared mapping.
 pub(super) static BASE: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());

@@ -14,43 +14,9 @@ use trace_common::fxt::wire::{self, MAX_STRING_INDEX};
 use super::names::{Name, cached_name, site_names_slow, thread_slow};
 use super::region::{DROPPED, next_chunk};
 use super::slot::{GENERATION, ThreadSlot, WRITE_EPOCH, slot};
+use super::words::Words;
 use crate::args::Value;
 use crate::callsite::{Callsite, StaticName};
-
-/// Writes consecutive words from a pointer into reserved buffer space.
-pub struct Words {
-    p: *mut u64,
-}
-
-impl Words {
-    /// Appends one word.
-    #[inline(always)]
-    pub fn push(&mut self, w: u64) {
-        // SAFETY: the engine reserved room for every word the record's size
-        // counts before handing out this writer.
-        unsafe {
-            self.p.write(w);
-            self.p = self.p.add(1);
-        }
-    }
-
-    /// Appends bytes, zero-padded to whole words.
-    #[inline]
-    pub fn push_bytes(&mut self, b: &[u8]) {
-        let mut chunks = b.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.push(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.push(u64::from_le_bytes(w));
-        }
-    }
-}
 
 /// The most arguments one event carries.
 pub const MAX_ARGS: usize = wire::MAX_ARGS;

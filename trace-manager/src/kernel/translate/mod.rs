@@ -98,6 +98,7 @@
 //! tables, the counts, and the recording's start and stop.
 
 mod block;
+mod counts;
 mod irq;
 mod memory;
 mod names;
@@ -120,6 +121,7 @@ use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef, 
 use trace_common::kernel::{EntryRef, KernelEvent};
 
 pub use self::block::{BLOCK_PROCESS_KOID, block_device_name, block_op};
+pub use self::counts::KernelRecordCounts;
 pub use self::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
 pub use self::names::NameState;
 pub use self::power::CPUS_PROCESS_KOID;
@@ -154,50 +156,6 @@ const UNKNOWN_TGID: u32 = u32::MAX;
 
 /// Slots of [`KernelTranslator::known`].
 const KNOWN_CACHE: usize = 256;
-
-/// Counts of what the translator wrote, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelRecordCounts {
-    /// Context switch records.
-    pub context_switches: u64,
-    /// Thread wakeup records.
-    pub wakeups: u64,
-    /// fork/clone, exec, exit and rename instants.
-    pub proc_events: u64,
-    /// Process and thread name records.
-    pub names: u64,
-    /// System call durations (complete, or begun and not ended).
-    pub syscalls: u64,
-    /// Hard IRQ and softirq durations.
-    pub interrupts: u64,
-    /// Block requests issued (async begins).
-    pub block_requests: u64,
-    /// Page fault instants and resident-set counter events.
-    pub memory_events: u64,
-    /// CPU idle and frequency counter events.
-    pub cpu_counters: u64,
-    /// Probed function durations.
-    pub probes: u64,
-    /// USDT probe instants.
-    pub usdt: u64,
-    /// Context switches the kernel did not record, written where the first
-    /// event of another thread on that CPU shows them (`inferred`).
-    pub inferred_switches: u64,
-    /// Wake-ups of threads that were running (not written: nothing changed).
-    pub running_wakeups: u64,
-    /// Events that reached the translator after the CPUs' tracks had moved
-    /// past their time (system calls staged on a CPU while their thread
-    /// kept running): written on their thread, no switch inferred.
-    pub late_events: u64,
-    /// Block requests the kernel took back from their device to issue
-    /// again (one duration each, from its last issue, `requeued`).
-    pub block_requeues: u64,
-    /// Returns of new tasks from the `clone` or `fork` that made them: not
-    /// written (the call is their parent's).
-    pub child_returns: u64,
-    /// Stack samples (profile, off-CPU, wakers, probes' stacks).
-    pub samples: u64,
-}
 
 /// Translates kernel events into records of one provider in the output.
 pub struct KernelTranslator {
