@@ -91,27 +91,18 @@ impl RecordStats {
             dropped: self.dropped,
             dropped_per_cpu: self.dropped_per_cpu.clone(),
             malformed: self.malformed,
-            counts: [
-                (KernelCount::Switches, c.context_switches),
-                (KernelCount::Wakeups, c.wakeups),
-                (KernelCount::ProcessEvents, c.proc_events),
-                (KernelCount::Names, c.names),
-                (KernelCount::SystemCalls, c.syscalls),
-                (KernelCount::Interrupts, c.interrupts),
-                (KernelCount::BlockRequests, c.block_requests),
-                (KernelCount::MemoryEvents, c.memory_events),
-                (KernelCount::CpuCounters, c.cpu_counters),
-                (KernelCount::ProbeHits, c.probes),
-                (KernelCount::UsdtEvents, c.usdt),
-                (KernelCount::StackSamples, c.samples),
-            ]
-            .into_iter()
-            .chain(
-                self.tracepoints
-                    .iter()
-                    .map(|(name, n)| (KernelCount::Tracepoint(name.clone()), *n)),
-            )
-            .collect(),
+            counts: KernelCount::FIXED
+                .into_iter()
+                .map(|kind| {
+                    let n = c.of(&kind);
+                    (kind, n)
+                })
+                .chain(
+                    self.tracepoints
+                        .iter()
+                        .map(|(name, n)| (KernelCount::Tracepoint(name.clone()), *n)),
+                )
+                .collect(),
             categories: self.categories.clone(),
         }
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 /// The workspace root (the parent of the xtask crate).
 pub fn workspace_root() -> PathBuf {
@@ -37,67 +37,11 @@ pub fn cargo_home() -> Result<PathBuf> {
 /// `rustup run nightly <program>`, without the variables of the cargo that
 /// runs xtask (which would make the nested build use the stable toolchain).
 pub fn nightly(program: &str) -> Result<Command> {
-    let mut cmd = Command::new("rustup");
-    cmd.args(["run", "nightly", program]);
-    for (key, _) in std::env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        let keep = key == "CARGO_HOME"
-            || [
-                "CARGO_HTTP_",
-                "CARGO_NET_",
-                "CARGO_REGISTRY_",
-                "CARGO_REGISTRIES_",
-                "CARGO_TERM_",
-            ]
-            .iter()
-            .any(|p| key.starts_with(p));
-        let drop = (key.starts_with("CARGO") && !keep)
-            || key.starts_with("RUSTC")
-            || matches!(
-                key,
-                "RUSTUP_TOOLCHAIN" | "RUSTFLAGS" | "RUSTDOC" | "RUSTDOCFLAGS"
-            );
-        if drop {
-            cmd.env_remove(key);
-        }
-    }
-    // rustc finds bpf-linker on PATH; cargo-installed tools live here.
-    let mut dirs = vec![cargo_home()?.join("bin")];
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    cmd.env("PATH", std::env::join_paths(dirs)?);
-    Ok(cmd)
+    trace_ebpf_build::nightly(program).map_err(anyhow::Error::msg)
 }
 
-/// Builds `trace-ebpf` for `bpfel-unknown-none` and returns the object's path.
+/// Builds `trace-ebpf` for `bpfel-unknown-none` (the build trace-manager's
+/// build script runs, its output shown) and returns the object's path.
 pub fn build_ebpf() -> Result<PathBuf> {
-    let dir = workspace_root().join("trace-ebpf");
-    // Run in `trace-ebpf/`, so that its `.cargo/config.toml` (rustflags, the
-    // object's profile) applies, with a target directory of its own.
-    let target_dir = dir.join("target");
-    let mut cmd = nightly("cargo")?;
-    cmd.current_dir(&dir)
-        .args([
-            "build",
-            "-Z",
-            "build-std=core",
-            "--target",
-            "bpfel-unknown-none",
-            "--release",
-            "--manifest-path",
-        ])
-        .arg(dir.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
-    eprintln!("xtask: {cmd:?}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run {cmd:?} (is rustup installed?)"))?;
-    if !status.success() {
-        bail!(
-            "building the eBPF object failed ({status}); if a tool is missing, run `cargo xtask setup`"
-        );
-    }
-    Ok(target_dir.join("bpfel-unknown-none/release/trace-ebpf"))
+    trace_ebpf_build::build(&workspace_root(), true).map_err(anyhow::Error::msg)
 }

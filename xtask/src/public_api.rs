@@ -111,10 +111,16 @@ fn walk(doc: &Value, id: &str, path: &str, lines: &mut BTreeSet<String>, depth: 
             }
         }
         "use" => {
+            // What it names, by its kind: where the item lives privately
+            // is no part of the face.
             let name = inner["name"].as_str().unwrap_or("_");
-            let source = inner["source"].as_str().unwrap_or("_");
+            let kind = doc["index"]
+                .get(inner["id"].to_string())
+                .and_then(|target| target["inner"].as_object())
+                .and_then(|o| o.keys().next().cloned())
+                .unwrap_or_else(|| "external".to_owned());
             let at = path.rsplit_once("::").map_or(path, |(p, _)| p);
-            lines.insert(format!("pub use {at}::{name} = {source}"));
+            lines.insert(format!("pub use {at}::{name} ({kind})"));
         }
         "struct" => {
             lines.insert(format!(

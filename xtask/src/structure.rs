@@ -29,6 +29,7 @@ const CRATES: &[&str] = &[
     "trace-cli",
     "trace-common",
     "trace-ebpf",
+    "trace-ebpf-build",
     "trace-manager",
     "trace-perfetto",
     "trace-provider",

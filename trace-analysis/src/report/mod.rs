@@ -38,62 +38,54 @@ use crate::reader::{Context, ReadStats, ReadTraceError, Sink, read_trace};
 pub use filter::{Filter, Selection, TimeRange};
 pub use table::{Cell, Column, Kind, Section, Table};
 
-/// The sections of a report, in the order they are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SectionId {
+/// Declares [`SectionId`] from one line per section, in the order they
+/// are printed: its doc and the name `--section` takes.
+macro_rules! sections {
+    ($($(#[doc = $doc:literal])* $id:ident = $name:literal;)*) => {
+        /// The sections of a report, in the order they are printed.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum SectionId {
+            $($(#[doc = $doc])* $id,)*
+        }
+
+        impl SectionId {
+            /// Every section.
+            pub const ALL: [SectionId; [$($name),*].len()] = [$(SectionId::$id),*];
+
+            /// Its name, as `--section` takes it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(SectionId::$id => $name,)*
+                }
+            }
+        }
+    };
+}
+
+sections! {
     /// CPU time per CPU, process and thread.
-    Cpu,
+    Cpu = "cpu";
     /// Wake-up to running latency.
-    Sched,
+    Sched = "sched";
     /// System calls.
-    Syscalls,
+    Syscalls = "syscalls";
     /// Block I/O.
-    Block,
+    Block = "block";
     /// Page faults and resident set sizes.
-    Memory,
+    Memory = "memory";
     /// Interrupt and softirq time.
-    Irq,
+    Irq = "irq";
     /// Userspace providers' durations, counters and async spans.
-    Userspace,
+    Userspace = "userspace";
     /// Uprobes, USDT probes and tracepoints.
-    Probes,
+    Probes = "probes";
     /// Stack samples.
-    Samples,
+    Samples = "samples";
     /// What the trace lost.
-    Loss,
+    Loss = "loss";
 }
 
 impl SectionId {
-    /// Every section.
-    pub const ALL: [SectionId; 10] = [
-        SectionId::Cpu,
-        SectionId::Sched,
-        SectionId::Syscalls,
-        SectionId::Block,
-        SectionId::Memory,
-        SectionId::Irq,
-        SectionId::Userspace,
-        SectionId::Probes,
-        SectionId::Samples,
-        SectionId::Loss,
-    ];
-
-    /// Its name, as `--section` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            SectionId::Cpu => "cpu",
-            SectionId::Sched => "sched",
-            SectionId::Syscalls => "syscalls",
-            SectionId::Block => "block",
-            SectionId::Memory => "memory",
-            SectionId::Irq => "irq",
-            SectionId::Userspace => "userspace",
-            SectionId::Probes => "probes",
-            SectionId::Samples => "samples",
-            SectionId::Loss => "loss",
-        }
-    }
-
     /// The section named `name`.
     pub fn from_name(name: &str) -> Option<SectionId> {
         SectionId::ALL.into_iter().find(|s| s.name() == name)

@@ -63,21 +63,11 @@ pub(super) fn report(
 fn print_summary(stats: &trace_common::controller::StopResult, destination: &str) {
     use trace_common::controller::KernelCount;
     let k = &stats.kernel;
-    // Every kind but the name records, in this order (tests read it).
-    let shown = [
-        KernelCount::Switches,
-        KernelCount::Wakeups,
-        KernelCount::ProcessEvents,
-        KernelCount::SystemCalls,
-        KernelCount::Interrupts,
-        KernelCount::BlockRequests,
-        KernelCount::MemoryEvents,
-        KernelCount::ProbeHits,
-        KernelCount::UsdtEvents,
-        KernelCount::StackSamples,
-    ];
-    let counts: Vec<String> = shown
+    // The kinds a summary shows, in their order (tests read it).
+    let shown = KernelCount::FIXED
         .into_iter()
+        .filter(KernelCount::in_summary);
+    let counts: Vec<String> = shown
         .map(|kind| format!("{} {}", k.count(&kind), kind.label()))
         .collect();
     eprintln!(

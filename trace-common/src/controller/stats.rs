@@ -59,94 +59,78 @@ impl KernelStats {
     }
 }
 
-/// What one of the kernel provider's record counts counts
-/// ([`KernelStats::counts`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KernelCount {
-    /// Context switch records.
-    Switches,
-    /// Thread wake-up records.
-    Wakeups,
-    /// fork/clone, exec, exit and rename instants.
-    ProcessEvents,
-    /// Process and thread name records.
-    Names,
-    /// System call durations.
-    SystemCalls,
-    /// Hard IRQ and softirq durations.
-    Interrupts,
-    /// Block request durations.
-    BlockRequests,
-    /// Page fault instants and resident-set counter events.
-    MemoryEvents,
-    /// CPU idle and frequency counter events.
-    CpuCounters,
-    /// Probed function durations (`--uprobe`).
-    ProbeHits,
-    /// USDT probe instants (`--usdt`).
-    UsdtEvents,
-    /// Stack samples (`kernel:profile`, `kernel:offcpu`, `--stacks`).
-    StackSamples,
-    /// Events of a tracepoint selected by name (`group:event`).
-    Tracepoint(String),
+/// Declares [`KernelCount`] from one line per kind of fixed meaning: its
+/// doc, its wire value, the label a summary gives it, and whether the
+/// closing summary of a recording shows it.
+macro_rules! kernel_counts {
+    ($($(#[doc = $doc:literal])* $kind:ident = $value:literal, $label:literal, $shown:literal;)*) => {
+        /// What one of the kernel provider's record counts counts
+        /// ([`KernelStats::counts`]).
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum KernelCount {
+            $($(#[doc = $doc])* $kind,)*
+            /// Events of a tracepoint selected by name (`group:event`).
+            Tracepoint(String),
+        }
+
+        impl KernelCount {
+            /// The kinds of fixed meaning, in the order they are reported.
+            pub const FIXED: [KernelCount; [$($value),*].len()] = [$(KernelCount::$kind),*];
+
+            /// Its value on the wire; a [`KernelCount::Tracepoint`] is
+            /// followed by its name.
+            pub fn value(&self) -> u16 {
+                match self {
+                    $(KernelCount::$kind => $value,)*
+                    KernelCount::Tracepoint(_) => 0x100,
+                }
+            }
+
+            /// What it counts, as a summary says it: `switches`, `system
+            /// calls`, ..., or the tracepoint's name.
+            pub fn label(&self) -> &str {
+                match self {
+                    $(KernelCount::$kind => $label,)*
+                    KernelCount::Tracepoint(name) => name,
+                }
+            }
+
+            /// Whether a recording's closing summary shows it.
+            pub fn in_summary(&self) -> bool {
+                match self {
+                    $(KernelCount::$kind => $shown,)*
+                    KernelCount::Tracepoint(_) => true,
+                }
+            }
+        }
+    };
 }
 
-impl KernelCount {
-    /// The kinds of fixed meaning, in the order they are reported.
-    pub const FIXED: [KernelCount; 12] = [
-        KernelCount::Switches,
-        KernelCount::Wakeups,
-        KernelCount::ProcessEvents,
-        KernelCount::Names,
-        KernelCount::SystemCalls,
-        KernelCount::Interrupts,
-        KernelCount::BlockRequests,
-        KernelCount::MemoryEvents,
-        KernelCount::CpuCounters,
-        KernelCount::ProbeHits,
-        KernelCount::UsdtEvents,
-        KernelCount::StackSamples,
-    ];
-
-    /// Its value on the wire; a [`KernelCount::Tracepoint`] is followed by
-    /// its name.
-    pub fn value(&self) -> u16 {
-        match self {
-            KernelCount::Switches => 1,
-            KernelCount::Wakeups => 2,
-            KernelCount::ProcessEvents => 3,
-            KernelCount::Names => 4,
-            KernelCount::SystemCalls => 5,
-            KernelCount::Interrupts => 6,
-            KernelCount::BlockRequests => 7,
-            KernelCount::MemoryEvents => 8,
-            KernelCount::CpuCounters => 9,
-            KernelCount::ProbeHits => 10,
-            KernelCount::UsdtEvents => 11,
-            KernelCount::StackSamples => 12,
-            KernelCount::Tracepoint(_) => 0x100,
-        }
-    }
-
-    /// What it counts, as a summary says it: `switches`, `system calls`,
-    /// ..., or the tracepoint's name.
-    pub fn label(&self) -> &str {
-        match self {
-            KernelCount::Switches => "switches",
-            KernelCount::Wakeups => "wakeups",
-            KernelCount::ProcessEvents => "process events",
-            KernelCount::Names => "names",
-            KernelCount::SystemCalls => "system calls",
-            KernelCount::Interrupts => "interrupts",
-            KernelCount::BlockRequests => "block requests",
-            KernelCount::MemoryEvents => "memory events",
-            KernelCount::CpuCounters => "cpu counters",
-            KernelCount::ProbeHits => "probe hits",
-            KernelCount::UsdtEvents => "USDT events",
-            KernelCount::StackSamples => "stack samples",
-            KernelCount::Tracepoint(name) => name,
-        }
-    }
+kernel_counts! {
+    /// Context switch records.
+    Switches = 1, "switches", true;
+    /// Thread wake-up records.
+    Wakeups = 2, "wakeups", true;
+    /// fork/clone, exec, exit and rename instants.
+    ProcessEvents = 3, "process events", true;
+    /// Process and thread name records.
+    Names = 4, "names", false;
+    /// System call durations.
+    SystemCalls = 5, "system calls", true;
+    /// Hard IRQ and softirq durations.
+    Interrupts = 6, "interrupts", true;
+    /// Block request durations.
+    BlockRequests = 7, "block requests", true;
+    /// Page fault instants and resident-set counter events.
+    MemoryEvents = 8, "memory events", true;
+    /// CPU idle and frequency counter events.
+    CpuCounters = 9, "cpu counters", false;
+    /// Probed function durations (`--uprobe`).
+    ProbeHits = 10, "probe hits", true;
+    /// USDT probe instants (`--usdt`).
+    UsdtEvents = 11, "USDT events", true;
+    /// Stack samples (`kernel:profile`, `kernel:offcpu`, `--stacks`).
+    StackSamples = 12, "stack samples", true;
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).

@@ -1,4 +1,7 @@
-//! What the translator wrote, counted by kind.
+//! What the translator wrote, counted by kind; [`KernelRecordCounts::of`]
+//! gives each as the controller protocol names it.
+
+use trace_common::controller::KernelCount;
 
 /// Counts of what the translator wrote, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,4 +45,27 @@ pub struct KernelRecordCounts {
     pub child_returns: u64,
     /// Stack samples (profile, off-CPU, wakers, probes' stacks).
     pub samples: u64,
+}
+
+impl KernelRecordCounts {
+    /// The count the controller protocol reports as `kind` (0 for a
+    /// tracepoint's, which [`super::KernelTranslator::tracepoint_counts`]
+    /// gives).
+    pub fn of(&self, kind: &KernelCount) -> u64 {
+        match kind {
+            KernelCount::Switches => self.context_switches,
+            KernelCount::Wakeups => self.wakeups,
+            KernelCount::ProcessEvents => self.proc_events,
+            KernelCount::Names => self.names,
+            KernelCount::SystemCalls => self.syscalls,
+            KernelCount::Interrupts => self.interrupts,
+            KernelCount::BlockRequests => self.block_requests,
+            KernelCount::MemoryEvents => self.memory_events,
+            KernelCount::CpuCounters => self.cpu_counters,
+            KernelCount::ProbeHits => self.probes,
+            KernelCount::UsdtEvents => self.usdt,
+            KernelCount::StackSamples => self.samples,
+            KernelCount::Tracepoint(_) => 0,
+        }
+    }
 }

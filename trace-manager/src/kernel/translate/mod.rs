@@ -87,24 +87,23 @@
 //!
 //! [`KernelTranslator::entry`] takes every ring-buffer entry, whatever its
 //! kind; [`KernelTranslator::translate`] routes each fixed event to the
-//! translator of its category, one file each: `sched`, `process`,
-//! `syscall`, `irq`, `block`, `memory`, `power` (and the drop counter),
-//! `probe` (`--uprobe` and `--usdt`), `tracepoint` (`-e`), `stack`
-//! (stacks). Each file declares the state its category keeps
-//! (`SyscallState`, `SchedState`, `IrqState`, `BlockState`, `MemoryState`,
-//! `ProbeState`, `Tracepoints`, `Triggers`, `Stacks`), one field of the
-//! translator each. This file holds what they share: the task each CPU
-//! runs, the threads and processes named so far, the string and thread
-//! tables, the counts, and the recording's start and stop.
+//! translator of its category, one file each, named as the category and
+//! its eBPF programs are: `sched`, `proc`, `syscall`, `irq`, `block`, `vm`,
+//! `power` (and the drop counter), `uprobe` (`--uprobe`), `usdt`
+//! (`--usdt`), `tracepoint` (`-e`), `stack` (stacks). Each file declares
+//! the state its category keeps (`SyscallState`, `SchedState`,
+//! `IrqState`, `BlockState`, `VmState`, `UprobeState`, `UsdtState`,
+//! `Tracepoints`, `Triggers`, `Stacks`), one field of the translator
+//! each. This file holds what they share: the task each CPU runs, the
+//! threads and processes named so far, the string and thread tables, the
+//! counts, and the recording's start and stop.
 
 mod block;
 mod counts;
 mod irq;
-mod memory;
 mod names;
 mod power;
-mod probe;
-mod process;
+mod proc;
 mod sched;
 mod stack;
 mod syscall;
@@ -113,6 +112,9 @@ mod testing;
 mod threads;
 mod tracepoint;
 mod trigger;
+mod uprobe;
+mod usdt;
+mod vm;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -125,10 +127,10 @@ pub use self::counts::KernelRecordCounts;
 pub use self::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
 pub use self::names::NameState;
 pub use self::power::CPUS_PROCESS_KOID;
-pub use self::probe::UsdtSiteInfo;
 pub use self::sched::{thread_state, weight};
 pub use self::threads::ThreadTable;
 pub use self::trigger::{Condition, Fired, TRIGGER_CATEGORY, Trigger, is_kernel_trigger};
+pub use self::usdt::UsdtSiteInfo;
 
 use crate::kernel::syscalls::SyscallTable;
 use crate::output::{FxtStream, OutputError, StringTable};
@@ -199,8 +201,9 @@ pub struct KernelTranslator {
     sched: sched::SchedState,
     irq: irq::IrqState,
     blocks: block::BlockState,
-    memory: memory::MemoryState,
-    probes: probe::ProbeState,
+    vm: vm::VmState,
+    uprobe: uprobe::UprobeState,
+    usdt: usdt::UsdtState,
     /// Tracepoints selected by name.
     tracepoints: tracepoint::Tracepoints,
     /// Conditions checked on the events, and those that fired.
@@ -273,8 +276,9 @@ impl KernelTranslator {
             sched: sched::SchedState::default(),
             irq: irq::IrqState::default(),
             blocks: block::BlockState::default(),
-            memory: memory::MemoryState::default(),
-            probes: probe::ProbeState::default(),
+            vm: vm::VmState::default(),
+            uprobe: uprobe::UprobeState::default(),
+            usdt: usdt::UsdtState::default(),
             tracepoints: tracepoint::Tracepoints::default(),
             triggers: trigger::Triggers::default(),
             stacks: stack::Stacks::default(),

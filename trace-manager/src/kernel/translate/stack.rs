@@ -404,11 +404,11 @@ impl KernelTranslator {
             SOURCE_PROFILE => "cpu-clock".to_owned(),
             SOURCE_OFFCPU => "off-cpu".to_owned(),
             SOURCE_WAKER => "wakeup".to_owned(),
-            SOURCE_UPROBE => match self.probes.names.get(id as usize) {
+            SOURCE_UPROBE => match self.uprobe.names.get(id as usize) {
                 Some(name) => format!("uprobe:{name}"),
                 None => format!("uprobe:{id}"),
             },
-            SOURCE_USDT => match self.probes.usdt_sites.get(id as usize) {
+            SOURCE_USDT => match self.usdt.sites.get(id as usize) {
                 Some(site) => format!("usdt:{}", site.name),
                 None => format!("usdt:{id}"),
             },

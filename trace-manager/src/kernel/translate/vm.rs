@@ -9,9 +9,9 @@ use trace_common::kernel::{PageFaultEvent, RssStatEvent};
 use super::{EventRecord, KernelTranslator, Map};
 use crate::output::{FxtStream, OutputError};
 
-/// What the memory translation keeps.
+/// What the `kernel:vm` translation keeps.
 #[derive(Default)]
-pub(super) struct MemoryState {
+pub(super) struct VmState {
     /// Address spaces (`rss_stat`'s `mm_id`) by owning process.
     pub(super) mm_owners: Map<u32, u32>,
 }
@@ -69,10 +69,10 @@ impl KernelTranslator {
         let (ts, tgid, curr) = (e.header.ts, e.header.tgid, e.curr != 0);
         let (mm_id, member, size) = (e.mm_id, e.member, e.size);
         let owner = if curr {
-            self.memory.mm_owners.insert(mm_id, tgid);
+            self.vm.mm_owners.insert(mm_id, tgid);
             tgid
         } else {
-            match self.memory.mm_owners.get(&mm_id) {
+            match self.vm.mm_owners.get(&mm_id) {
                 Some(&o) => o,
                 // Not seen from its own process yet: no owner to show it on.
                 None => return Ok(()),

@@ -1,23 +1,12 @@
-//! Probes: `--uprobe` functions paired entry to return per thread as a
-//! stack, `--usdt` sites as instants with their arguments.
+//! `--uprobe` functions, paired entry to return per thread as a stack.
 
 use std::io::Write;
 
-use trace_common::fxt::{ArgValue, EventKind, StringRef};
-use trace_common::kernel::{UPROBE_RETURN, UprobeEvent, UsdtEvent};
+use trace_common::fxt::{ArgValue, EventKind};
+use trace_common::kernel::{UPROBE_RETURN, UprobeEvent};
 
 use super::{EventRecord, KernelTranslator, Map};
 use crate::output::{FxtStream, OutputError};
-
-/// What the translator needs to know of a USDT probe site.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsdtSiteInfo {
-    /// `PROVIDER:NAME`.
-    pub name: String,
-    /// Each argument: whether it is signed, and its
-    /// `trace_common::kernel::USDT_FORMAT_*`.
-    pub args: Vec<(bool, u8)>,
-}
 
 /// A probed function entered and not yet returned.
 #[derive(Clone, Copy, Debug)]
@@ -40,13 +29,11 @@ pub(super) struct ProbeThread {
     written_to: u64,
 }
 
-/// What the probe translation keeps.
+/// What the uprobe translation keeps.
 #[derive(Default)]
-pub(super) struct ProbeState {
+pub(super) struct UprobeState {
     /// Names of the probed functions, by probe index.
     pub(super) names: Vec<String>,
-    /// The USDT sites, by index.
-    pub(super) usdt_sites: Vec<UsdtSiteInfo>,
     /// Probed functions entered and not returned, by thread, innermost
     /// last.
     pub(super) stacks: Map<u32, ProbeThread>,
@@ -55,88 +42,7 @@ pub(super) struct ProbeState {
 impl KernelTranslator {
     /// Names the probes: `names[i]` is probe `i`'s function.
     pub fn set_probe_names(&mut self, names: Vec<String>) {
-        self.probes.names = names;
-    }
-
-    /// Describes the USDT sites: `sites[i]` is site `i`.
-    pub fn set_usdt_sites(&mut self, sites: Vec<UsdtSiteInfo>) {
-        self.probes.usdt_sites = sites;
-    }
-
-    /// The current task passed USDT site `e.site` with `e.args` (bit `i`
-    /// of `e.unreadable` set when argument `i` could not be read; its
-    /// string slots hold the texts of its string arguments in order).
-    pub fn usdt<W: Write>(
-        &mut self,
-        out: &mut FxtStream<W>,
-        e: &UsdtEvent,
-    ) -> Result<(), OutputError> {
-        let (ts, tid, tgid, site, unreadable) = (
-            e.header.ts,
-            e.header.tid,
-            e.header.tgid,
-            e.site,
-            e.unreadable,
-        );
-        let args = &e.args[..(e.nargs as usize).min(e.args.len())];
-        let strings: Vec<String> = e
-            .strings
-            .iter()
-            .map(crate::kernel::usdt::slot_text)
-            .collect();
-        self.know_thread(out, tid, tgid)?;
-        let info = self.probes.usdt_sites.get(site as usize).cloned();
-        let name = info
-            .as_ref()
-            .map_or_else(|| format!("usdt site {site}"), |i| i.name.clone());
-        let keys: Vec<String> = (0..args.len()).map(|i| format!("arg{i}")).collect();
-        let mut list: Vec<(&str, ArgValue<'_>)> = Vec::with_capacity(args.len() + 1);
-        let mut string_slot = 0;
-        for (i, &v) in args.iter().enumerate() {
-            let (signed, format) = info
-                .as_ref()
-                .and_then(|info| info.args.get(i).copied())
-                .unwrap_or((false, trace_common::kernel::USDT_FORMAT_NUMBER));
-            let text = (format == trace_common::kernel::USDT_FORMAT_STRING).then(|| {
-                string_slot += 1;
-                strings.get(string_slot - 1)
-            });
-            if unreadable & (1 << i) != 0 {
-                continue;
-            }
-            let value = match (text, format) {
-                (Some(Some(text)), _) => ArgValue::String(StringRef::inline(text.clone())),
-                (Some(None), _) => continue,
-                (None, trace_common::kernel::USDT_FORMAT_POINTER) => ArgValue::Pointer(v),
-                (None, _) if signed => ArgValue::Int64(v as i64),
-                (None, _) => ArgValue::Uint64(v),
-            };
-            list.push((&keys[i], value));
-        }
-        if unreadable != 0 {
-            list.push(("unreadable_args", ArgValue::Uint64(u64::from(unreadable))));
-        }
-        self.event(
-            out,
-            EventRecord {
-                ts,
-                category: "usdt",
-                thread: (tgid, tid),
-                name: &name,
-                args: &list,
-                kind: EventKind::Instant,
-            },
-        )?;
-        self.counts.usdt += 1;
-        if self.has_triggers() {
-            self.check_event(
-                out,
-                |c| matches!(c, super::Condition::Usdt(n) if *n == name),
-                ts,
-                (tgid, tid),
-            )?;
-        }
-        Ok(())
+        self.uprobe.names = names;
     }
 
     /// The current task entered or returned (`UPROBE_RETURN`) from probed
@@ -148,7 +54,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, probe) = (e.header.ts, e.header.tid, e.header.tgid, e.probe);
         let ret = e.ret == UPROBE_RETURN;
-        let thread = self.probes.stacks.entry(tid).or_default();
+        let thread = self.uprobe.stacks.entry(tid).or_default();
         if !ret {
             if ts < thread.written_to {
                 log::debug!("thread {tid}: probe {probe} entered at {ts}, out of order: left out");
@@ -179,7 +85,7 @@ impl KernelTranslator {
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
         let mut left: Vec<(u32, ProbeCall)> = self
-            .probes
+            .uprobe
             .stacks
             .drain()
             .flat_map(|(tid, s)| s.calls.into_iter().map(move |c| (tid, c)))
@@ -205,7 +111,7 @@ impl KernelTranslator {
         let ProbeCall { probe, tgid, start } = call;
         let name = usize::try_from(probe)
             .ok()
-            .and_then(|i| self.probes.names.get(i).cloned())
+            .and_then(|i| self.uprobe.names.get(i).cloned())
             .unwrap_or_else(|| format!("probe {probe}"));
         let kind = EventKind::DurationComplete { end_ts: end };
         let marked = [("unfinished", ArgValue::Bool(true))];
