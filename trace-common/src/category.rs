@@ -20,6 +20,9 @@ pub const KERNEL_BLOCK: &str = "kernel:block";
 /// The kernel provider's memory category: user page faults and resident-set
 /// counters.
 pub const KERNEL_VM: &str = "kernel:vm";
+/// The kernel provider's signal category: signals sent and delivered, as
+/// instants on the sending and the receiving thread.
+pub const KERNEL_SIGNAL: &str = "kernel:signal";
 
 /// The kernel provider's CPU profile: every CPU sampled on a `cpu-clock`
 /// timer, with the running thread's kernel and user stacks.
@@ -58,6 +61,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_VM,
         "user page faults as instants (address, access), resident-set sizes as counters",
+    ),
+    (
+        KERNEL_SIGNAL,
+        "signals sent (sender, target, result) and delivered (handler) as instants on their threads",
     ),
     (
         KERNEL_PROFILE,

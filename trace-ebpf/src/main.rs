@@ -67,6 +67,7 @@ mod profile;
 mod record;
 mod ring;
 mod sched;
+mod signal;
 mod stack;
 mod syscall;
 mod task;

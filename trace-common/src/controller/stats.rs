@@ -131,6 +131,8 @@ kernel_counts! {
     UsdtEvents = 11, "USDT events", true;
     /// Stack samples (`kernel:profile`, `kernel:offcpu`, `--stacks`).
     StackSamples = 12, "stack samples", true;
+    /// Signals sent and delivered (`kernel:signal` instants).
+    Signals = 13, "signals", true;
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).

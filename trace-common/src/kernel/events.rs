@@ -214,6 +214,10 @@ event_kinds! {
     Usdt = 19 => UsdtEvent,
     /// A block request taken back from the device to be issued again.
     BlockRequeue = 23 => BlockRqEvent (shared),
+    /// A signal sent by the current task.
+    SignalGenerate = 24 => SignalGenerateEvent,
+    /// A signal delivered to the current task.
+    SignalDeliver = 25 => SignalDeliverEvent,
     /// A whole system call: entry and return in one event, written at the
     /// return when the call ran on one CPU without being switched out.
     Syscall = 22 => SyscallEvent,
@@ -458,6 +462,41 @@ pub struct IrqExitEvent {
     pub irq: i32,
     /// Non-zero when the handler handled the interrupt.
     pub ret: i32,
+}
+
+/// `signal:signal_generate`: the current task sent signal `sig` to thread
+/// `target`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalGenerateEvent {
+    /// Common header (the sender).
+    pub header: EventHeader,
+    /// The signal's number.
+    pub sig: i32,
+    /// The thread it was sent to (`pid`: a thread id).
+    pub target: u32,
+    /// Non-zero when sent to the target's whole thread group.
+    pub group: i32,
+    /// What became of it: 0 delivered, 1 ignored, 2 already pending, 3 the
+    /// queue full, 4 delivered without its information
+    /// (`TRACE_SIGNAL_*`).
+    pub result: i32,
+}
+
+/// `signal:signal_deliver`: signal `sig` is being delivered to the current
+/// task.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalDeliverEvent {
+    /// Common header (the receiver).
+    pub header: EventHeader,
+    /// The signal's number.
+    pub sig: i32,
+    /// Zero.
+    pub reserved: u32,
+    /// The handler: 0 the default action, 1 ignored, else the handler's
+    /// address.
+    pub handler: u64,
 }
 
 /// `irq:softirq_entry` or `irq:softirq_exit` on this CPU.
@@ -748,6 +787,8 @@ const _: () = {
     assert!(size_of::<SyscallEvent>() == 96);
     assert!(size_of::<IrqEntryEvent>() == 64);
     assert!(size_of::<IrqExitEvent>() == 32);
+    assert!(size_of::<SignalGenerateEvent>() == 40);
+    assert!(size_of::<SignalDeliverEvent>() == 40);
     assert!(size_of::<SoftirqEvent>() == 32);
     assert!(size_of::<BlockRqEvent>() == 56);
     assert!(size_of::<PageFaultEvent>() == 48);

@@ -231,6 +231,36 @@ pub struct SoftirqLayout {
     pub vec: FieldLoc,
 }
 
+/// Field locations of `signal:signal_generate`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SignalGenerateLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `int sig`.
+    pub sig: FieldLoc,
+    /// `pid_t pid`: the target thread.
+    pub pid: FieldLoc,
+    /// `int group`.
+    pub group: FieldLoc,
+    /// `int result`.
+    pub result: FieldLoc,
+}
+
+/// Field locations of `signal:signal_deliver`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SignalDeliverLayout {
+    /// Bytes of the record the program copies before reading the fields:
+    /// the end of the last present field, at most [`MAX_RECORD_BYTES`].
+    pub record_size: u16,
+    /// `int sig`.
+    pub sig: FieldLoc,
+    /// `unsigned long sa_handler`.
+    pub sa_handler: FieldLoc,
+}
+
 /// Field locations of `block:block_rq_issue`, `block:block_rq_complete` and
 /// `block:block_rq_requeue`.
 #[repr(C)]
@@ -353,6 +383,10 @@ pub struct KernelLayout {
     pub cpu_idle: PowerLayout,
     /// `power:cpu_frequency`.
     pub cpu_frequency: PowerLayout,
+    /// `signal:signal_generate`.
+    pub signal_generate: SignalGenerateLayout,
+    /// `signal:signal_deliver`.
+    pub signal_deliver: SignalDeliverLayout,
     /// [`FILTER_PIDS`] and [`PAIR_SYSCALLS`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
@@ -369,16 +403,16 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 12;
+    pub const VERSION: u16 = 13;
 }
 
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
-    // version, reserved, wakeup_bytes, 20 record sizes, 64 fields, filter,
+    // version, reserved, wakeup_bytes, 22 record sizes, 70 fields, filter,
     // self_tgid, stop_ts, stacks: no implicit padding anywhere (add a `u16` before
     // `filter` when the fields stop ending on a multiple of 4, and a `u32`
     // before `stop_ts` to keep it at a multiple of 8).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 20 * 2 + 64 * 6 + 4 + 4 + 8 + 24);
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 22 * 2 + 70 * 6 + 4 + 4 + 8 + 24);
     assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };

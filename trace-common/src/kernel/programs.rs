@@ -3,7 +3,8 @@
 //! userspace patches into them, and the probe programs' names.
 
 use crate::category::{
-    KERNEL_BLOCK, KERNEL_IRQ, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_SCHED, KERNEL_SYSCALL, KERNEL_VM,
+    KERNEL_BLOCK, KERNEL_IRQ, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_SCHED, KERNEL_SIGNAL,
+    KERNEL_SYSCALL, KERNEL_VM,
 };
 
 #[cfg(doc)]
@@ -251,6 +252,20 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         program: "rss_stat",
         group: "kmem",
         event: "rss_stat",
+        optional: true,
+    },
+    TracepointSpec {
+        category: KERNEL_SIGNAL,
+        program: "signal_generate",
+        group: "signal",
+        event: "signal_generate",
+        optional: true,
+    },
+    TracepointSpec {
+        category: KERNEL_SIGNAL,
+        program: "signal_deliver",
+        group: "signal",
+        event: "signal_deliver",
         optional: true,
     },
     TracepointSpec {

@@ -128,6 +128,8 @@ fn kind_numbers_and_sizes_are_pinned() {
         (EventKind::Uprobe, 18, 40),
         (EventKind::Usdt, 19, 264),
         (EventKind::BlockRequeue, 23, 56),
+        (EventKind::SignalGenerate, 24, 40),
+        (EventKind::SignalDeliver, 25, 40),
         (EventKind::Syscall, 22, 96),
     ];
     assert_eq!(EventKind::ALL.len(), expected.len());

@@ -10,8 +10,9 @@ use std::fmt;
 use trace_common::kernel::{
     BlockRqLayout, FieldLoc, IrqHandlerEntryLayout, IrqHandlerExitLayout, KernelLayout,
     MAX_RECORD_BYTES, PageFaultLayout, PowerLayout, ProcessExecLayout, ProcessExitLayout,
-    RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SoftirqLayout,
-    SysEnterLayout, SysExitLayout, TaskNewtaskLayout, TaskRenameLayout, TracepointSpec,
+    RssStatLayout, SYSCALL_ARGS, SchedSwitchLayout, SchedWakeupLayout, SignalDeliverLayout,
+    SignalGenerateLayout, SoftirqLayout, SysEnterLayout, SysExitLayout, TaskNewtaskLayout,
+    TaskRenameLayout, TracepointSpec,
 };
 
 /// One field line of a format file.
@@ -383,6 +384,29 @@ pub fn fill_layout(layout: &mut KernelLayout, spec: &TracepointSpec, f: &EventFo
             };
             l.record_size = seal(f, &mut [&mut l.irq, &mut l.ret]);
             layout.irq_handler_exit = l;
+        }
+        ("signal", "signal_generate") => {
+            let mut l = SignalGenerateLayout {
+                record_size: 0,
+                sig: locate(f, "sig", Int),
+                pid: locate(f, "pid", Int),
+                group: locate(f, "group", Int),
+                result: locate(f, "result", Int),
+            };
+            l.record_size = seal(
+                f,
+                &mut [&mut l.sig, &mut l.pid, &mut l.group, &mut l.result],
+            );
+            layout.signal_generate = l;
+        }
+        ("signal", "signal_deliver") => {
+            let mut l = SignalDeliverLayout {
+                record_size: 0,
+                sig: locate(f, "sig", Int),
+                sa_handler: locate(f, "sa_handler", Int),
+            };
+            l.record_size = seal(f, &mut [&mut l.sig, &mut l.sa_handler]);
+            layout.signal_deliver = l;
         }
         ("irq", event @ ("softirq_entry" | "softirq_exit")) => {
             let mut l = SoftirqLayout {

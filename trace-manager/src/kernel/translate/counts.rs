@@ -45,6 +45,8 @@ pub struct KernelRecordCounts {
     pub child_returns: u64,
     /// Stack samples (profile, off-CPU, wakers, probes' stacks).
     pub samples: u64,
+    /// Signals sent and delivered (instants).
+    pub signals: u64,
 }
 
 impl KernelRecordCounts {
@@ -65,6 +67,7 @@ impl KernelRecordCounts {
             KernelCount::ProbeHits => self.probes,
             KernelCount::UsdtEvents => self.usdt,
             KernelCount::StackSamples => self.samples,
+            KernelCount::Signals => self.signals,
             KernelCount::Tracepoint(_) => 0,
         }
     }

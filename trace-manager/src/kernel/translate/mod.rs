@@ -89,7 +89,7 @@
 //! kind; [`KernelTranslator::translate`] routes each fixed event to the
 //! translator of its category, one file each, named as the category and
 //! its eBPF programs are: `sched`, `proc`, `syscall`, `irq`, `block`, `vm`,
-//! `power` (and the drop counter), `uprobe` (`--uprobe`), `usdt`
+//! `power` (and the drop counter), `signal`, `uprobe` (`--uprobe`), `usdt`
 //! (`--usdt`), `tracepoint` (`-e`), `stack` (stacks). Each file declares
 //! the state its category keeps (`SyscallState`, `SchedState`,
 //! `IrqState`, `BlockState`, `VmState`, `UprobeState`, `UsdtState`,
@@ -105,6 +105,7 @@ mod names;
 mod power;
 mod proc;
 mod sched;
+mod signal;
 mod stack;
 mod syscall;
 #[cfg(test)]
@@ -427,6 +428,8 @@ impl KernelTranslator {
             KernelEvent::Power(e) => self.cpu_power(out, e),
             KernelEvent::Uprobe(e) => self.probe(out, e),
             KernelEvent::Usdt(e) => self.usdt(out, e),
+            KernelEvent::SignalGenerate(e) => self.signal_generate(out, e),
+            KernelEvent::SignalDeliver(e) => self.signal_deliver(out, e),
         }
     }
 
