@@ -13,6 +13,7 @@ mod flamegraph;
 mod providers;
 mod query;
 mod record;
+mod records;
 mod report;
 mod samples;
 mod snapshot;

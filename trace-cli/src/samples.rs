@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 
-use trace_common::fxt::read::{TraceState, decode};
-use trace_common::fxt::stream::{RecordStream, StreamError, StreamErrorKind};
+use trace_common::fxt::read::TraceState;
 use trace_common::fxt::{Record, obj_type};
 use trace_perfetto::{BLOB_TYPE_PERFETTO, DecodedFrame, DecodedSample, SampleReader};
 
@@ -136,32 +135,17 @@ impl Scan {
     /// Reads the FXT stream `input`, handing each sample to `each` in file
     /// order (so that no more than a blob's samples are in memory at once);
     /// fails only if `input` cannot be read.
-    pub fn read(
-        input: impl Read,
-        mut each: impl FnMut(DecodedSample),
-    ) -> Result<Self, StreamError> {
+    pub fn read(input: impl Read, mut each: impl FnMut(DecodedSample)) -> std::io::Result<Self> {
         let mut scan = Scan::default();
         let mut state = TraceState::new();
         let mut reader = SampleReader::new();
-        let mut records = RecordStream::new(input);
-        while let Some(next) = records.next_record() {
-            let (offset, raw) = match next {
-                Ok(found) => found,
-                Err(e) if matches!(e.kind, StreamErrorKind::Read(_)) => return Err(e),
-                Err(_) => {
-                    scan.malformed += 1;
-                    continue;
-                }
-            };
-            let Ok((record, _)) = decode(raw) else {
-                scan.malformed += 1;
-                continue;
-            };
+        let mut malformed = 0;
+        crate::records::each_record(input, &mut malformed, |offset, _, record| {
             let offset = offset as usize;
             state.apply(&record);
             scan.names.apply(&state, &record);
             let Some(payload) = perfetto_payload(&record) else {
-                continue;
+                return Ok(());
             };
             let (samples, errors) = reader.feed(payload);
             scan.packet_errors += errors.len() as u64;
@@ -179,7 +163,9 @@ impl Scan {
                 }
                 each(s);
             }
-        }
+            Ok(())
+        })?;
+        scan.malformed = malformed;
         Ok(scan)
     }
 }

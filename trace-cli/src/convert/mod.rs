@@ -29,8 +29,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value, json};
-use trace_common::fxt::read::{InstantScope, TraceState, decode, instant_scope};
-use trace_common::fxt::stream::{RecordStream, StreamErrorKind};
+use trace_common::fxt::read::{InstantScope, TraceState, instant_scope};
 use trace_common::fxt::{Arg, ArgValue, EventKind, Record, ThreadRef, obj_type};
 
 use crate::damage::{DamageArgs, Skipped};
@@ -186,22 +185,7 @@ pub fn convert(input: impl Read, out: &mut dyn Write) -> std::io::Result<Convert
     };
     let mut errors = 0;
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-    let mut records = RecordStream::new(input);
-    while let Some(next) = records.next_record() {
-        let raw = match next {
-            Ok((_, raw)) => raw,
-            Err(e) => {
-                if let StreamErrorKind::Read(_) = e.kind {
-                    return Err(std::io::Error::other(e));
-                }
-                errors += 1;
-                continue;
-            }
-        };
-        let Ok((record, _)) = decode(raw) else {
-            errors += 1;
-            continue;
-        };
+    crate::records::each_record(input, &mut errors, |_, raw, record| {
         state.apply(&record);
         if let Some(payload) = samples::perfetto_payload(&record) {
             let (decoded, problems) = c.samples.reader.feed(payload);
@@ -209,7 +193,7 @@ pub fn convert(input: impl Read, out: &mut dyn Write) -> std::io::Result<Convert
             for s in &decoded {
                 c.samples.add(s)?;
             }
-            continue;
+            return Ok(());
         }
         match &record {
             Record::KernelObject {
@@ -328,7 +312,8 @@ pub fn convert(input: impl Read, out: &mut dyn Write) -> std::io::Result<Convert
             }
             _ => {}
         }
-    }
+        Ok(())
+    })?;
     let mut cpus = std::mem::take(&mut c.cpus);
     cpus.finish(&mut |s| c.cpu_slice(out, s))?;
     out.write_all(b"\n]")?;
