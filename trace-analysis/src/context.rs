@@ -14,6 +14,7 @@ pub struct Context {
     /// Interned strings.
     pub strings: Strings,
     pub(crate) processes: HashMap<u64, Sym>,
+    pub(crate) labels: HashMap<u64, ProcessLabels>,
     pub(crate) threads: HashMap<u64, (u64, Sym)>,
     pub(crate) providers: HashMap<u32, Sym>,
     pub(crate) kernel: KernelSyms,
@@ -26,6 +27,7 @@ impl Default for Context {
         Context {
             strings,
             processes: HashMap::default(),
+            labels: HashMap::default(),
             threads: HashMap::default(),
             providers: HashMap::default(),
             kernel,
@@ -39,6 +41,31 @@ impl Context {
         self.processes
             .get(&pid)
             .map_or("", |s| self.strings.get(*s))
+    }
+
+    /// What the trace says of process `pid` besides its name: its cgroup,
+    /// container and PID-namespace id (the arguments of its name record).
+    pub fn labels(&self, pid: u64) -> Option<&ProcessLabels> {
+        self.labels.get(&pid)
+    }
+
+    /// The cgroup of process `pid`, as the trace labels it.
+    pub fn cgroup_of(&self, pid: u64) -> Option<&str> {
+        self.labels(pid)
+            .and_then(|l| l.cgroup)
+            .map(|s| self.strings.get(s))
+    }
+
+    /// The container of process `pid` as `runtime name` (or `runtime
+    /// short-id` when it has no name), as the trace labels it.
+    pub fn container_of(&self, pid: u64) -> Option<String> {
+        let l = self.labels(pid)?;
+        let runtime = self.strings.get(l.container_runtime?);
+        let id = self.strings.get(l.container_id?);
+        Some(match l.container_name {
+            Some(n) => format!("{runtime} {}", self.strings.get(n)),
+            None => format!("{runtime} {}", id.get(..12).unwrap_or(id)),
+        })
     }
 
     /// The last name given to thread `tid`.
@@ -78,6 +105,22 @@ impl Context {
             .iter()
             .map(|(p, s)| (*p, self.strings.get(*s)))
     }
+}
+
+/// The labels of a process: the arguments of its name record that say
+/// where it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessLabels {
+    /// Its cgroup (v2) path.
+    pub cgroup: Option<Sym>,
+    /// The runtime of its container (`docker`, `podman`, ...).
+    pub container_runtime: Option<Sym>,
+    /// Its container's id.
+    pub container_id: Option<Sym>,
+    /// Its container's name.
+    pub container_name: Option<Sym>,
+    /// Its id in its own PID namespace, when that is not the host's.
+    pub ns_pid: Option<u64>,
 }
 
 /// The symbols of the names the kernel provider writes, interned before

@@ -20,7 +20,9 @@ pub mod report;
 pub mod strings;
 
 pub use event::{Event, Value};
-pub use reader::{Context, ReadStats, ReadTraceError, Sink, Wants, read_trace, read_trace_wanting};
+pub use reader::{
+    Context, ProcessLabels, ReadStats, ReadTraceError, Sink, Wants, read_trace, read_trace_wanting,
+};
 pub use strings::{Strings, Sym};
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use trace_common::fxt::{
 };
 use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
-pub use crate::context::{Context, ReadStats};
+pub use crate::context::{Context, ProcessLabels, ReadStats};
 use crate::event::{
     Args, AsyncSpan, Counter, Dropped, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice,
     Switch, Track, Value, Wakeup, unnamed_frame,
@@ -345,6 +345,29 @@ impl TraceReader {
         s.observed_from = Some(s.observed_from.map_or(ts, |f| f.min(ts)));
     }
 
+    /// The labels among a process record's arguments, if it has any (a
+    /// record without them leaves the process's labels as they were).
+    fn labels(&mut self, args: &[Arg<'_>]) -> Option<ProcessLabels> {
+        let text = |this: &mut Self, name: &str| match this.state.arg(args, name) {
+            Some(ArgValue::String(s)) => {
+                let s = s.clone();
+                Some(this.sym(&s))
+            }
+            _ => None,
+        };
+        let cgroup = text(self, "cgroup")?;
+        Some(ProcessLabels {
+            cgroup: Some(cgroup),
+            container_runtime: text(self, "container_runtime"),
+            container_id: text(self, "container_id"),
+            container_name: text(self, "container_name"),
+            ns_pid: match self.state.arg(args, "ns_pid") {
+                Some(ArgValue::Uint64(n)) => Some(*n),
+                _ => None,
+            },
+        })
+    }
+
     fn sym(&mut self, r: &StringRef<'_>) -> Sym {
         match r {
             StringRef::Empty => Sym::EMPTY,
@@ -456,6 +479,9 @@ impl TraceReader {
                 let name = self.sym(&name);
                 if obj_type == obj_type::PROCESS {
                     self.cx.processes.insert(koid, name);
+                    if let Some(labels) = self.labels(&args) {
+                        self.cx.labels.insert(koid, labels);
+                    }
                     sink.event(&Event::Process { pid: koid, name }, &self.cx);
                 } else if obj_type == obj_type::THREAD {
                     let pid = self.state.process_of_thread(&args).unwrap_or(0);

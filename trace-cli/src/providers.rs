@@ -1,4 +1,6 @@
-//! `trace-cli providers`: list the providers registered with the manager.
+//! `trace-cli providers`: list the providers registered with the manager,
+//! each with its pid on the host and inside its own PID namespace, and its
+//! container.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -49,8 +51,30 @@ pub fn run(args: ProvidersArgs) -> Result<ExitCode> {
                 eprintln!("trace-cli: no provider is registered with the trace manager");
             }
         }
+        if !providers.is_empty() {
+            println!(
+                "{:>4} {:<24} {:>8} {:>8} {:<24} state",
+                "id", "name", "pid", "ns pid", "container"
+            );
+        }
         for p in providers {
-            println!("{:>4} {:<24} {:>8} {}", p.id, p.name, p.pid, p.state);
+            // Where it runs, as this machine's /proc says (the manager
+            // shares it): its own namespace's pid, its container.
+            let labels = u32::try_from(p.pid)
+                .ok()
+                .and_then(trace_manager::ProcessLabels::of);
+            let ns_pid = labels
+                .as_ref()
+                .and_then(|l| l.ns_pid)
+                .map_or_else(|| "-".to_owned(), |n| n.to_string());
+            let container = labels
+                .as_ref()
+                .and_then(|l| l.container.as_ref())
+                .map_or_else(|| "-".to_owned(), |c| c.label());
+            println!(
+                "{:>4} {:<24} {:>8} {:>8} {:<24} {}",
+                p.id, p.name, p.pid, ns_pid, container, p.state
+            );
         }
         Ok(ExitCode::SUCCESS)
     }))

@@ -19,7 +19,7 @@ use trace_analysis::report::diff::{Diff, DiffBy, diff};
 use trace_analysis::report::filter::Bound;
 use trace_analysis::report::{
     Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, first_timestamp,
-    report, units,
+    groups::GroupBy, report, units,
 };
 use unicode_width::UnicodeWidthStr;
 
@@ -34,8 +34,9 @@ pub struct ReportArgs {
     /// --diff-by).
     #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Sections to show, comma-separated: cpu, sched, syscalls, block,
-    /// memory, irq, userspace, probes, samples, loss (default: all).
+    /// Sections to show, comma-separated: groups (with --by), cpu, sched,
+    /// syscalls, block, memory, irq, userspace, probes, samples, loss
+    /// (default: all).
     #[arg(
         long = "section",
         value_name = "LIST",
@@ -52,6 +53,19 @@ pub struct ReportArgs {
     /// matches any run of characters).
     #[arg(long, value_name = "GLOB")]
     comm: Option<String>,
+    /// Only processes in this cgroup or below it (its path from the cgroup
+    /// v2 root, as `record` labelled them: `/system.slice/nginx.service`).
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<String>,
+    /// Only processes of this container: its name, its id or a prefix of
+    /// its id (as `record` labelled them).
+    #[arg(long, value_name = "ID|NAME")]
+    container: Option<String>,
+    /// Add the section `groups`: time on CPU, time waiting for a CPU,
+    /// wake-up latency and system calls of each container, or of each
+    /// cgroup.
+    #[arg(long, value_name = "BY", value_enum)]
+    by: Option<GroupByArg>,
     /// Only this time range: START..END in seconds from the trace's start,
     /// its earliest timestamp, as ui.perfetto.dev counts (`1.5..3`, `2..`,
     /// `..0.5`; from standard input, which is read once, the first
@@ -79,6 +93,15 @@ pub struct ReportArgs {
     /// Colour the tables: `auto` on a terminal (unless NO_COLOR is set).
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
     color: String,
+}
+
+/// What `--by` groups processes by.
+#[derive(Clone, Copy, ValueEnum)]
+enum GroupByArg {
+    /// Their container (runtime and name, or id).
+    Container,
+    /// Their cgroup.
+    Cgroup,
 }
 
 /// How `--diff-by` matches rows.
@@ -185,11 +208,17 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
             pids: args.pids.clone(),
             comm: args.comm.clone(),
             time: args.time.unwrap_or_default(),
+            cgroup: args.cgroup.clone(),
+            container: args.container.clone(),
         },
         top: args.top,
         // A diff sums the rows of a name before keeping the top ones.
         all_rows: args.files.len() == 2,
         origin: None,
+        group_by: args.by.map(|b| match b {
+            GroupByArg::Container => GroupBy::Container,
+            GroupByArg::Cgroup => GroupBy::Cgroup,
+        }),
     };
     let color = match args.color.as_str() {
         "always" => true,

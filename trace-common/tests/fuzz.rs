@@ -330,6 +330,7 @@ fn trace_config(rng: &mut Rng) -> TraceConfig {
         } else {
             Some((0..rng.below(5)).map(|_| rng.u32()).collect())
         },
+        cgroups: rng.texts(3, 60),
         uprobes: rng.texts(3, 60),
         usdt: rng.texts(3, 60),
         tracepoints: rng.texts(3, 60),

@@ -5,17 +5,19 @@ use core::mem::MaybeUninit;
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use trace_common::kernel::{
-    EventKind, FILTER_PIDS, FieldLoc, IRQ_NAME_LEN, IrqEntryEvent, IrqExitEvent, KernelLayout,
-    SOFTIRQ_EXIT, SoftirqEvent, SoftirqLayout,
+    EventKind, FieldLoc, IRQ_NAME_LEN, IrqEntryEvent, IrqExitEvent, KernelLayout, SOFTIRQ_EXIT,
+    SoftirqEvent, SoftirqLayout,
 };
 
+use crate::follow::filtering;
 use crate::record::Record;
 use crate::ring::{header, layout, now, reserve};
 
-/// Whether interrupt events are recorded: not under a pid filter.
+/// Whether interrupt events are recorded: not under a pid or cgroup
+/// filter.
 #[inline(always)]
 pub(crate) fn irq_wanted(layout: &KernelLayout) -> bool {
-    layout.filter & FILTER_PIDS == 0
+    !filtering(layout)
 }
 
 /// `irq:irq_handler_entry`.

@@ -1,14 +1,15 @@
 //! Every map of the object. Userspace finds them by these names
 //! (`trace_common::kernel::MAP_*`); it sizes `EVENTS` and `USDT_SPECS` and
-//! fills `LAYOUT`, `FOLLOWED` and `USDT_SPECS` before attaching.
+//! fills `LAYOUT`, `FOLLOWED`, `CGROUPS` and `USDT_SPECS` before attaching.
 
 use aya_ebpf::{
     btf_maps::{ArrayOfMaps, RingBuf},
     macros::{btf_map, map},
-    maps::{Array, HashMap, PerCpuArray},
+    maps::{Array, CgroupArray, HashMap, PerCpuArray},
 };
 use trace_common::kernel::{
-    COMM_LEN, COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, MAX_RECORD_BYTES, SyscallStage, UsdtSpec,
+    CGROUPS_MAX, COMM_LEN, COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, MAX_RECORD_BYTES,
+    SyscallStage, UsdtSpec,
 };
 
 /// Size of the scratch copy: the largest masked offset plus the widest read
@@ -29,9 +30,15 @@ pub(crate) static EVENTS: ArrayOfMaps<CpuRing, 4096> = ArrayOfMaps::new();
 #[map(name = "LAYOUT")]
 pub(crate) static LAYOUT: Array<KernelLayout> = Array::with_max_entries(1, 0);
 
-/// Followed thread ids while a pid filter is set (the value is unused).
+/// Followed thread ids while a pid or cgroup filter is set (the value is
+/// unused).
 #[map(name = "FOLLOWED")]
 pub(crate) static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(FOLLOWED_MAX, 0);
+
+/// The selected cgroups while a cgroup filter is set, in the first
+/// `KernelLayout::cgroups` slots.
+#[map(name = "CGROUPS")]
+pub(crate) static CGROUPS: CgroupArray = CgroupArray::with_max_entries(CGROUPS_MAX, 0);
 
 /// Lost-event counters, per CPU, indexed by `COUNTER_*`.
 #[map(name = "COUNTERS")]

@@ -25,7 +25,7 @@ use trace_common::kernel::stack::{
 };
 use trace_common::kernel::{ABSENT_INT, KernelLayout};
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::record::Record;
 use crate::ring::{layout, now};
 use crate::stack::{KernelStack, StackInfo, current_user_regs, stack_header, write_stack};
@@ -73,7 +73,7 @@ pub fn offcpu_switch(ctx: TracePointContext) -> u32 {
         || state & 0xff == 0
         || state & 0x30 != 0
         || (pid_tgid >> 32) as u32 == layout.self_tgid
-        || !wanted(layout, prev)
+        || !wanted_current(layout, prev)
     {
         return 0;
     }

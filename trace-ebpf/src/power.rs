@@ -5,9 +5,10 @@ use core::mem::MaybeUninit;
 
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use trace_common::kernel::{
-    EventKind, FILTER_PIDS, KernelLayout, POWER_FREQUENCY, POWER_IDLE, PowerEvent, PowerLayout,
+    EventKind, KernelLayout, POWER_FREQUENCY, POWER_IDLE, PowerEvent, PowerLayout,
 };
 
+use crate::follow::filtering;
 use crate::record::Record;
 use crate::ring::{header, layout, now, reserve};
 
@@ -20,7 +21,7 @@ pub(crate) fn power(
     what: u32,
     ts: u64,
 ) {
-    if layout.filter & FILTER_PIDS != 0 {
+    if filtering(layout) {
         return;
     }
     let Some(r) = Record::copy(ctx, l.record_size) else {

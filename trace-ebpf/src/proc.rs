@@ -9,7 +9,7 @@ use core::mem::MaybeUninit;
 use core::ptr;
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -18,7 +18,7 @@ use trace_common::kernel::{
     ProcessExecEvent, ProcessExitEvent, TaskNewtaskEvent, TaskRenameEvent,
 };
 
-use crate::follow::{current_wanted, follow_child, wanted};
+use crate::follow::{current_wanted, follow_child, wanted_current};
 use crate::record::Record;
 use crate::ring::{header, header_of, layout, now, reserve};
 use crate::stack::forget_first_stack;
@@ -35,7 +35,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let pid = r.id(&l.pid);
     follow_child(layout, pid_tgid as u32, pid);
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     let Some(mut entry) = reserve::<TaskNewtaskEvent>() else {
@@ -60,6 +60,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         (*e).child_tgid = child_tgid;
         (*e).clone_flags = clone_flags;
         r.comm(&l.comm, ptr::addr_of_mut!((*e).comm));
+        (*e).cgroup = bpf_get_current_cgroup_id();
     }
     r.submit(layout, entry);
     0
@@ -94,6 +95,7 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
         (*e).reserved = 0;
         (*e).filename = [0; FILENAME_LEN];
         (*e).filename_len = r.dynamic_str(&l.filename, &mut (*e).filename) as u32;
+        (*e).cgroup = bpf_get_current_cgroup_id();
     }
     r.submit(layout, entry);
     0
@@ -107,7 +109,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let tid = bpf_get_current_pid_tgid() as u32;
     // Still followed: its last switch out, recorded, is where its time on
     // CPU ends (`sched_switch` stops following it there).
-    if !wanted(layout, tid) {
+    if !wanted_current(layout, tid) {
         return 0;
     }
     let l = &layout.process_exit;

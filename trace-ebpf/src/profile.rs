@@ -10,7 +10,7 @@ use aya_ebpf::{
 };
 use trace_common::kernel::stack::{SOURCE_PROFILE, STACK_KERNEL_MODE};
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::ring::{layout, now};
 use crate::stack::{KernelStack, StackInfo, stack_header, write_stack};
 
@@ -21,7 +21,7 @@ pub fn profile(ctx: PerfEventContext) -> u32 {
     let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
-    if tid == 0 || (pid_tgid >> 32) as u32 == layout.self_tgid || !wanted(layout, tid) {
+    if tid == 0 || (pid_tgid >> 32) as u32 == layout.self_tgid || !wanted_current(layout, tid) {
         return 0;
     }
     // SAFETY: `ctx.ctx` is the sample's context; its `regs` are the

@@ -15,7 +15,7 @@ use trace_common::kernel::{
     SchedWakeupLayout, WAKEUP_NEW,
 };
 
-use crate::follow::{current_wanted, forget_exited, wanted};
+use crate::follow::{current_wanted, forget_exited, remember_current, wanted, wanted_current};
 use crate::record::Record;
 use crate::ring::{header, layout, now, reserve, wakeup_flags};
 use crate::task::{field, task_comm};
@@ -32,7 +32,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
     };
-    let Some((prev_wanted, next_wanted)) = switch_wanted(layout, r.id(&l.next_pid)) else {
+    let Some((prev_wanted, next_wanted)) =
+        switch_wanted(layout, r.id(&l.prev_pid), r.id(&l.next_pid))
+    else {
         return 0;
     };
     let prev_state = r.int(&l.prev_state) as i32;
@@ -60,14 +62,16 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Whether the task switched out (the current one) and the task `next`
-/// switched in are followed; `None` when neither is (the switch is not
-/// recorded). Each answer is made a plain boolean before they are combined:
-/// the compiler would otherwise OR the two map lookups' pointers, which the
-/// verifier refuses.
+/// Whether the task `prev` switched out (the current one) and the task
+/// `next` switched in are followed; `None` when neither is (the switch is
+/// not recorded). Under a cgroup filter, remembers `prev`'s membership for
+/// the events about it while it is off the CPU. Each answer is made a plain
+/// boolean before they are combined: the compiler would otherwise OR the
+/// two map lookups' pointers, which the verifier refuses.
 #[inline(always)]
-fn switch_wanted(layout: &KernelLayout, next: u32) -> Option<(bool, bool)> {
-    let prev_wanted = black_box(current_wanted(layout));
+fn switch_wanted(layout: &KernelLayout, prev: u32, next: u32) -> Option<(bool, bool)> {
+    let prev_wanted = black_box(wanted_current(layout, prev));
+    remember_current(layout, prev, prev_wanted);
     let next_wanted = black_box(wanted(layout, next));
     (prev_wanted || next_wanted).then_some((prev_wanted, next_wanted))
 }
@@ -197,7 +201,9 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: `next` is the tracepoint's task argument; the marker is
     // patched to `task_struct.pid`.
     let next_pid: u32 = unsafe { field(next, MARK_TASK_PID) };
-    let Some((prev_wanted, next_wanted)) = switch_wanted(layout, next_pid) else {
+    // SAFETY: as above, for `prev`.
+    let prev_pid: u32 = unsafe { field(prev, MARK_TASK_PID) };
+    let Some((prev_wanted, next_wanted)) = switch_wanted(layout, prev_pid, next_pid) else {
         return 0;
     };
     // SAFETY: `prev` is the tracepoint's task argument; the marker is
@@ -205,8 +211,6 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     let state = switch_state(preempt & 0xff != 0, prev_state as u32, unsafe {
         field(prev, MARK_TASK_EXIT_STATE)
     });
-    // SAFETY: as above, patched to `task_struct.pid`.
-    let prev_pid: u32 = unsafe { field(prev, MARK_TASK_PID) };
     forget_exited(layout, prev_pid, state);
     let Some(mut entry) = reserve::<SchedSwitchEvent>() else {
         return 0;

@@ -3,12 +3,14 @@
 
 use core::mem::MaybeUninit;
 
+use core::hint::black_box;
+
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
 };
 use trace_common::kernel::{EventKind, SignalDeliverEvent, SignalGenerateEvent};
 
-use crate::follow::wanted;
+use crate::follow::{wanted, wanted_current};
 use crate::record::Record;
 use crate::ring::{header_of, layout, now, reserve};
 
@@ -23,7 +25,9 @@ pub fn signal_generate(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let target = r.id(&l.pid);
-    if !wanted(layout, pid_tgid as u32) && !wanted(layout, target) {
+    // Plain booleans before they are combined (see `sched::switch_wanted`).
+    let sender = black_box(wanted_current(layout, pid_tgid as u32));
+    if !sender && !black_box(wanted(layout, target)) {
         return 0;
     }
     let Some(mut entry) = reserve::<SignalGenerateEvent>() else {
@@ -50,7 +54,7 @@ pub fn signal_deliver(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     let l = &layout.signal_deliver;

@@ -28,7 +28,7 @@ use trace_common::kernel::{
     STAGED_CALLS, SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent, SyscallStage,
 };
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::maps::SYSCALL_STAGE;
 use crate::record::Record;
 use crate::ring::{header_of, layout, now, output, output_events, reserve, wakeup_flags};
@@ -36,10 +36,10 @@ use crate::stack::probe_stack;
 use crate::task::field;
 
 /// Whether a system call event of the current task is recorded: never for
-/// the recorder itself, else as [`wanted`] says.
+/// the recorder itself, else as [`wanted_current`] says.
 #[inline(always)]
 pub(crate) fn syscall_wanted(layout: &KernelLayout, pid_tgid: u64) -> bool {
-    (pid_tgid >> 32) as u32 != layout.self_tgid && wanted(layout, pid_tgid as u32)
+    (pid_tgid >> 32) as u32 != layout.self_tgid && wanted_current(layout, pid_tgid as u32)
 }
 
 /// The time, the layout and the current task of a system call event, if

@@ -22,7 +22,7 @@ use trace_common::kernel::tracepoint::{
     STRINGS_MAX, TRACEPOINT_KIND, TRACEPOINTS_MAX, TracepointConfig, TracepointEvent,
 };
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::ring::{layout, now, output, wakeup_flags};
 use crate::stack::probe_stack;
 
@@ -82,7 +82,7 @@ pub fn tracepoint_any(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // Never the recorder's own process: reading the rings would record
     // itself (system calls, allocations) without end.
-    if (pid_tgid >> 32) as u32 == layout.self_tgid || !wanted(layout, pid_tgid as u32) {
+    if (pid_tgid >> 32) as u32 == layout.self_tgid || !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     // The record's `common_*` words hold a register pointer for BPF

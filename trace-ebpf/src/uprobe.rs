@@ -13,7 +13,7 @@ use aya_ebpf::{
 use trace_common::kernel::stack::SOURCE_UPROBE;
 use trace_common::kernel::{EventKind, UPROBE_RETURN, UprobeEvent};
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
 use crate::stack::probe_stack;
 
@@ -23,7 +23,7 @@ pub(crate) fn probe_event(ctx: *mut c_void, ret: u32) {
     let ts = now();
     let Some(layout) = layout(ts) else { return };
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return;
     }
     // SAFETY: `ctx` is the context the kernel passed to this uprobe program.

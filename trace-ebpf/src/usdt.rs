@@ -19,7 +19,7 @@ use trace_common::kernel::{
     USDT_MAX_STRS, USDT_STR_LEN, UsdtEvent,
 };
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::maps::USDT_SPECS;
 use crate::ring::{header_of, layout, now, reserve, wakeup_flags};
 use crate::stack::probe_stack;
@@ -39,7 +39,7 @@ pub fn usdt(ctx: ProbeContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     let regs = ctx.as_ptr();

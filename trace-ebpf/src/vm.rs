@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use trace_common::kernel::{EventKind, PageFaultEvent, RssStatEvent};
 
-use crate::follow::wanted;
+use crate::follow::wanted_current;
 use crate::record::Record;
 use crate::ring::{header_of, layout, now, reserve};
 
@@ -17,7 +17,7 @@ pub fn page_fault_user(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     let l = &layout.page_fault_user;
@@ -47,7 +47,7 @@ pub fn rss_stat(ctx: TracePointContext) -> u32 {
     let ts = now();
     let Some(layout) = layout(ts) else { return 0 };
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(layout, pid_tgid as u32) {
+    if !wanted_current(layout, pid_tgid as u32) {
         return 0;
     }
     let l = &layout.rss_stat;

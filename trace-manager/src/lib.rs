@@ -14,6 +14,10 @@
 //!   ([`missing_privileges`]);
 //! - the kernel's tracepoints by name ([`tracefs_root`],
 //!   [`tracepoint_catalog`], [`tracepoint_fields`]);
+//! - selecting by cgroup: the cgroup v2 hierarchy ([`CgroupHierarchy`]), a
+//!   systemd unit's cgroup ([`find_unit`]), containers by their cgroups
+//!   ([`list_containers`], [`find_container`]) and what labels a process
+//!   ([`ProcessLabels`]);
 //! - the trace's clock ([`boottime_ns`]), the kernel provider's id and name
 //!   in a trace, and a flight-recorder [`Window`] of a stream.
 //!
@@ -24,6 +28,8 @@
 //!   buffers ([`kernel::KernelProvider`]), and what becomes of their events
 //!   in a session ([`kernel::recorder`]: the buffering policy, the
 //!   translation into FXT records in [`kernel::translate`]).
+//! - [`cgroup`]: the cgroup v2 hierarchy, a process's cgroup, and the
+//!   containers and services cgroup paths name.
 //! - [`procfs`]: every read of `/proc`: the processes and threads that
 //!   exist, their names, credentials and memory maps.
 //! - [`output`]: the merged FXT stream and per-provider string tables.
@@ -42,6 +48,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cgroup;
 pub mod client;
 pub mod clock;
 pub mod creds;
@@ -54,6 +61,11 @@ pub mod session;
 pub mod userspace;
 pub mod window;
 
+pub use cgroup::container::{
+    Container, Runtime as ContainerRuntime, containers as list_containers, find_container,
+    find_unit,
+};
+pub use cgroup::{CgroupError, Hierarchy as CgroupHierarchy, ProcessLabels};
 pub use client::{ClientError, Controller};
 pub use clock::boottime_ns;
 pub use kernel::perf_probe::{

@@ -225,8 +225,7 @@ impl<W: Write> Session<W> {
     /// for, loaded and attached: names what exists.
     pub fn attached(&mut self, kernel: KernelProvider) -> Result<(), RecordError> {
         self.started = Some(Instant::now());
-        self.kernel
-            .attached(kernel, self.config.pids.as_deref(), &mut self.out)?;
+        self.kernel.attached(kernel, &self.config, &mut self.out)?;
         Ok(())
     }
 
@@ -392,6 +391,7 @@ mod tests {
                 categories: vec!["app".into()],
                 buffer_bytes: 1 << 20,
                 pids: Some(vec![]),
+                cgroups: Vec::new(),
                 uprobes: vec![],
                 usdt: vec![],
                 tracepoints: Default::default(),

@@ -1,4 +1,5 @@
-//! Call stack samples as Perfetto packets, for FXT blob records.
+//! Call stack samples and process labels as Perfetto packets, for FXT blob
+//! records.
 //!
 //! An FXT file can carry Perfetto protobuf data: a blob record of blob type
 //! [`BLOB_TYPE_PERFETTO`] (3) holds bytes of a Perfetto `Trace`, that is
@@ -19,6 +20,9 @@
 //! - [`SampleReader`]: blob payloads in file order back into
 //!   [`DecodedSample`]s, following each sequence's incremental state as
 //!   Perfetto does, and saying what does not resolve ([`PerfettoError`]).
+//! - [`process_labels`]: a process's labels (its cgroup, container, PID
+//!   namespace id) as a `TrackDescriptor` packet, which the UI shows under
+//!   the process's name ([`read_process_labels`] reads them back).
 //! - [`protos`]: the protobuf messages.
 //!
 //! ```
@@ -179,11 +183,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod process;
 pub mod protos;
 mod reader;
 mod restart;
 mod writer;
 
+pub use process::{process_labels, process_track_uuid, read_process_labels};
 pub use reader::{DecodedFrame, DecodedSample, PerfettoError, SampleReader};
 pub use restart::SequenceRestart;
 pub use writer::{

@@ -47,6 +47,10 @@ pub struct TracePacket {
     /// Defaults for later packets of the sequence.
     #[prost(message, optional, tag = "59")]
     pub trace_packet_defaults: Option<TracePacketDefaults>,
+    /// A track's description (member `track_descriptor = 60` of the
+    /// `data` oneof).
+    #[prost(message, optional, tag = "60")]
+    pub track_descriptor: Option<TrackDescriptor>,
     /// A perf sample (member `perf_sample = 66` of the `data` oneof).
     #[prost(message, optional, tag = "66")]
     pub perf_sample: Option<PerfSample>,
@@ -349,4 +353,30 @@ pub mod profiling {
         /// Guest user space.
         ModeGuestUser = 5,
     }
+}
+
+/// `protos/perfetto/trace/track_event/track_descriptor.proto`:
+/// `TrackDescriptor`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TrackDescriptor {
+    /// The track's id, unique in the trace; non-zero.
+    #[prost(uint64, optional, tag = "1")]
+    pub uuid: Option<u64>,
+    /// The process the track describes.
+    #[prost(message, optional, tag = "3")]
+    pub process: Option<ProcessDescriptor>,
+}
+
+/// `protos/perfetto/trace/track_event/process_descriptor.proto`:
+/// `ProcessDescriptor`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProcessDescriptor {
+    /// The process id.
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    /// Labels; the importer keeps them as the process's
+    /// `chrome.process_label[i]` arguments, and the UI shows them under the
+    /// process's name and in its details.
+    #[prost(string, repeated, tag = "8")]
+    pub process_labels: Vec<String>,
 }

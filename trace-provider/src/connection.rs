@@ -330,19 +330,11 @@ fn serve(
                     break Err(ServeError::Protocol("a buffer that cannot be mapped"));
                 }
                 let fifo_raw = fifo.as_raw_fd();
-                let on_save: engine::SaveRequest = Box::new(move |wrapped, durable| {
-                    send_packet(
-                        fifo_raw,
-                        FromProvider::SaveBuffer {
-                            wrapped_count: wrapped,
-                            durable_data_end: durable,
-                        },
-                    )
-                });
+                let notify: engine::Notify = Box::new(move |p| send_packet(fifo_raw, p));
                 // SAFETY: `map` is `len` writable shared bytes, page-aligned,
                 // unmapped only after engine::terminate.
                 let initialized =
-                    unsafe { engine::initialize(map.cast(), len, mode, categories, Some(on_save)) };
+                    unsafe { engine::initialize(map.cast(), len, mode, categories, Some(notify)) };
                 if let Err(e) = initialized {
                     // SAFETY: the engine did not take the mapping.
                     unsafe { libc::munmap(map, len) };

@@ -107,12 +107,50 @@ pub struct Selection {
     pub comm: Option<String>,
     /// Only this time range.
     pub time: TimeRange,
+    /// Only processes in this cgroup or below it (a path from the cgroup
+    /// v2 root), as the trace labels them.
+    pub cgroup: Option<String>,
+    /// Only processes of this container: its name, its id, or a prefix of
+    /// its id, as the trace labels them.
+    pub container: Option<String>,
 }
 
 impl Selection {
     /// Whether anything is filtered out by process.
     pub fn by_thread(&self) -> bool {
-        !self.pids.is_empty() || self.comm.is_some()
+        !self.pids.is_empty()
+            || self.comm.is_some()
+            || self.cgroup.is_some()
+            || self.container.is_some()
+    }
+
+    /// Whether process `pid` is in the cgroup and the container selected
+    /// (each when one is).
+    fn placed(&self, pid: u64, cx: &Context) -> bool {
+        if let Some(want) = &self.cgroup {
+            let want = want.trim_end_matches('/');
+            let inside = cx.cgroup_of(pid).is_some_and(|c| {
+                want.is_empty()
+                    || c == want
+                    || c.strip_prefix(want).is_some_and(|r| r.starts_with('/'))
+            });
+            if !inside {
+                return false;
+            }
+        }
+        if let Some(want) = &self.container {
+            let Some(l) = cx.labels(pid) else {
+                return false;
+            };
+            let text = |s: Option<crate::strings::Sym>| s.map(|s| cx.strings.get(s));
+            let named = text(l.container_name) == Some(want.as_str());
+            let by_id = !want.is_empty()
+                && text(l.container_id).is_some_and(|id| id.starts_with(want.as_str()));
+            if !named && !by_id {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -176,9 +214,12 @@ impl Filter {
         b.min(to).saturating_sub(a.max(from))
     }
 
-    /// Names changed: decisions by name are taken again.
+    /// Names (or labels) changed: decisions by name are taken again.
     pub fn renamed(&mut self) {
-        if self.selection.comm.is_some() {
+        if self.selection.comm.is_some()
+            || self.selection.cgroup.is_some()
+            || self.selection.container.is_some()
+        {
             self.decided.clear();
         }
     }
@@ -197,7 +238,8 @@ impl Filter {
         } else {
             pid
         };
-        let mut selected = self.selection.pids.is_empty() || self.selection.pids.contains(&pid);
+        let mut selected = (self.selection.pids.is_empty() || self.selection.pids.contains(&pid))
+            && self.selection.placed(pid, cx);
         if let Some(glob) = &self.selection.comm {
             selected &=
                 glob_matches(glob, cx.process_name(pid)) || glob_matches(glob, cx.thread_name(tid));
@@ -263,6 +305,44 @@ mod tests {
         assert_eq!(f.overlap(10_500_000_000, 11_500_000_000), 500_000_000);
         assert_eq!(f.overlap(13_000_000_000, 14_000_000_000), 0);
         assert_eq!(f.overlap(5, 2), 0);
+    }
+
+    #[test]
+    fn threads_are_selected_by_cgroup_and_container_labels() {
+        let mut cx = Context::default();
+        let mut s = |t: &str| Some(cx.strings.intern(t));
+        let labelled = crate::ProcessLabels {
+            cgroup: s("/system.slice/docker-abc.scope"),
+            container_runtime: s("docker"),
+            container_id: s("abcdef0123"),
+            container_name: s("web"),
+            ns_pid: Some(1),
+        };
+        let plain = crate::ProcessLabels {
+            cgroup: s("/system.slice/sshd.service"),
+            ..Default::default()
+        };
+        cx.labels.insert(10, labelled);
+        cx.labels.insert(20, plain);
+        assert_eq!(cx.container_of(10).as_deref(), Some("docker web"));
+        assert_eq!(cx.container_of(20), None);
+        let select = |cgroup: Option<&str>, container: Option<&str>| {
+            let mut f = Filter::new(Selection {
+                cgroup: cgroup.map(str::to_owned),
+                container: container.map(str::to_owned),
+                ..Selection::default()
+            });
+            [10, 20, 30].map(|pid| f.thread(pid, pid, &cx))
+        };
+        assert_eq!(select(Some("/system.slice"), None), [true, true, false]);
+        assert_eq!(
+            select(Some("/system.slice/sshd.service/"), None),
+            [false, true, false]
+        );
+        assert_eq!(select(Some("/system"), None), [false, false, false]);
+        assert_eq!(select(None, Some("web")), [true, false, false]);
+        assert_eq!(select(None, Some("abcd")), [true, false, false]);
+        assert_eq!(select(None, Some("docker")), [false, false, false]);
     }
 
     #[test]

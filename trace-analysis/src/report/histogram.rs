@@ -89,6 +89,35 @@ impl Latency {
         Some(v.clamp(self.min, self.max))
     }
 
+    /// Adds the values of `other` (figures of a group from its members').
+    pub fn merge(&mut self, other: &Latency) {
+        if other.count == 0 {
+            return;
+        }
+        match &other.hist {
+            None => other.values.iter().for_each(|&v| self.record(v)),
+            Some(theirs) => {
+                if self.hist.is_none() {
+                    let Ok(mut h) = Histogram::new(SIGFIG) else {
+                        return;
+                    };
+                    for x in self.values.drain(..) {
+                        let _ = h.record(x);
+                    }
+                    self.values = Vec::new();
+                    self.hist = Some(h);
+                }
+                if let Some(h) = &mut self.hist {
+                    let _ = h.add(theirs);
+                }
+                self.count += other.count;
+                self.sum = self.sum.saturating_add(other.sum);
+                self.min = self.min.min(other.min);
+                self.max = self.max.max(other.max);
+            }
+        }
+    }
+
     /// [`Latency::quantile`] as a cell.
     pub fn cell(&self, q: f64) -> Cell {
         self.quantile(q).map_or(Cell::Empty, Cell::Ns)
@@ -175,6 +204,34 @@ pub fn bar(n: u64, max: u64, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_distributions_are_the_distribution_of_all_values() {
+        let (mut few, mut many, mut all) =
+            (Latency::default(), Latency::default(), Latency::default());
+        for v in [5u64, 7, 9] {
+            few.record(v);
+            all.record(v);
+        }
+        for v in 1..=1000u64 {
+            many.record(v * 10);
+            all.record(v * 10);
+        }
+        let mut merged = Latency::default();
+        merged.merge(&few);
+        merged.merge(&many);
+        merged.merge(&Latency::default());
+        assert_eq!(
+            (merged.count, merged.sum, merged.min, merged.max),
+            (all.count, all.sum, 5, 10_000)
+        );
+        for q in [0.5, 0.99] {
+            assert_eq!(merged.quantile(q), all.quantile(q), "q {q}");
+        }
+        let mut small = Latency::default();
+        small.merge(&few);
+        assert_eq!((small.count, small.quantile(0.5)), (3, Some(7)));
+    }
 
     #[test]
     fn percentiles_are_within_one_percent_and_exact_at_the_ends() {

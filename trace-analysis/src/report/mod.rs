@@ -13,6 +13,7 @@ pub mod block;
 pub mod cpu;
 pub mod diff;
 pub mod filter;
+pub mod groups;
 pub mod histogram;
 pub mod irq;
 pub mod latency;
@@ -63,6 +64,9 @@ macro_rules! sections {
 }
 
 sections! {
+    /// CPU time, waiting and system calls per container or cgroup (with
+    /// [`Options::group_by`]).
+    Groups = "groups";
     /// CPU time per CPU, process and thread.
     Cpu = "cpu";
     /// Wake-up to running latency.
@@ -110,6 +114,9 @@ pub struct Options {
     /// timestamp in the order of the file, which can be later (a recorder
     /// may write its start's records at the end).
     pub origin: Option<u64>,
+    /// What the `groups` section groups processes by; without it the
+    /// section is not made.
+    pub group_by: Option<groups::GroupBy>,
 }
 
 impl Default for Options {
@@ -120,12 +127,17 @@ impl Default for Options {
             top: 20,
             all_rows: false,
             origin: None,
+            group_by: None,
         }
     }
 }
 
 impl Options {
     fn wants(&self, s: SectionId) -> bool {
+        if s == SectionId::Groups {
+            return self.group_by.is_some()
+                && (self.sections.is_empty() || self.sections.contains(&s));
+        }
         self.sections.is_empty() || self.sections.contains(&s)
     }
 }
@@ -307,9 +319,10 @@ impl Reporter {
         }
         Reporter {
             filter,
-            sched: (w(SectionId::Cpu) || w(SectionId::Sched))
+            sched: (w(SectionId::Cpu) || w(SectionId::Sched) || w(SectionId::Groups))
                 .then(|| sched::Sched::new(options.top)),
-            syscalls: w(SectionId::Syscalls).then(syscalls::Syscalls::default),
+            syscalls: (w(SectionId::Syscalls) || w(SectionId::Groups))
+                .then(syscalls::Syscalls::default),
             block: w(SectionId::Block).then(block::Block::default),
             memory: w(SectionId::Memory).then(memory::Memory::default),
             irq: w(SectionId::Irq).then(irq::Irq::default),
@@ -358,6 +371,14 @@ impl Reporter {
         }
         let o = &self.options;
         let mut sections = Vec::new();
+        if let Some(by) = o.group_by.filter(|_| o.wants(SectionId::Groups)) {
+            sections.push(groups::section(
+                by,
+                self.sched.as_ref(),
+                self.syscalls.as_ref(),
+                &end,
+            ));
+        }
         if let Some(s) = &self.sched {
             if o.wants(SectionId::Cpu) {
                 sections.push(cpu::section(s, &end));
@@ -366,7 +387,7 @@ impl Reporter {
                 sections.push(latency::section(s, &end));
             }
         }
-        if let Some(s) = self.syscalls {
+        if let Some(s) = self.syscalls.filter(|_| o.wants(SectionId::Syscalls)) {
             sections.push(s.finish(&end));
         }
         if let Some(s) = self.block {
@@ -546,8 +567,27 @@ mod tests {
     fn every_section_is_reported_in_order() {
         let r = report(&busy_trace()[..], Options::default()).unwrap();
         let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();
-        let all: Vec<&str> = SectionId::ALL.iter().map(|s| s.name()).collect();
+        // `groups` only with a grouping.
+        let all: Vec<&str> = SectionId::ALL
+            .iter()
+            .filter(|s| **s != SectionId::Groups)
+            .map(|s| s.name())
+            .collect();
         assert_eq!(ids, all);
+        let grouped = report(
+            &busy_trace()[..],
+            Options {
+                group_by: Some(groups::GroupBy::Cgroup),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(grouped.sections[0].id, "groups");
+        assert_eq!(grouped.sections.len(), SectionId::ALL.len());
+        // Nothing in this trace is labelled: one group with every call.
+        let rows = &grouped.sections[0].tables[0].rows;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][0], Cell::Text(groups::UNLABELLED.into()));
         assert_eq!(r.trace.start_ns, Some(0));
         assert_eq!(r.trace.span(), 19_100);
         let only = report(

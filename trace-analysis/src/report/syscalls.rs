@@ -81,6 +81,19 @@ impl Syscalls {
         }
     }
 
+    /// Per process: calls (returned or not), those that failed, and the
+    /// time the returned ones took, ns.
+    pub fn per_process(&self) -> HashMap<u64, (u64, u64, u64)> {
+        let mut out: HashMap<u64, (u64, u64, u64)> = HashMap::default();
+        for ((pid, _), c) in &self.by_process {
+            let e = out.entry(*pid).or_default();
+            e.0 += c.count();
+            e.1 += c.errors;
+            e.2 = e.2.saturating_add(c.latency.sum);
+        }
+        out
+    }
+
     /// The section.
     pub fn finish(self, end: &Finish<'_>) -> Section {
         let mut section = Section::new("syscalls", "System calls");

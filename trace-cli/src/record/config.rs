@@ -65,7 +65,9 @@ pub(super) fn check(args: &RecordArgs) -> Result<Vec<String>> {
     }
     // Said once, and only to who named the category: a glob or the
     // default that takes it in asks for no interrupts in particular.
-    let filtered = !args.pids.is_empty() || (!args.command.is_empty() && !args.all_processes);
+    let filtered = !args.pids.is_empty()
+        || (!args.command.is_empty() && !args.all_processes)
+        || selects_cgroups(args);
     if filtered
         && categories
             .iter()
@@ -73,7 +75,8 @@ pub(super) fn check(args: &RecordArgs) -> Result<Vec<String>> {
     {
         eprintln!(
             "trace-cli: warning: kernel:irq records nothing when only some processes are \
-             recorded (-p, or a COMMAND without -a): interrupts belong to no process"
+             recorded (-p, --cgroup, --unit, --container, or a COMMAND without -a): interrupts \
+             belong to no process"
         );
     }
     if let Some(&pid) = args
@@ -119,11 +122,14 @@ pub(super) fn trace_config(args: &RecordArgs, categories: &[String]) -> Result<T
         kernel_buffer_bytes: (args.buffer_megabytes * 1024.0 * 1024.0) as u64,
         kernel_buffering_mode: BufferingMode::from_name(&args.kernel_buffering_mode)
             .unwrap_or(BufferingMode::Streaming),
-        pids: if !args.pids.is_empty() || (!args.command.is_empty() && !args.all_processes) {
+        pids: if !args.pids.is_empty()
+            || (!args.command.is_empty() && !args.all_processes && !selects_cgroups(args))
+        {
             Some(args.pids.clone())
         } else {
             None
         },
+        cgroups: cgroup_selection(args)?,
         uprobes: args.uprobes.iter().map(|s| absolute_spec(s)).collect(),
         usdt: args.usdt.iter().map(|s| absolute_spec(s)).collect(),
         tracepoints: args.events.clone(),
@@ -217,4 +223,34 @@ fn absolute_spec(spec: &str) -> String {
         return format!("{}:{rest}", abs.display());
     }
     spec.to_owned()
+}
+
+/// Whether the arguments select processes by cgroup.
+fn selects_cgroups(args: &RecordArgs) -> bool {
+    !args.cgroups.is_empty() || !args.units.is_empty() || !args.containers.is_empty()
+}
+
+/// The cgroups `--cgroup`, `--unit` and `--container` name, as paths from
+/// the cgroup v2 hierarchy's root.
+fn cgroup_selection(args: &RecordArgs) -> Result<Vec<String>> {
+    if !selects_cgroups(args) {
+        return Ok(Vec::new());
+    }
+    let hierarchy = trace_manager::CgroupHierarchy::find()?;
+    let mut paths = Vec::new();
+    for c in &args.cgroups {
+        paths.push(hierarchy.resolve(c)?);
+    }
+    for unit in &args.units {
+        paths.push(trace_manager::find_unit(&hierarchy, unit).context("--unit")?);
+    }
+    if !args.containers.is_empty() {
+        let all = trace_manager::list_containers(&hierarchy);
+        for wanted in &args.containers {
+            let c = trace_manager::find_container(&all, wanted).context("--container")?;
+            paths.push(c.cgroup.clone());
+        }
+    }
+    paths.dedup();
+    Ok(paths)
 }

@@ -105,6 +105,28 @@ pub struct RecordArgs {
     /// Ctrl-C or a trigger), to keep what their children still do.
     #[arg(long, requires = "pids")]
     keep_going: bool,
+    /// Record only the tasks in this cgroup (cgroup v2) or in any cgroup
+    /// below it, including those that enter it during the recording:
+    /// kernel events (decided in the kernel) and the userspace providers
+    /// whose process is there. A path from the cgroup v2 hierarchy's root
+    /// (`/system.slice/nginx.service`, as /proc/PID/cgroup shows it) or
+    /// absolute under its mount point. May repeat (at most 8 cgroups with
+    /// --unit and --container). With a COMMAND, records the cgroups while
+    /// it runs.
+    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all_processes"])]
+    cgroups: Vec<String>,
+    /// Record a systemd unit's processes: its cgroup, as --cgroup does
+    /// (`nginx` means `nginx.service`; `session-2.scope`, `user.slice`
+    /// work too). May repeat.
+    #[arg(long = "unit", value_name = "NAME", conflicts_with_all = ["pids", "all_processes"])]
+    units: Vec<String>,
+    /// Record a container's processes: its cgroup, as --cgroup does.
+    /// Docker, Podman, containerd (Kubernetes, nerdctl), CRI-O and
+    /// systemd-nspawn are known by how they name their cgroups; a container
+    /// is named by its name (Docker, Podman, nspawn), its id, or a prefix
+    /// of its id as `docker ps` shows it. May repeat.
+    #[arg(long = "container", value_name = "ID|NAME", conflicts_with_all = ["pids", "all_processes"])]
+    containers: Vec<String>,
     /// Probe a function: its calls become durations (category `uprobe`) on
     /// the calling threads. `BINARY:SYMBOL`, `BINARY:0xOFFSET`, or `SYMBOL`
     /// with `-p` (in the process's program; `LIB:SYMBOL` such as
@@ -204,7 +226,8 @@ pub struct RecordArgs {
     /// the command's status (128 + N when signal N killed it; 127 when it
     /// is not found, 126 when it cannot be run, as shells do). Kernel
     /// events are recorded for its process tree only (and the `--pid`
-    /// processes), unless `--all-processes`.
+    /// processes), unless `--all-processes` or a cgroup selection
+    /// (`--cgroup`, `--unit`, `--container`) says what to record.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }

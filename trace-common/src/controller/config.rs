@@ -52,6 +52,11 @@ pub struct TraceConfig {
     /// Record kernel events of these processes (and what they create)
     /// only; `None` records every process.
     pub pids: Option<Vec<u32>>,
+    /// Record only the tasks in these cgroup v2 cgroups or below them
+    /// (paths from the hierarchy's root, `/system.slice/x.service`),
+    /// kernel events and userspace providers alike; empty: no cgroup
+    /// filter. Not with `pids`.
+    pub cgroups: Vec<String>,
     /// Functions to probe (`--uprobe` specs).
     pub uprobes: Vec<String>,
     /// USDT probes to record (`--usdt` specs).
@@ -125,6 +130,7 @@ impl Default for TraceConfig {
             kernel_buffer_bytes: 64 << 20,
             kernel_buffering_mode: BufferingMode::Streaming,
             pids: None,
+            cgroups: Vec::new(),
             uprobes: Vec::new(),
             usdt: Vec::new(),
             tracepoints: Vec::new(),

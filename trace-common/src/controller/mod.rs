@@ -37,8 +37,9 @@ pub const MAGIC: u32 = 0x4343_4D54;
 /// counts are typed ([`KernelCount`]), not named by strings. 4: the trace
 /// configuration says how stacks are recorded ([`StackOptions`]). 5: it
 /// carries kernel triggers (`TraceConfig::triggers`), and
-/// [`Request::Snapshot`] and [`Request::GetSessions`] exist.
-pub const VERSION: u16 = 5;
+/// [`Request::Snapshot`] and [`Request::GetSessions`] exist. 6: it
+/// carries a cgroup selection (`TraceConfig::cgroups`).
+pub const VERSION: u16 = 6;
 
 /// The oldest version whose [`Reply::Failed`] is laid out as this one's: a
 /// manager tells a client of such a version that it does not speak it in a

@@ -305,6 +305,8 @@ pub struct TaskNewtaskEvent {
     pub clone_flags: u64,
     /// Name of the new task, NUL-padded.
     pub comm: [u8; COMM_LEN],
+    /// The cgroup v2 id (directory inode) of the creator, which the new task starts in.
+    pub cgroup: u64,
 }
 
 /// `sched:sched_process_exec`: the current task executed a new program.
@@ -326,6 +328,8 @@ pub struct ProcessExecEvent {
     pub reserved: u32,
     /// Path of the executed file, truncated to [`FILENAME_LEN`] - 1 bytes.
     pub filename: [u8; FILENAME_LEN],
+    /// The cgroup v2 id (directory inode) of the task; 0 without cgroup v2.
+    pub cgroup: u64,
 }
 
 /// `sched:sched_process_exit`: the current task exited.
@@ -778,8 +782,8 @@ const _: () = {
     assert!(size_of::<EventHeader>() == 24);
     assert!(size_of::<SchedSwitchEvent>() == 80);
     assert!(size_of::<SchedWakeupEvent>() == 56);
-    assert!(size_of::<TaskNewtaskEvent>() == 56);
-    assert!(size_of::<ProcessExecEvent>() == 312);
+    assert!(size_of::<TaskNewtaskEvent>() == 64);
+    assert!(size_of::<ProcessExecEvent>() == 320);
     assert!(size_of::<ProcessExitEvent>() == 56);
     assert!(size_of::<TaskRenameEvent>() == 64);
     assert!(size_of::<SysEnterEvent>() == 80);

@@ -3,11 +3,19 @@
 //! the [`MAP_LAYOUT`] map.
 
 #[cfg(doc)]
-use super::{COUNTER_NO_LAYOUT, MAP_FOLLOWED, MAP_LAYOUT, SYSCALL_ARGS};
+use super::{COUNTER_NO_LAYOUT, MAP_CGROUPS, MAP_FOLLOWED, MAP_LAYOUT, SYSCALL_ARGS};
 
 /// [`KernelLayout::filter`] bit: record only events of followed threads
 /// ([`MAP_FOLLOWED`]).
 pub const FILTER_PIDS: u32 = 1;
+
+/// [`KernelLayout::filter`] bit: record only events of tasks in the
+/// selected cgroups ([`MAP_CGROUPS`]) or below them. The current task's
+/// membership is asked of the kernel at each event, so a task that enters
+/// a selected cgroup is recorded from then on; [`MAP_FOLLOWED`] holds the
+/// members as of their last switch out, for the events about a task other
+/// than the current one (the task switched in, the task woken).
+pub const FILTER_CGROUPS: u32 = 2;
 
 /// [`KernelLayout::filter`] bit: the system call programs keep each entry
 /// on its CPU and write a call that returns there without its caller being
@@ -387,11 +395,16 @@ pub struct KernelLayout {
     pub signal_generate: SignalGenerateLayout,
     /// `signal:signal_deliver`.
     pub signal_deliver: SignalDeliverLayout,
-    /// [`FILTER_PIDS`] and [`PAIR_SYSCALLS`] bits.
+    /// [`FILTER_PIDS`], [`FILTER_CGROUPS`] and [`PAIR_SYSCALLS`] bits.
     pub filter: u32,
     /// Process id of the recorder itself: its system calls are not
     /// recorded (they would record its own reading of the events).
     pub self_tgid: u32,
+    /// How many slots of [`MAP_CGROUPS`] hold a selected cgroup (under
+    /// [`FILTER_CGROUPS`]).
+    pub cgroups: u32,
+    /// Zero.
+    pub reserved_cgroups: u32,
     /// Events stamped after this time (CLOCK_BOOTTIME ns) are not written:
     /// stopping sets it, so every category ends at the same instant however
     /// long detaching the programs takes. `u64::MAX` while recording.
@@ -403,16 +416,16 @@ pub struct KernelLayout {
 impl KernelLayout {
     /// The layout version this crate defines; stored in
     /// [`KernelLayout::version`].
-    pub const VERSION: u16 = 13;
+    pub const VERSION: u16 = 14;
 }
 
 const _: () = {
     assert!(size_of::<FieldLoc>() == 6);
     // version, reserved, wakeup_bytes, 22 record sizes, 70 fields, filter,
-    // self_tgid, stop_ts, stacks: no implicit padding anywhere (add a `u16` before
-    // `filter` when the fields stop ending on a multiple of 4, and a `u32`
-    // before `stop_ts` to keep it at a multiple of 8).
-    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 22 * 2 + 70 * 6 + 4 + 4 + 8 + 24);
+    // self_tgid, cgroups, reserved_cgroups, stop_ts, stacks: no implicit
+    // padding anywhere (add a `u16` before `filter` when the fields stop
+    // ending on a multiple of 4, and keep `stop_ts` at a multiple of 8).
+    assert!(size_of::<KernelLayout>() == 2 + 2 + 4 + 22 * 2 + 70 * 6 + 4 + 4 + 4 + 4 + 8 + 24);
     assert!(core::mem::offset_of!(KernelLayout, stop_ts) % 8 == 0);
     assert!(WAKEUP_CHECK_INTERVAL.is_power_of_two());
 };

@@ -1,7 +1,7 @@
 //! The eBPF object's maps, by name, and the counters of lost events.
 
 #[cfg(doc)]
-use super::{FILTER_PIDS, KernelLayout, UsdtSpec};
+use super::{FILTER_CGROUPS, FILTER_PIDS, KernelLayout, UsdtSpec};
 
 /// Name of the BPF ring buffer map every program writes its events into.
 pub const MAP_EVENTS: &str = "EVENTS";
@@ -25,6 +25,17 @@ pub const MAP_FOLLOWED: &str = "FOLLOWED";
 
 /// Most threads [`MAP_FOLLOWED`] holds.
 pub const FOLLOWED_MAX: u32 = 65_536;
+
+/// Name of the cgroup array (`BPF_MAP_TYPE_CGROUP_ARRAY`) of the selected
+/// cgroup v2 directories while [`KernelLayout::filter`] has
+/// [`FILTER_CGROUPS`]: userspace stores each one's file descriptor in the
+/// first [`KernelLayout::cgroups`] slots, and the programs ask the kernel
+/// whether the current task lies in one of them or below.
+pub const MAP_CGROUPS: &str = "CGROUPS";
+
+/// Most cgroups [`MAP_CGROUPS`] holds (how many `--cgroup`, `--unit` and
+/// `--container` selections one recording takes).
+pub const CGROUPS_MAX: u32 = 8;
 
 /// Counter index: events lost because the ring buffer was full.
 pub const COUNTER_RINGBUF_FULL: u32 = 0;

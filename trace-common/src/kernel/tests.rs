@@ -68,6 +68,7 @@ fn exec_filename_is_bounded() {
         filename_len: 9,
         reserved: 0,
         filename: [b'x'; FILENAME_LEN],
+        cgroup: 0,
     };
     ev.filename[..9].copy_from_slice(b"/bin/true");
     assert_eq!(ev.filename(), b"/bin/true");

@@ -24,6 +24,11 @@ pub mod code {
     pub const STOPPED: u16 = 0x0003;
     /// Provider → manager: an alert; bytes 2..16 hold its name.
     pub const ALERT: u16 = 0x0004;
+    /// Provider → manager: one of its threads wrote its first record of
+    /// the trace; data32 = the thread's id as the provider sees it (in its
+    /// PID namespace), so that the manager can find the host's id while
+    /// the thread lives.
+    pub const NEW_THREAD: u16 = 0x0005;
     /// Manager → provider (streaming): the buffer is saved; echoes
     /// SAVE_BUFFER's data32 and data64.
     pub const BUFFER_SAVED: u16 = 0x0100;
@@ -112,6 +117,12 @@ pub enum FromProvider {
     Stopped,
     /// An alert was raised.
     Alert(AlertName),
+    /// A thread, `tid` in the provider's PID namespace, wrote its first
+    /// record of the trace.
+    NewThread {
+        /// The thread's id as the provider sees it.
+        tid: u32,
+    },
 }
 
 /// A packet the manager sends.
@@ -178,6 +189,11 @@ impl FromProvider {
                 request: code::STOPPED,
                 ..Packet::default()
             },
+            FromProvider::NewThread { tid } => Packet {
+                request: code::NEW_THREAD,
+                data32: tid,
+                ..Packet::default()
+            },
             FromProvider::Alert(name) => {
                 let mut b = [0u8; PACKET_BYTES];
                 b[0..2].copy_from_slice(&code::ALERT.to_le_bytes());
@@ -212,6 +228,13 @@ impl FromProvider {
                     Err(PacketError::NonZeroField(p.request))
                 } else {
                     Ok(FromProvider::Stopped)
+                }
+            }
+            code::NEW_THREAD => {
+                if p.data64 != 0 {
+                    Err(PacketError::NonZeroField(p.request))
+                } else {
+                    Ok(FromProvider::NewThread { tid: p.data32 })
                 }
             }
             code::ALERT => {

@@ -152,6 +152,9 @@ pub enum KernelError {
         /// The process id asked for.
         pid: u32,
     },
+    /// A cgroup to select cannot be.
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroup::CgroupError),
     /// Waiting for the ring buffer failed.
     #[error("waiting for kernel events: {0}")]
     Io(#[from] io::Error),

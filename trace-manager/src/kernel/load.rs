@@ -3,9 +3,10 @@
 //! programs), the per-CPU rings, then the programs of the enabled categories.
 
 use std::io;
+use std::os::fd::AsFd as _;
 
 use aya::EbpfLoader;
-use aya::maps::{ArrayOfMaps, HashMap as BpfHashMap, Map, MapData, MapError, RingBuf};
+use aya::maps::{ArrayOfMaps, CgroupArray, HashMap as BpfHashMap, Map, MapData, MapError, RingBuf};
 use trace_common::category::{KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROFILE};
 use trace_common::controller::StackOptions;
 use trace_common::kernel::stack::{
@@ -14,13 +15,14 @@ use trace_common::kernel::stack::{
     StackConfig, USER_STACK_CHUNK, USER_STACK_MAX,
 };
 use trace_common::kernel::{
-    BTF_VARIANTS, FILTER_PIDS, KernelLayout, MAP_EVENTS, MAP_FOLLOWED, MAP_LAYOUT, MAP_USDT_SPECS,
-    NAMING_CATEGORY, PAIR_SYSCALLS, TRACEPOINTS, TracepointSpec,
+    BTF_VARIANTS, FILTER_CGROUPS, FILTER_PIDS, KernelLayout, MAP_CGROUPS, MAP_EVENTS, MAP_FOLLOWED,
+    MAP_LAYOUT, MAP_USDT_SPECS, NAMING_CATEGORY, PAIR_SYSCALLS, TRACEPOINTS, TracepointSpec,
 };
 
 use super::attach::fill_array;
 use super::drain::{CpuRing, Readiness, RingPositions};
 use super::error::is_eperm;
+use super::follow::open_cgroups;
 use super::format::{fill_layout, parse_format};
 use super::reorder::Reorder;
 use super::{
@@ -52,7 +54,8 @@ impl KernelProvider {
     /// [`KernelProvider::readable`].
     pub fn start(config: &KernelConfig) -> Result<Self, KernelError> {
         let categories = check_categories(&config.categories)?;
-        let filtering = config.pids.is_some();
+        let filtering = config.pids.is_some() || !config.cgroups.is_empty();
+        let cgroups = open_cgroups(&config.cgroups)?;
         if filtering
             && categories
                 .iter()
@@ -94,7 +97,13 @@ impl KernelProvider {
             wakeup_bytes: wakeup_bytes(ring_size(
                 config.ring_buffer_bytes / aya::util::online_cpus().map_or(1, |c| c.len().max(1)),
             )),
-            filter: if filtering { FILTER_PIDS } else { 0 }
+            filter: if config.pids.is_some() {
+                FILTER_PIDS
+            } else if !cgroups.is_empty() {
+                FILTER_CGROUPS
+            } else {
+                0
+            }
                 // Pairs of tracepoints selected by name are kept inside the
                 // system call slices they begin or end in, which the
                 // translator can do only when it sees each call's entry
@@ -105,6 +114,7 @@ impl KernelProvider {
                     PAIR_SYSCALLS
                 },
             self_tgid: std::process::id(),
+            cgroups: cgroups.len() as u32,
             stop_ts: u64::MAX,
             stacks: stack_config(&config.stacks)?,
             ..KernelLayout::default()
@@ -208,6 +218,22 @@ impl KernelProvider {
             })?;
 
         fill_array(&mut ebpf, MAP_LAYOUT, [LayoutValue(layout)])?;
+        if !cgroups.is_empty() {
+            let cgroup_err = |e: MapError| KernelError::Map {
+                name: MAP_CGROUPS,
+                source: Box::new(e),
+            };
+            let map = ebpf
+                .map_mut(MAP_CGROUPS)
+                .ok_or(KernelError::MissingInObject {
+                    what: "map",
+                    name: MAP_CGROUPS,
+                })?;
+            let mut array = CgroupArray::try_from(map).map_err(cgroup_err)?;
+            for (i, (_, dir)) in cgroups.iter().enumerate() {
+                array.set(i as u32, dir.as_fd(), 0).map_err(cgroup_err)?;
+            }
+        }
 
         let events = ebpf
             .take_map(MAP_EVENTS)
@@ -263,8 +289,8 @@ impl KernelProvider {
             });
         }
 
-        let followed = match &config.pids {
-            Some(_) => {
+        let followed = match filtering {
+            true => {
                 let map = ebpf
                     .take_map(MAP_FOLLOWED)
                     .ok_or(KernelError::MissingInObject {
@@ -277,7 +303,7 @@ impl KernelProvider {
                 })?;
                 Some(map)
             }
-            None => None,
+            false => None,
         };
 
         let mut provider = KernelProvider {
@@ -306,6 +332,7 @@ impl KernelProvider {
         for &pid in pids {
             provider.follow(pid)?;
         }
+        provider.follow_cgroups(&cgroups)?;
         let mut kernel_btf = None;
         for spec in specs {
             let variant = BTF_VARIANTS.iter().find(|v| v.classic == spec.program);
@@ -337,6 +364,7 @@ impl KernelProvider {
         for &pid in pids {
             provider.follow(pid)?;
         }
+        provider.follow_cgroups(&cgroups)?;
         provider.in_time()?;
         provider.deadline = None;
         log::info!(

@@ -140,6 +140,11 @@ pub struct KernelConfig {
     /// processes (all their threads) and every task they create from the
     /// start on; more can be added with [`KernelProvider::follow`].
     pub pids: Option<Vec<u32>>,
+    /// Empty: no cgroup filter. Else record only the tasks in these cgroup
+    /// v2 cgroups or below them (paths from the hierarchy's root, at most
+    /// [`CGROUPS_MAX`](trace_common::kernel::CGROUPS_MAX)), whenever they
+    /// enter them. Not with `pids`.
+    pub cgroups: Vec<String>,
     /// Functions to probe (entry and return), resolved; their events carry
     /// their index in this list.
     pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
@@ -182,6 +187,7 @@ impl Default for KernelConfig {
                 .collect(),
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             pids: None,
+            cgroups: Vec::new(),
             uprobes: Vec::new(),
             usdt: Vec::new(),
             tracepoints: Default::default(),

@@ -42,6 +42,10 @@ pub struct RecordConfig {
     /// processes and what they create during the recording (see
     /// [`KernelConfig::pids`]); [`Session::follow`](crate::session::Session::follow) adds more.
     pub pids: Option<Vec<u32>>,
+    /// Empty: no cgroup filter. Else kernel events only of the tasks in
+    /// these cgroups or below them (paths from the cgroup v2 hierarchy's
+    /// root; see [`KernelConfig::cgroups`]). Not with `pids`.
+    pub cgroups: Vec<String>,
     /// Functions to probe (`--uprobe`), resolved.
     pub uprobes: Vec<crate::kernel::uprobes::ResolvedProbe>,
     /// USDT probe sites (`--usdt`), resolved.
@@ -64,6 +68,21 @@ pub struct RecordConfig {
 }
 
 impl RecordConfig {
+    /// Whether a pid or cgroup filter selects the processes recorded.
+    pub fn filtered(&self) -> bool {
+        self.pids.is_some() || !self.cgroups.is_empty()
+    }
+
+    /// Whether process `pid` is among those recorded, now.
+    pub fn selects(&self, pid: u32) -> bool {
+        if let Some(pids) = &self.pids {
+            return pids.contains(&pid);
+        }
+        self.cgroups.is_empty()
+            || crate::cgroup::of_process(pid)
+                .is_some_and(|c| self.cgroups.iter().any(|s| crate::cgroup::within(&c, s)))
+    }
+
     /// Whether probes or tracepoints selected by name are to be placed.
     pub(crate) fn probes(&self) -> bool {
         !self.uprobes.is_empty() || !self.usdt.is_empty() || !self.tracepoints.is_empty()
@@ -136,7 +155,8 @@ pub(crate) fn translator_for(config: &RecordConfig) -> KernelTranslator {
             .iter()
             .any(|c| c == KERNEL_PROC),
     );
-    translator.set_followed_only(config.pids.is_some());
+    translator.set_followed_only(config.filtered());
+    translator.set_labels(true);
     translator.set_tracepoints(Arc::clone(&config.tracepoints));
     translator.set_sample_hz(config.stacks.sample_hz);
     translator.set_probe_names(config.uprobes.iter().map(|p| p.name.clone()).collect());
@@ -223,6 +243,7 @@ impl KernelRecorder {
             categories,
             ring_buffer_bytes: config.buffer_bytes,
             pids: config.pids.clone(),
+            cgroups: config.cgroups.clone(),
             uprobes: config.uprobes.clone(),
             usdt: config.usdt.clone(),
             tracepoints: Arc::clone(&config.tracepoints),
@@ -235,15 +256,15 @@ impl KernelRecorder {
     }
 
     /// Completes [`KernelRecorder::begin_start`] with the provider it asked
-    /// for, loaded and attached: follows the processes `pids` added since,
+    /// for, loaded and attached: follows the processes of `config.pids` added since,
     /// and names what exists.
     pub fn attached<W: Write>(
         &mut self,
         mut kernel: KernelProvider,
-        pids: Option<&[u32]>,
+        config: &RecordConfig,
         out: &mut FxtStream<W>,
     ) -> Result<(), OutputError> {
-        let added = pids.unwrap_or_default();
+        let added = config.pids.as_deref().unwrap_or_default();
         for &pid in added.get(self.followed_at_start..).unwrap_or_default() {
             if let Err(e) = kernel.follow(pid) {
                 log::info!("process {pid}, followed while the programs were loaded: {e}");
@@ -260,8 +281,8 @@ impl KernelRecorder {
         // on is reported by events, whatever existed before is in the
         // snapshot (with a pid filter, of the followed processes).
         let mut snapshot = procfs::snapshot();
-        if let Some(pids) = pids {
-            snapshot.retain(|p| pids.contains(&p.pid));
+        if config.filtered() {
+            snapshot.retain(|p| config.selects(p.pid));
         }
         self.translator.write_snapshot(out, &snapshot)
     }
@@ -454,8 +475,8 @@ impl KernelRecorder {
         let mut translator = translator_for(config);
         ProviderSections::new(KERNEL_PROVIDER_ID, KERNEL_PROVIDER_NAME).begin(&mut out)?;
         let mut snapshot = procfs::snapshot();
-        if let Some(pids) = &config.pids {
-            snapshot.retain(|p| pids.contains(&p.pid));
+        if config.filtered() {
+            snapshot.retain(|p| config.selects(p.pid));
         }
         translator.write_snapshot(&mut out, &snapshot)?;
         self.keep.replay(&mut translator, &mut out)?;

@@ -45,6 +45,7 @@ pub(super) fn record_config(
         pids.dedup();
     }
     let config = &config;
+    let cgroups = resolve_cgroups(config)?;
     let (uprobes, usdt) = resolve_probes(config, creds, deadline)?;
     check_attachments(&uprobes, &usdt, config.pids.as_deref())?;
     let triggers = kernel_triggers(config)?;
@@ -62,6 +63,7 @@ pub(super) fn record_config(
         categories: config.categories.clone(),
         buffer_bytes: usize::try_from(kernel_buffer_bytes(config)).unwrap_or(usize::MAX),
         pids: config.pids.clone(),
+        cgroups,
         uprobes,
         usdt,
         tracepoints,
@@ -70,6 +72,38 @@ pub(super) fn record_config(
         triggers,
         backlog_bytes: crate::kernel::DEFAULT_BACKLOG_BYTES,
     })
+}
+
+/// The cgroups `config` selects, as paths from the cgroup v2 hierarchy's
+/// root, each checked to exist; empty without a cgroup filter.
+fn resolve_cgroups(config: &TraceConfig) -> Result<Vec<String>, String> {
+    use trace_common::kernel::CGROUPS_MAX;
+    if config.cgroups.is_empty() {
+        return Ok(Vec::new());
+    }
+    if config.pids.is_some() {
+        return Err(
+            "a pid filter (-p, a command) and a cgroup filter (--cgroup, --unit, --container) \
+             each select the processes recorded: use one of them"
+                .to_owned(),
+        );
+    }
+    if config.cgroups.len() > CGROUPS_MAX as usize {
+        return Err(crate::cgroup::CgroupError::TooMany {
+            count: config.cgroups.len(),
+            max: CGROUPS_MAX as usize,
+        }
+        .to_string());
+    }
+    let hierarchy = crate::cgroup::Hierarchy::find().map_err(|e| e.to_string())?;
+    let mut paths = Vec::new();
+    for c in &config.cgroups {
+        let path = hierarchy.resolve(c).map_err(|e| e.to_string())?;
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    Ok(paths)
 }
 
 /// The kernel triggers of `config`, parsed, each with what it needs
@@ -225,6 +259,9 @@ pub(super) fn userspace_config(config: &TraceConfig, budget: u64) -> UserspaceCo
             .collect(),
         categories: userspace_categories(&config.categories),
         budget,
+        // Checked by `record_config` already: a cgroup that cannot be
+        // resolved here stops the session before providers are asked.
+        cgroups: resolve_cgroups(config).unwrap_or_default(),
     }
 }
 
@@ -285,8 +322,20 @@ fn resolve_probes(
         return Ok((Vec::new(), Vec::new()));
     }
     let creds = creds.ok_or("probes are refused: who the client is is unknown")?;
-    let pids = config.pids.clone().unwrap_or_default();
-    crate::creds::run_as(creds, || {
+    // Under a cgroup filter, paths are looked up in the selected processes'
+    // own mount namespaces (a container's files), and the probes placed
+    // in every process that maps the file: the kernel keeps the events of
+    // the selected cgroups, including processes started later.
+    let cgroups = resolve_cgroups(config)?;
+    let pids = match (&config.pids, cgroups.is_empty()) {
+        (Some(pids), _) => pids.clone(),
+        (None, false) => crate::cgroup::Hierarchy::find()
+            .map(|h| cgroups.iter().flat_map(|c| h.processes(c)).collect())
+            .unwrap_or_default(),
+        (None, true) => Vec::new(),
+    };
+    let anywhere = config.pids.is_none();
+    let (mut uprobes, mut usdt): Probes = crate::creds::run_as(creds, || {
         let uprobes = config
             .uprobes
             .iter()
@@ -298,9 +347,14 @@ fn resolve_probes(
             .into_iter()
             .flatten()
             .collect();
-        Ok((uprobes, resolve_usdt(&config.usdt, &pids, deadline)?))
+        Ok::<Probes, String>((uprobes, resolve_usdt(&config.usdt, &pids, deadline)?))
     })
-    .map_err(|e| format!("probes are refused: {e}"))?
+    .map_err(|e| format!("probes are refused: {e}"))??;
+    if anywhere {
+        uprobes.iter_mut().for_each(|p| p.pids.clear());
+        usdt.iter_mut().for_each(|s| s.pids.clear());
+    }
+    Ok((uprobes, usdt))
 }
 
 /// Every site of every `--usdt` probe in the `pids` processes (every

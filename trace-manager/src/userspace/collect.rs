@@ -20,6 +20,7 @@ use trace_common::provider::BufferingMode;
 use trace_common::provider::buffer::{HEADER_BYTES, Header, Layout, RecordWalk, WalkMode};
 use trace_common::provider::clock::{TimeAnchor, TimeMap, read_tsc};
 
+use super::namespace::NsIds;
 use crate::output::{FxtStream, OutputError, ProviderSections};
 
 /// Per-provider counts of what collection did.
@@ -77,6 +78,8 @@ pub struct Forwarder {
     tsc_map: Option<TimeMap>,
     /// The provider's process id, for its `dropped_records` counter.
     pid: u32,
+    /// The id map of a provider in another PID namespace.
+    ns: Option<NsIds>,
     /// When the manager last started the provider (kernel timeline).
     started_ns: Option<u64>,
     /// The earliest and latest timestamps forwarded since then (kernel
@@ -98,6 +101,7 @@ impl Forwarder {
             tsc_start,
             tsc_map: None,
             pid,
+            ns: NsIds::of(pid),
             started_ns: None,
             first_ts: None,
             last_ts: None,
@@ -184,6 +188,15 @@ impl Forwarder {
         Ok(())
     }
 
+    /// A thread of the provider, `tid` in its PID namespace, started
+    /// writing: a provider in another namespace has its host id looked up
+    /// now, while it lives.
+    pub fn new_thread(&mut self, tid: u32) {
+        if let Some(ns) = self.ns.as_mut() {
+            ns.learn(tid);
+        }
+    }
+
     /// Takes a fresh anchor to map the timestamps collected next.
     pub fn refresh_clock(&mut self) {
         if let Some(a) = self.tsc_start {
@@ -207,6 +220,7 @@ impl Forwarder {
     ) -> Result<usize, OutputError> {
         let mut walk = RecordWalk::new(region, mode);
         let mut word = Vec::new();
+        let mut mapped = Vec::new();
         for r in &mut walk {
             match r.record_type {
                 record_type::STRING..=record_type::LOG | record_type::LARGE => {}
@@ -219,18 +233,34 @@ impl Forwarder {
             }
             // Well-framed is not enough: a record that does not decode
             // (bad argument sizes, string lengths past its end) is refused.
-            if trace_common::fxt::read::decode(r.bytes).is_err() {
+            let Ok((mut record, _)) = trace_common::fxt::read::decode(r.bytes) else {
                 self.stats.rejected += 1;
                 continue;
-            }
+            };
+            // A provider in a container names its threads by its own
+            // namespace's ids.
+            let remap = self.ns.as_mut().is_some_and(|ns| ns.map(&mut record));
+            let bytes: &[u8] = match remap {
+                true => {
+                    mapped.clear();
+                    match trace_common::fxt::write::encode(&record, &mut mapped) {
+                        Ok(_) => &mapped,
+                        Err(_) => {
+                            self.stats.rejected += 1;
+                            continue;
+                        }
+                    }
+                }
+                _ => r.bytes,
+            };
             let timed = matches!(
                 r.record_type,
                 record_type::EVENT | record_type::SCHEDULING | record_type::LOG
             );
             let written: &[u8] = match self.tsc_map {
-                Some(map) if timed && r.bytes.len() >= 16 => {
+                Some(map) if timed && bytes.len() >= 16 => {
                     word.clear();
-                    word.extend_from_slice(r.bytes);
+                    word.extend_from_slice(bytes);
                     let mut ts = [0u8; 8];
                     ts.copy_from_slice(&word[8..16]);
                     let ns = map.ns(u64::from_le_bytes(ts));
@@ -248,14 +278,14 @@ impl Forwarder {
                     }
                     &word
                 }
-                _ => r.bytes,
+                _ => bytes,
             };
             if timed {
                 self.note_times(written);
             }
             out.write_raw(written, 1)?;
             self.stats.records += 1;
-            self.stats.bytes += r.bytes.len() as u64;
+            self.stats.bytes += written.len() as u64;
         }
         if walk.stop().is_some() {
             self.stats.rejected += 1;

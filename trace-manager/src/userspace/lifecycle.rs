@@ -19,6 +19,21 @@ use super::{ProviderStats, Registry, UserspaceConfig, UserspaceError, io};
 use crate::limits::{MIN_PROVIDER_BUFFER, mib};
 use crate::output::FxtStream;
 
+/// The cgroups a session's config selects (none before a session).
+fn config_cgroups(config: &Option<UserspaceConfig>) -> &[String] {
+    config.as_ref().map_or(&[], |c| &c.cgroups)
+}
+
+/// Whether provider `p` takes part under the cgroup selection `cgroups`
+/// (empty: every provider): its process is in one of them or below.
+fn selected(cgroups: &[String], p: &Provider) -> bool {
+    cgroups.is_empty()
+        || u32::try_from(p.info.pid)
+            .ok()
+            .and_then(crate::cgroup::of_process)
+            .is_some_and(|c| cgroups.iter().any(|s| crate::cgroup::within(&c, s)))
+}
+
 impl Registry {
     /// Begins a session: every registered provider gets a buffer and
     /// Initialize.
@@ -30,7 +45,7 @@ impl Registry {
         let asked: u64 = self
             .providers
             .iter()
-            .filter(|p| !p.gone && !p.aborted)
+            .filter(|p| !p.gone && !p.aborted && selected(config_cgroups(&self.config), p))
             .map(|p| self.buffer_bytes(&p.info.name))
             .sum();
         self.share = if asked > budget {
@@ -94,6 +109,15 @@ impl Registry {
         let Some(config) = &self.config else {
             return Ok(());
         };
+        if !selected(&config.cgroups, p) {
+            p.info.state = "left out: outside the selected cgroups";
+            log::info!(
+                "provider {} (pid {}) is outside the selected cgroups: left out",
+                p.info.name,
+                p.info.pid
+            );
+            return Ok(());
+        }
         let asked = self.buffer_bytes(&p.info.name);
         let left = config.budget.saturating_sub(self.granted);
         // Its share, in whole chunks, at least the minimum.

@@ -17,11 +17,13 @@
 //! sealed buffer, `provider` a provider and what the manager sends it,
 //! `registry` registration and what providers' sockets say, `lifecycle` the
 //! session of every provider within the memory budget, `stats` progress and
-//! numbers, [`collect`] copying records into the output.
+//! numbers, [`collect`] copying records into the output, [`namespace`] the
+//! ids of a provider in another PID namespace mapped to the host's.
 
 mod buffer;
 pub mod collect;
 mod lifecycle;
+pub mod namespace;
 mod provider;
 mod registry;
 mod socket;
@@ -92,6 +94,10 @@ pub struct UserspaceConfig {
     ///
     /// [`MIN_PROVIDER_BUFFER`]: crate::limits::MIN_PROVIDER_BUFFER
     pub budget: u64,
+    /// Empty: every provider takes part. Else only providers whose process
+    /// is in one of these cgroups (paths from the cgroup v2 hierarchy's
+    /// root) or below one, when the session begins or when they register.
+    pub cgroups: Vec<String>,
 }
 
 /// A registered provider, as listed by `trace-cli providers`.

@@ -327,6 +327,12 @@ impl Registry {
                         p.info.state = "stopped";
                     }
                 }
+                Ok(FromProvider::NewThread { tid }) => {
+                    // Looked up now, while the thread lives.
+                    if let Some(t) = p.trace.as_mut() {
+                        t.fwd.new_thread(tid);
+                    }
+                }
                 Ok(FromProvider::Alert(name)) => {
                     log::info!("provider {} raised alert {}", p.info.name, name.as_str());
                     self.alerts

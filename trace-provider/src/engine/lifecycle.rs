@@ -16,7 +16,7 @@ use super::region::{
     set_header, set_wrapped,
 };
 use super::slot::{WRITE_EPOCH, bump_generation, quiesce};
-use super::state::{SaveRequest, State, state};
+use super::state::{Notify, State, state};
 use crate::{callsite, clock};
 
 /// The categories the running trace enables (empty: all).
@@ -56,7 +56,7 @@ pub(crate) unsafe fn initialize(
     len: usize,
     mode: BufferingMode,
     categories: Vec<String>,
-    on_save: Option<SaveRequest>,
+    notify: Option<Notify>,
 ) -> Result<(), EngineError> {
     let layout = Layout::new(mode, len as u64)?;
     let mut st = state();
@@ -69,7 +69,7 @@ pub(crate) unsafe fn initialize(
     st.len = len;
     st.categories = categories;
     st.extra_categories.clear();
-    st.on_save = on_save;
+    st.notify = notify;
     clear(&mut st, &layout, BufferDisposition::ClearEntire);
     Ok(())
 }
@@ -154,7 +154,7 @@ pub(crate) fn terminate() {
     quiesce(0);
     BASE.store(ptr::null_mut(), Ordering::Release);
     st.layout = None;
-    st.on_save = None;
+    st.notify = None;
     bump_generation();
 }
 

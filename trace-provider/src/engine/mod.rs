@@ -28,7 +28,7 @@ pub(crate) use lifecycle::{
 };
 pub use lifecycle::{buffer_len, dropped, is_started};
 pub use names::Name;
-pub(crate) use state::SaveRequest;
+pub(crate) use state::Notify;
 pub use words::Words;
 pub use write::{MAX_ARGS, write_blob, write_event, write_event_dyn};
 

@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use trace_common::fxt::wire::{self, MAX_STRING_INDEX, MAX_THREAD_INDEX};
 use trace_common::fxt::write::encode;
 use trace_common::fxt::{Arg, ArgValue as FxtArgValue, Record, StringRef, obj_type};
+use trace_common::provider::fifo::FromProvider;
 
 use super::region::durable_write;
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, bump_generation};
+use super::state::state;
 use super::words::Words;
 use crate::callsite::Callsite;
 
@@ -158,6 +160,11 @@ pub(super) fn thread_slow(slot: &ThreadSlot, generation: u32) -> u8 {
         }
     }
     write_thread_names(pid, tid);
+    // The manager maps the ids of a provider in a PID namespace to the
+    // host's, which it can only look up while the thread lives: now.
+    if let Some(f) = &state().notify {
+        f(FromProvider::NewThread { tid: tid as u32 });
+    }
     slot.thread_ref.store(
         (u64::from(generation) << 8) | u64::from(index),
         Ordering::Relaxed,
@@ -170,7 +177,8 @@ pub(super) fn thread_slow(slot: &ThreadSlot, generation: u32) -> u8 {
 }
 
 /// Names this thread (and, once per trace, this process) with kernel object
-/// records, so a trace without kernel categories still has names.
+/// records, so a trace without kernel categories still has names. Runs on
+/// the thread named.
 fn write_thread_names(pid: u64, tid: u64) {
     static PROCESS_NAMED: AtomicU32 = AtomicU32::new(0);
     let generation = GENERATION.load(Ordering::Relaxed);
@@ -181,7 +189,9 @@ fn write_thread_names(pid: u64, tid: u64) {
     };
     let mut rec = Vec::with_capacity(64);
     if PROCESS_NAMED.swap(generation, Ordering::Relaxed) != generation {
-        let name = comm(format!("/proc/{pid}/comm"));
+        // Through `self`: in a PID namespace whose /proc is the host's,
+        // `/proc/{pid}` is another process.
+        let name = comm("/proc/self/comm".to_owned());
         if encode(
             &Record::KernelObject {
                 koid: pid,
@@ -197,7 +207,8 @@ fn write_thread_names(pid: u64, tid: u64) {
         }
         rec.clear();
     }
-    let name = comm(format!("/proc/{pid}/task/{tid}/comm"));
+    // This runs on the thread itself (its slot is thread-local).
+    let name = comm("/proc/thread-self/comm".to_owned());
     let args = [Arg {
         name: StringRef::inline("process"),
         value: FxtArgValue::Koid(pid),

@@ -14,6 +14,7 @@ use std::sync::atomic::{
 
 use trace_common::provider::BufferingMode;
 use trace_common::provider::buffer::{CHUNK_BYTES, HEADER_BYTES, Layout, offset};
+use trace_common::provider::fifo::FromProvider;
 
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, WRITE_EPOCH, quiesce};
 use super::state::{State, state};
@@ -293,8 +294,11 @@ fn buffer_full(wrapped: u64, need: usize) -> Full {
             if layout.mode == BufferingMode::Streaming {
                 st.save_pending = true;
                 let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable);
-                if let Some(f) = &st.on_save {
-                    f(before, durable);
+                if let Some(f) = &st.notify {
+                    f(FromProvider::SaveBuffer {
+                        wrapped_count: before,
+                        durable_data_end: durable,
+                    });
                 }
             }
             Full::Retry

@@ -4,9 +4,11 @@
 use std::sync::{Mutex, MutexGuard};
 
 use trace_common::provider::buffer::Layout;
+use trace_common::provider::fifo::FromProvider;
 
-/// Sends SAVE_BUFFER (wrapped count, durable end) in streaming mode.
-pub(crate) type SaveRequest = Box<dyn Fn(u32, u64) + Send>;
+/// Sends a packet to the manager on the trace's FIFO: SAVE_BUFFER in
+/// streaming mode, NEW_THREAD when a thread first writes.
+pub(crate) type Notify = Box<dyn Fn(FromProvider) + Send>;
 
 /// What the connection thread set up, and where writing stands.
 pub(super) struct State {
@@ -19,7 +21,7 @@ pub(super) struct State {
     pub(super) wrapped: u32,
     pub(super) full: bool,
     pub(super) save_pending: bool,
-    pub(super) on_save: Option<SaveRequest>,
+    pub(super) notify: Option<Notify>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -32,7 +34,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     wrapped: 0,
     full: false,
     save_pending: false,
-    on_save: None,
+    notify: None,
 });
 
 /// The engine's state, locked.

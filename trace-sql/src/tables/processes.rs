@@ -1,4 +1,5 @@
-//! `processes`: every process the trace names, with its last name.
+//! `processes`: every process the trace names, with its last name and
+//! where it ran (cgroup, container, PID-namespace id).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,16 @@ table! {
         pid: UInt64Builder,
         /// Its last name.
         name: StringBuilder,
+        /// Its cgroup (v2) path, when the recorder labelled it.
+        cgroup: StringBuilder nullable,
+        /// The runtime of its container (`docker`, `podman`, `containerd`, `cri-o`, `nspawn`).
+        container_runtime: StringBuilder nullable,
+        /// Its container's id (64 hexadecimal digits; an nspawn machine's name).
+        container_id: StringBuilder nullable,
+        /// Its container's name, where the runtime's state said it.
+        container_name: StringBuilder nullable,
+        /// Its pid in its own PID namespace, when that is not the host's.
+        ns_pid: UInt64Builder nullable,
     }
     state {
         /// The last name of each process, by pid.
@@ -38,6 +49,15 @@ impl Table for Processes {
         for (pid, name) in std::mem::take(&mut self.names) {
             self.pid.append_value(pid);
             self.name.append_value(cx.strings.get(name));
+            let labels = cx.labels(pid).copied().unwrap_or_default();
+            let text = |s: Option<trace_analysis::Sym>| s.map(|s| cx.strings.get(s));
+            self.cgroup.append_option(text(labels.cgroup));
+            self.container_runtime
+                .append_option(text(labels.container_runtime));
+            self.container_id.append_option(text(labels.container_id));
+            self.container_name
+                .append_option(text(labels.container_name));
+            self.ns_pid.append_option(labels.ns_pid);
             self.rows += 1;
         }
     }

@@ -245,7 +245,8 @@ impl TraceConfig {
         e.bool(self.stacks.frame_pointers);
         e.u32(self.stacks.stack_bytes);
         e.strs(&self.stacks.probe_stacks)?;
-        e.strs(&self.triggers)
+        e.strs(&self.triggers)?;
+        e.strs(&self.cgroups)
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self, ControlError> {
@@ -298,6 +299,7 @@ impl TraceConfig {
                 probe_stacks: d.strs()?,
             },
             triggers: d.strs()?,
+            cgroups: d.strs()?,
         })
     }
 }

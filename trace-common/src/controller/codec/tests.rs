@@ -42,6 +42,7 @@ fn every_request_round_trips() {
         usdt: vec!["python:gc__start".to_string()],
         tracepoints: vec!["sched:* if prev_prio < 100".to_string()],
         triggers: vec!["syscall:fsync>50ms".to_string(), "oom".to_string()],
+        cgroups: vec!["/system.slice/a.service".to_string()],
         buffering_mode: BufferingMode::Streaming,
         kernel_buffering_mode: BufferingMode::Circular,
         stacks: crate::controller::StackOptions {

@@ -101,6 +101,7 @@
 mod block;
 mod counts;
 mod irq;
+mod labels;
 mod names;
 mod power;
 mod proc;
@@ -213,6 +214,8 @@ pub struct KernelTranslator {
     stacks: stack::Stacks,
     /// `kernel:profile`'s sampling frequency, for its stream's description.
     sample_hz: u32,
+    /// What labels processes with their cgroup, container and namespace id.
+    labels: labels::Labels,
 }
 
 /// The task a CPU runs.
@@ -284,7 +287,15 @@ impl KernelTranslator {
             triggers: trigger::Triggers::default(),
             stacks: stack::Stacks::default(),
             sample_hz: 0,
+            labels: labels::Labels::default(),
         }
+    }
+
+    /// Sets whether processes are labelled with their cgroup, container and
+    /// PID-namespace id (read from this machine: on for a live recording,
+    /// off for a replay).
+    pub fn set_labels(&mut self, on: bool) {
+        self.labels.set(on);
     }
 
     /// Sets whether fork, exec, exit and rename events are written as
@@ -469,16 +480,28 @@ impl KernelTranslator {
         pid: u32,
         name: &str,
     ) -> Result<(), OutputError> {
-        if pid == 0 || self.processes.get(&pid).is_some_and(|n| n == name) {
+        if pid == 0 {
+            return Ok(());
+        }
+        let same = self.processes.get(&pid).is_some_and(|n| n == name);
+        let labels = self.labels.changed(pid);
+        if same && labels.is_none() {
             return Ok(());
         }
         let name_ref = self.strings.intern(out, name)?;
+        let args = match &labels {
+            Some(l) => labels::args(&mut self.strings, out, l)?,
+            None => Vec::new(),
+        };
         out.write(&Record::KernelObject {
             koid: u64::from(pid),
             obj_type: obj_type::PROCESS,
             name: name_ref,
-            args: (&[][..]).into(),
+            args: args.into(),
         })?;
+        if let Some(l) = &labels {
+            labels::write_perfetto(out, pid, l)?;
+        }
         self.counts.names += 1;
         self.processes.insert(pid, name.to_owned());
         Ok(())

@@ -66,6 +66,7 @@ impl KernelTranslator {
         self.sched.threads.entry(child_tid).or_default().first_seen = Some(ts);
         let is_thread = child_tgid == parent_tgid && child_tid != child_tgid;
         if !is_thread {
+            self.labels.note(child_tgid, e.cgroup);
             self.name_process(out, child_tgid, child_comm)?;
         }
         self.name_thread(out, child_tid, child_tgid, child_comm)?;
@@ -96,6 +97,7 @@ impl KernelTranslator {
         let (ts, tid, tgid, old_tid) = (e.header.ts, e.pid, e.header.tgid, e.old_pid);
         let (filename, comm) = (comm_str(e.filename()), comm_str(&e.comm));
         let (filename, comm): (&str, &str) = (&filename, &comm);
+        self.labels.note(tgid, e.cgroup);
         self.name_process(out, tgid, comm)?;
         self.name_thread(out, tid, tgid, comm)?;
         let mut args = vec![("filename", ArgValue::String(StringRef::inline(filename)))];
@@ -128,6 +130,9 @@ impl KernelTranslator {
         let mut args = Vec::new();
         if let Some(g) = group_dead {
             args.push(("process_exit", ArgValue::Bool(g)));
+        }
+        if group_dead == Some(true) {
+            self.labels.forget(tgid);
         }
         self.proc_instant(out, ts, tgid, tid, "exit", &args)
     }

@@ -132,6 +132,7 @@ pub(super) mod ev {
             child_tgid,
             clone_flags,
             comm: name(comm),
+            cgroup: 0,
         }
     }
 
@@ -151,6 +152,7 @@ pub(super) mod ev {
             filename_len: filename.len() as u32,
             reserved: 0,
             filename: name(filename),
+            cgroup: 0,
         }
     }
 

@@ -292,8 +292,14 @@ fn streaming_with_a_saver_that_keeps_up_loses_nothing() {
     let tx = Mutex::new(tx);
     buf.attach(
         &[],
-        Some(Box::new(move |wrapped, durable| {
-            let _ = tx.lock().unwrap().send((wrapped, durable));
+        Some(Box::new(move |p| {
+            if let trace_common::provider::fifo::FromProvider::SaveBuffer {
+                wrapped_count,
+                durable_data_end,
+            } = p
+            {
+                let _ = tx.lock().unwrap().send((wrapped_count, durable_data_end));
+            }
         })),
     );
     // The saver: copies the full rolling buffer, then says it is saved.

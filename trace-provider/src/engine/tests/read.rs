@@ -22,7 +22,7 @@ impl Buffer {
         }
     }
 
-    pub(super) fn attach(&mut self, categories: &[&str], on_save: Option<engine::SaveRequest>) {
+    pub(super) fn attach(&mut self, categories: &[&str], notify: Option<engine::Notify>) {
         let len = self.words.len() * 8;
         // SAFETY: the buffer outlives the trace: every test terminates the
         // engine before dropping it.
@@ -32,7 +32,7 @@ impl Buffer {
                 len,
                 self.mode,
                 categories.iter().map(|c| c.to_string()).collect(),
-                on_save,
+                notify,
             )
         }
         .unwrap();
