@@ -25,16 +25,10 @@ use trace_common::fxt::EventKind;
 
 /// The cgroup v2 mount point, from the mount table.
 fn v2_root() -> PathBuf {
-    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    table
-        .lines()
-        .find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let mut f = left.split_whitespace();
-            let (root, mount) = (f.nth(3)?, f.next()?);
-            (right.starts_with("cgroup2 ") && root == "/").then(|| PathBuf::from(mount))
-        })
+    trace_manager::CgroupHierarchy::find()
         .expect("a cgroup v2 hierarchy is mounted")
+        .root()
+        .to_path_buf()
 }
 
 /// A cgroup tree of the test's own under the v2 root, removed (its
@@ -492,4 +486,62 @@ fn root_a_runtime_scope_is_selected_by_id_prefix_labelled_and_reported() {
         &dir.join("x.fxt"),
     );
     assert!(err.contains("no cgroup /no/such/cgroup"), "{err}");
+}
+
+#[test]
+fn root_the_daemon_and_its_flight_recorder_select_by_cgroup() {
+    let mut tree = Tree::new("trace-test-daemon");
+    let top = tree.root.clone();
+    let inside = tree.start_in(Some(&top), "/usr/bin/python3", &["-c", BUSY]);
+    let outside = tree.start_in(None, "/usr/bin/python3", &["-c", BUSY]);
+    let name = tree.name.clone();
+    let d = tests::Daemon::start_with(
+        "cgroup-daemon",
+        &[
+            "--flight-recorder",
+            "-c",
+            "kernel:syscall,kernel:sched",
+            "--window",
+            "10s",
+            "--cgroup",
+            &name,
+        ],
+    );
+    // A recording through the daemon, beside its flight recorder.
+    let file = d.dir.join("recorded.fxt");
+    let out = d
+        .record(
+            &file,
+            &["--cgroup", &name, "-c", "kernel:syscall", "-d", "1"],
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap = d.dir.join("snapshot.fxt");
+    let out = d.cli(&["snapshot", "-o"]).arg(&snap).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        d.log()
+    );
+    for f in [&file, &snap] {
+        let (ok, text) = check(f);
+        assert!(ok, "{}: {text}", f.display());
+        let (syscalls, _, _) = pids_seen(f);
+        assert!(
+            syscalls.contains(&u64::from(inside)),
+            "{}: {syscalls:?}",
+            f.display()
+        );
+        assert!(
+            !syscalls.contains(&u64::from(outside)),
+            "{}: {syscalls:?}",
+            f.display()
+        );
+    }
 }

@@ -151,6 +151,48 @@ fn resolves_tables_pairs_and_nests() {
 }
 
 #[test]
+fn process_labels_are_read_from_the_name_record_and_kept() {
+    let labelled = |name: &'static str, args: Vec<Arg<'static>>| Record::KernelObject {
+        koid: 42,
+        obj_type: obj_type::PROCESS,
+        name: StringRef::inline(name),
+        args: Cow::Owned(args),
+    };
+    let data = trace(&[
+        Record::ProviderInfo {
+            id: 1,
+            name: "kernel".into(),
+        },
+        labelled(
+            "nginx",
+            vec![
+                Arg::new(
+                    "cgroup",
+                    ArgValue::String(StringRef::inline("/system.slice/docker-ab.scope")),
+                ),
+                Arg::new(
+                    "container_runtime",
+                    ArgValue::String(StringRef::inline("docker")),
+                ),
+                Arg::new(
+                    "container_id",
+                    ArgValue::String(StringRef::inline("ab12cd34ef56aa")),
+                ),
+                Arg::new("ns_pid", ArgValue::Uint64(1)),
+            ],
+        ),
+        // A rename without labels keeps them.
+        labelled("nginx: worker", vec![]),
+    ]);
+    let (_, cx) = read(&data);
+    assert_eq!(cx.process_name(42), "nginx: worker");
+    assert_eq!(cx.cgroup_of(42), Some("/system.slice/docker-ab.scope"));
+    assert_eq!(cx.container_of(42).as_deref(), Some("docker ab12cd34ef56"));
+    assert_eq!(cx.labels(42).and_then(|l| l.ns_pid), Some(1));
+    assert_eq!(cx.labels(7), None);
+}
+
+#[test]
 fn kernel_drop_counter_is_a_loss() {
     let data = trace(&[
         Record::ProviderInfo {

@@ -43,12 +43,17 @@
 //! threads in `FOLLOWED` (a context switch or wake-up if either thread is
 //! followed). `task_newtask` adds every task a followed task creates, and
 //! `sched_process_exit` removes tasks that exit; both are attached for the
-//! filter even when `kernel:proc` is off, and then write no events.
+//! filter even when `kernel:proc` is off, and then write no events. With a
+//! cgroup filter (`FILTER_CGROUPS`), events of the current task are kept
+//! when the kernel says it is in a selected cgroup (`CGROUPS`), and
+//! `FOLLOWED` caches the members for the events about other tasks (see
+//! `follow`). The system call programs decide before they read the clock,
+//! so the tasks a filter leaves out pay for the filter alone.
 //!
 //! One module per category holds its programs; they share `maps` (every
 //! map), `ring` (the clock, headers, the layout check, reserving and
 //! submitting ring-buffer entries, counting losses), `record` (the copied
-//! tracepoint record and its fields), `follow` (the pid filter) and `task`
+//! tracepoint record and its fields), `follow` (the process filters) and `task`
 //! (the BTF programs' direct loads). `tracepoint` holds the one program
 //! attached to every tracepoint selected by name (`-e`). `floor` holds
 //! empty programs on the hot paths' hooks, for the benchmarks.

@@ -67,10 +67,16 @@ pub(crate) fn count_lost_n(counter: u32, n: u64) {
 /// stopped.
 #[inline(always)]
 pub(crate) fn layout(ts: u64) -> Option<&'static KernelLayout> {
+    current_layout().filter(|l| ts <= l.stop_ts)
+}
+
+/// The layout userspace filled in, or `None` (counted) while it has not,
+/// whatever the time: for a program that decides whether to record before
+/// it reads the clock (then checked against `stop_ts` by the caller).
+#[inline(always)]
+pub(crate) fn current_layout() -> Option<&'static KernelLayout> {
     match LAYOUT.get(0) {
-        Some(layout) if layout.version == KernelLayout::VERSION => {
-            (ts <= layout.stop_ts).then_some(layout)
-        }
+        Some(layout) if layout.version == KernelLayout::VERSION => Some(layout),
         _ => {
             count_lost(COUNTER_NO_LAYOUT);
             None

@@ -28,10 +28,10 @@ use trace_common::kernel::{
     STAGED_CALLS, SYSCALL_ARGS, SysEnterEvent, SysExitEvent, SyscallEvent, SyscallStage,
 };
 
-use crate::follow::wanted_current;
+use crate::follow::{filtering, wanted_current};
 use crate::maps::SYSCALL_STAGE;
 use crate::record::Record;
-use crate::ring::{header_of, layout, now, output, output_events, reserve, wakeup_flags};
+use crate::ring::{current_layout, header_of, now, output, output_events, reserve, wakeup_flags};
 use crate::stack::probe_stack;
 use crate::task::field;
 
@@ -43,13 +43,39 @@ pub(crate) fn syscall_wanted(layout: &KernelLayout, pid_tgid: u64) -> bool {
 }
 
 /// The time, the layout and the current task of a system call event, if
-/// it is recorded.
+/// it is recorded. The clock is read once the call is known to be wanted:
+/// under a process filter, every call of the tasks left out is turned away
+/// for the price of the filter alone.
 #[inline(always)]
 pub(crate) fn syscall_start() -> Option<(u64, &'static KernelLayout, u64)> {
-    let ts = now();
-    let layout = layout(ts)?;
+    let layout = current_layout()?;
     let pid_tgid = bpf_get_current_pid_tgid();
-    syscall_wanted(layout, pid_tgid).then_some((ts, layout, pid_tgid))
+    if !syscall_wanted(layout, pid_tgid) {
+        return None;
+    }
+    let ts = now();
+    (ts <= layout.stop_ts).then_some((ts, layout, pid_tgid))
+}
+
+/// The layout and time of a system call return that may be recorded: one
+/// whose entry waits in this CPU's stage (its caller was asked about at the
+/// entry), or one of a task the filter wants. The clock is read only then.
+#[inline(always)]
+fn exit_start() -> Option<(&'static KernelLayout, u64)> {
+    let layout = current_layout()?;
+    if filtering(layout) {
+        let staged = layout.filter & PAIR_SYSCALLS != 0
+            && SYSCALL_STAGE.get_ptr(0).is_some_and(|stage| {
+                // SAFETY: `stage` is this CPU's value, mapped while the
+                // program runs; `live` is a plain word.
+                unsafe { (*stage).live != 0 }
+            });
+        if !staged && !syscall_wanted(layout, bpf_get_current_pid_tgid()) {
+            return None;
+        }
+    }
+    let ts = now();
+    (ts <= layout.stop_ts).then_some((layout, ts))
 }
 
 /// Writes the whole calls staged in `stage` as one entry, and then the
@@ -247,8 +273,9 @@ pub fn sys_enter(ctx: TracePointContext) -> u32 {
 /// `raw_syscalls:sys_exit`.
 #[tracepoint]
 pub fn sys_exit(ctx: TracePointContext) -> u32 {
-    let ts = now();
-    let Some(layout) = layout(ts) else { return 0 };
+    let Some((layout, ts)) = exit_start() else {
+        return 0;
+    };
     let l = &layout.sys_exit;
     let Some(r) = Record::copy(&ctx, l.record_size) else {
         return 0;
@@ -300,8 +327,9 @@ pub fn sys_enter_btf(ctx: BtfTracePointContext) -> i32 {
 /// `sys_exit(struct pt_regs *regs, long ret)`.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit_btf(ctx: BtfTracePointContext) -> i32 {
-    let ts = now();
-    let Some(layout) = layout(ts) else { return 0 };
+    let Some((layout, ts)) = exit_start() else {
+        return 0;
+    };
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
     // SAFETY: `regs` is read at the patched offset of the system call number.

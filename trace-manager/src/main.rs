@@ -131,9 +131,47 @@ struct Args {
         requires = "triggers"
     )]
     trigger_space: u64,
+    /// The flight recorder records only the tasks in this cgroup (cgroup
+    /// v2) or below it, and the providers there: a path from the
+    /// hierarchy's root or absolute under its mount point. May repeat.
+    #[arg(long = "cgroup", value_name = "PATH", requires = "flight_recorder")]
+    cgroups: Vec<String>,
+    /// The flight recorder records only this systemd unit's processes (its
+    /// cgroup; `nginx` means `nginx.service`). May repeat.
+    #[arg(long = "unit", value_name = "NAME", requires = "flight_recorder")]
+    units: Vec<String>,
+    /// The flight recorder records only this container's processes (its
+    /// cgroup): its name, its id or a prefix of its id. May repeat.
+    #[arg(
+        long = "container",
+        value_name = "ID|NAME",
+        requires = "flight_recorder"
+    )]
+    containers: Vec<String>,
 }
 
 impl Args {
+    /// The cgroups `--cgroup`, `--unit` and `--container` name, as paths
+    /// from the cgroup v2 hierarchy's root (empty: none named).
+    fn cgroups(&self) -> anyhow::Result<Vec<String>> {
+        if self.cgroups.is_empty() && self.units.is_empty() && self.containers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let hierarchy = trace_manager::CgroupHierarchy::find()?;
+        let mut paths = Vec::new();
+        for c in &self.cgroups {
+            paths.push(hierarchy.resolve(c)?);
+        }
+        for unit in &self.units {
+            paths.push(trace_manager::find_unit(&hierarchy, unit)?);
+        }
+        let all = trace_manager::list_containers(&hierarchy);
+        for wanted in &self.containers {
+            paths.push(trace_manager::find_container(&all, wanted)?.cgroup.clone());
+        }
+        Ok(paths)
+    }
+
     /// The limits these options set.
     fn limits(&self) -> trace_manager::limits::Limits {
         let defaults = trace_manager::limits::Limits::for_this_machine();
@@ -254,6 +292,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                     trigger_interval: std::time::Duration::try_from_secs_f64(args.trigger_interval)
                         .context("--trigger-interval wants seconds")?,
                     trigger_space: args.trigger_space,
+                    cgroups: args.cgroups()?,
                 })
                 .map_err(anyhow::Error::msg)
                 .context("starting the flight recorder")?;

@@ -34,6 +34,10 @@
 //! (`-c kernel:profile --sample-hz HZ`) against `perf record -g` and `perf
 //! record --call-graph dwarf,8192`, on a fixed amount of spinning.
 //!
+//! `cargo xtask bench selection` ([`selection_bench`]) measures what
+//! choosing the processes recorded costs: the `getppid` loop recorded by
+//! pid and by cgroup, selected and left out, beside no selection.
+//!
 //! `cargo xtask bench analysis` ([`analysis_bench`]) measures how fast
 //! `trace-cli report` and `trace-cli export --parquet` read a large
 //! recording, beside `trace-cli dump > /dev/null`, and the memory they hold.
@@ -43,6 +47,7 @@ mod flight;
 mod kernel;
 mod profile;
 mod provider;
+mod selection;
 mod throughput;
 
 pub use analysis::analysis_bench;
@@ -50,6 +55,7 @@ pub use flight::flight_bench;
 pub use kernel::{KernelWorkload, bench};
 pub use profile::profile_bench;
 pub use provider::provider_bench;
+pub use selection::selection_bench;
 pub use throughput::throughput_bench;
 
 use std::path::{Path, PathBuf};
@@ -99,6 +105,9 @@ pub enum What {
     /// by default) into `report` and a Parquet `export`, beside `dump >
     /// /dev/null`: MB/s and peak memory (root to make the recording).
     Analysis,
+    /// What selecting the processes recorded costs per event, by pid and
+    /// by cgroup, for the tasks selected and for those left out (root).
+    Selection,
     /// What the daemon's flight recorder costs a `getppid` loop, beside
     /// `trace-cli record` of the same events, and how long a snapshot of a
     /// full window takes (root).
@@ -221,6 +230,18 @@ fn wait(pid: libc::pid_t) -> Result<Ended> {
         success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         cpu_ns: ns(usage.ru_utime) + ns(usage.ru_stime),
         max_rss_kb: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
+}
+
+/// One `trace-cli record` run of a `perf bench` workload: the workload's
+/// own time (its output), the kernel events and drops the summary gives,
+/// and the file's size.
+fn recorded(stdout: &[u8], stderr: &str, file: &Path) -> Result<Sample> {
+    Ok(Sample {
+        seconds: total_time(&String::from_utf8_lossy(stdout))?,
+        events: number_before(stderr, "kernel events")?,
+        dropped: number_before(stderr, "dropped")?,
+        bytes: std::fs::metadata(file)?.len(),
     })
 }
 

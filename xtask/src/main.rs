@@ -164,6 +164,10 @@ fn main() -> Result<()> {
                 setup::setup()?;
                 bench::throughput_bench(storm_calls)?;
             }
+            if matches!(what, What::Selection | What::All) {
+                setup::setup()?;
+                bench::selection_bench(rounds, syscalls)?;
+            }
             if matches!(what, What::Flight | What::All) {
                 setup::setup()?;
                 bench::flight_bench(rounds, syscalls)?;

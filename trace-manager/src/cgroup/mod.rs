@@ -127,9 +127,18 @@ impl Hierarchy {
         } else if given.is_absolute() && given.exists() && !self.dir_of(path).exists() {
             // An existing directory elsewhere: a v1 hierarchy's, or not a
             // cgroup at all.
-            return Err(CgroupError::V1 {
-                path: path.to_owned(),
-                root: self.root.clone(),
+            let v1 = nix::sys::statfs::statfs(given)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP_SUPER_MAGIC);
+            return Err(if v1 {
+                CgroupError::V1 {
+                    path: path.to_owned(),
+                    root: self.root.clone(),
+                }
+            } else {
+                CgroupError::NoSuchCgroup {
+                    path: path.to_owned(),
+                    root: self.root.clone(),
+                }
             });
         } else {
             PathBuf::from(path.trim_start_matches('/'))
@@ -427,6 +436,17 @@ mod tests {
             h.resolve("a/../b"),
             Err(CgroupError::BadPath { .. })
         ));
+        assert!(matches!(
+            h.resolve("/usr"),
+            Err(CgroupError::NoSuchCgroup { .. })
+        ));
+        if Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+            // A hybrid host's v1 controller.
+            assert!(matches!(
+                h.resolve("/sys/fs/cgroup/memory"),
+                Err(CgroupError::V1 { .. })
+            ));
+        }
         // This process is somewhere in it.
         let mine = of_process(std::process::id()).unwrap();
         assert!(h.resolve(&mine).is_ok());

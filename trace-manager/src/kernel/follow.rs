@@ -1,7 +1,7 @@
 //! The process filters: the threads of followed processes, or of the
 //! selected cgroups, in the `FOLLOWED` map.
 
-use trace_common::kernel::{CGROUPS_MAX, COUNTER_FOLLOW_FULL, MAP_FOLLOWED};
+use trace_common::kernel::{CGROUPS_MAX, COUNTER_FOLLOW_FULL, FILTER_PIDS, MAP_FOLLOWED};
 
 use super::{KernelError, KernelProvider};
 use crate::procfs::thread_ids;
@@ -10,9 +10,13 @@ impl KernelProvider {
     /// Follows process `pid`: records its threads' events and those of
     /// every task it creates from now on. Needs a pid filter
     /// ([`KernelConfig::pids`](crate::kernel::KernelConfig::pids)); without one everything is recorded anyway
-    /// and this does nothing.
+    /// and this does nothing (under a cgroup filter the cgroups decide).
     pub fn follow(&mut self, pid: u32) -> Result<(), KernelError> {
-        let Some(map) = self.followed.as_mut() else {
+        let Some(map) = self
+            .followed
+            .as_mut()
+            .filter(|_| self.layout.filter & FILTER_PIDS != 0)
+        else {
             return Ok(());
         };
         let tids = thread_ids(pid).ok_or(KernelError::NoSuchProcess { pid })?;

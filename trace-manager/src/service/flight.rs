@@ -68,6 +68,9 @@ pub struct FlightConfig {
     /// `trigger-*.fxt`, earlier runs' too): a snapshot that would take
     /// more is not taken (and counted).
     pub trigger_space: u64,
+    /// Empty: every process. Else only the tasks (and providers) in these
+    /// cgroups or below them (paths from the cgroup v2 hierarchy's root).
+    pub cgroups: Vec<String>,
 }
 
 /// Triggers that fired and got no snapshot of their own, since the last
@@ -181,6 +184,7 @@ impl Manager {
             buffering_mode: BufferingMode::Streaming,
             kernel_buffer_bytes: config.kernel_buffer_bytes,
             kernel_buffering_mode: BufferingMode::Streaming,
+            cgroups: config.cgroups.clone(),
             ..TraceConfig::default()
         };
         let kernel = kernel_memory(&trace);

@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use super::{
-    Built, Sample, build_release, ensure_peers, median, number_before, perf_stat, total_time, which,
+    Built, Sample, build_release, ensure_peers, median, perf_stat, recorded, total_time, which,
 };
 use crate::run::is_root;
 
@@ -513,12 +513,7 @@ fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
     if !out.status.success() {
         bail!("trace-cli record failed: {stderr}");
     }
-    Ok(Sample {
-        seconds: total_time(&String::from_utf8_lossy(&out.stdout))?,
-        events: number_before(&stderr, "kernel events")?,
-        dropped: number_before(&stderr, "dropped")?,
-        bytes: std::fs::metadata(&file)?.len(),
-    })
+    recorded(&out.stdout, &stderr, &file)
 }
 
 fn run_perf(dir: &Path, w: &KernelWorkload) -> Result<Sample> {
