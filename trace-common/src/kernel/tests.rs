@@ -112,8 +112,8 @@ fn kind_numbers_and_sizes_are_pinned() {
     let expected: &[(EventKind, u32, usize)] = &[
         (EventKind::Switch, 1, 80),
         (EventKind::Wakeup, 2, 56),
-        (EventKind::NewTask, 4, 56),
-        (EventKind::Exec, 5, 312),
+        (EventKind::NewTask, 4, 64),
+        (EventKind::Exec, 5, 320),
         (EventKind::Exit, 6, 56),
         (EventKind::Rename, 7, 64),
         (EventKind::SysEnter, 8, 80),
