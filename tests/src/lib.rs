@@ -763,6 +763,33 @@ pub fn rotated_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The rows `trace-cli query PATH SQL --format json` prints.
+pub fn query(path: &Path, sql: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let output = Command::new(trace_cli())
+        .args(["query", "--format", "json", "--"])
+        .arg(path)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "query {sql:?} on {} failed:\n{}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: not JSON:\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    rows.as_array()
+        .expect("an array of rows")
+        .iter()
+        .map(|r| r.as_object().expect("a row object").clone())
+        .collect()
+}
+
 /// `trace-cli report --json ARGS FILES`, parsed.
 pub fn report_json(args: &[&str], files: &[&Path]) -> serde_json::Value {
     let out = Command::new(trace_cli())

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tests::{
-    assert_durations_on_cpu, bin_dir, check, parse, report_json, report_rows, require_root,
+    assert_durations_on_cpu, bin_dir, check, parse, query, report_json, report_rows, require_root,
     samples, temp_dir, trace_cli,
 };
 use trace_common::fxt::EventKind;
@@ -120,22 +120,6 @@ impl Drop for Tree {
             }
         }
     }
-}
-
-/// `trace-cli query FILE SQL --format json`, parsed.
-fn query(file: &Path, sql: &str) -> Vec<serde_json::Value> {
-    let out = Command::new(trace_cli())
-        .args(["query", "--format", "json"])
-        .arg(file)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Runs `trace-cli record ARGS -o FILE` with the manager's socket at
@@ -397,14 +381,14 @@ fn root_a_runtime_scope_is_selected_by_id_prefix_labelled_and_reported() {
     );
     assert!(!rows.is_empty());
     for r in &rows {
-        assert_eq!(r["container_runtime"], "docker", "{r}");
-        assert_eq!(r["container_id"], ID, "{r}");
+        assert_eq!(r["container_runtime"], "docker", "{r:?}");
+        assert_eq!(r["container_id"], ID, "{r:?}");
         assert!(
             r["cgroup"]
                 .as_str()
                 .unwrap()
                 .ends_with(&format!("docker-{ID}.scope")),
-            "{r}"
+            "{r:?}"
         );
     }
     // The program inside is pid 1 of its namespace (unshare forked it).
@@ -412,7 +396,7 @@ fn root_a_runtime_scope_is_selected_by_id_prefix_labelled_and_reported() {
         .iter()
         .find(|r| r["name"] == "python3")
         .unwrap_or_else(|| panic!("{rows:?}"));
-    assert_eq!(inner["ns_pid"], 1, "{inner}");
+    assert_eq!(inner["ns_pid"], 1, "{inner:?}");
     let inner_pid = inner["pid"].as_u64().unwrap();
     assert_ne!(inner_pid, u64::from(init));
     // Nothing of the service beside it.

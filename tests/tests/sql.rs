@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use tests::{bin_dir, require_root, temp_dir, trace_cli};
+use tests::{bin_dir, query, require_root, temp_dir, trace_cli};
 
 /// One recording of the workload.
 struct Recording {
@@ -60,33 +60,6 @@ fn record(dir: &Path, name: &str, categories: &str) -> Recording {
         pid: v["pid"],
         tid: v["tid"],
     }
-}
-
-/// The rows `trace-cli query PATH SQL --format json` prints.
-fn query(path: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
-    let output = Command::new(trace_cli())
-        .args(["query", "--format", "json", "--"])
-        .arg(path)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "query {sql:?} on {} failed:\n{}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let rows: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: not JSON:\n{}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    });
-    rows.as_array()
-        .expect("an array of rows")
-        .iter()
-        .map(|r| r.as_object().expect("a row object").clone())
-        .collect()
 }
 
 /// The single value of a query of one row and one column.
