@@ -22,9 +22,20 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// What `--version` prints: the version, the commit it was built from and
+/// the optional features built in (see build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TRACE_CLI_COMMIT"),
+    "; features: ",
+    env!("TRACE_CLI_FEATURES"),
+    ")"
+);
+
 /// Record and inspect Fuchsia Trace Format (FXT) traces on Linux.
 #[derive(Parser)]
-#[command(name = "trace-cli", version, about, propagate_version = true)]
+#[command(name = "trace-cli", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -126,6 +137,18 @@ fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// Why `command` cannot run in a build without the `sql` feature, and how
+/// to get it.
+#[cfg(not(feature = "sql"))]
+fn without_sql(command: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`trace-cli {command}` needs the SQL engine (DataFusion), which this trace-cli was built \
+         without (`cargo xtask record` leaves it out to build in minutes): build the full binary \
+         with `cargo build --release -p trace-cli` (the `sql` feature is on by default; about 20 \
+         more minutes on 2 cores), or install the Debian package"
+    )
 }
 
 /// Warns that the trace `what` has more distinct names than are kept, when

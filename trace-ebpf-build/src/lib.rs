@@ -10,6 +10,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod prebuilt;
+
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -60,6 +62,25 @@ pub fn build(root: &Path, show: bool) -> Result<PathBuf, String> {
         .arg(dir.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(&target_dir);
+    // The same object from any checkout and any home: the paths of the
+    // sources that the object's debug info (its BTF line records) names
+    // are written relative to fixed prefixes. Arrays given with --config
+    // add to the rustflags of `.cargo/config.toml`.
+    let mut remaps = vec![(root.to_path_buf(), "/trace")];
+    if let Some(home) = &tools.cargo_home {
+        remaps.push((home.clone(), "/cargo"));
+    }
+    if let Some(sysroot) = tools.nightly_sysroot() {
+        remaps.push((sysroot, "/rust"));
+    }
+    let flags: Vec<String> = remaps
+        .iter()
+        .map(|(from, to)| format!("\"--remap-path-prefix={}={to}\"", from.display()))
+        .collect();
+    cmd.arg("--config").arg(format!(
+        "target.bpfel-unknown-none.rustflags=[{}]",
+        flags.join(", ")
+    ));
     let failed = |status: std::process::ExitStatus, output: String| {
         format!(
             "building the eBPF object failed ({status}){output}; if a tool is missing, {SETUP_HINT}"
@@ -101,6 +122,8 @@ pub fn nightly(program: &str) -> Result<Command, String> {
 
 /// Where rustup and cargo-installed tools live.
 struct Tools {
+    /// `$CARGO_HOME` (default `~/.cargo`), if known.
+    cargo_home: Option<PathBuf>,
     /// `$CARGO_HOME/bin` (default `~/.cargo/bin`), if known.
     cargo_bin: Option<PathBuf>,
     /// The `rustup` binary.
@@ -112,10 +135,24 @@ impl Tools {
         let cargo_home = env::var_os("CARGO_HOME")
             .map(PathBuf::from)
             .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-        let cargo_bin = cargo_home.map(|h| h.join("bin"));
+        let cargo_bin = cargo_home.as_ref().map(|h| h.join("bin"));
         let rustup = find_program("rustup", cargo_bin.as_deref())
             .ok_or_else(|| format!("rustup not found; {SETUP_HINT}"))?;
-        Ok(Tools { cargo_bin, rustup })
+        Ok(Tools {
+            cargo_home,
+            cargo_bin,
+            rustup,
+        })
+    }
+
+    /// The nightly toolchain's sysroot, if it runs.
+    fn nightly_sysroot(&self) -> Option<PathBuf> {
+        self.nightly("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
     }
 
     /// `rustup run nightly <program>` with an environment free of what the
@@ -145,18 +182,9 @@ impl Tools {
     /// Fails the build with [`SETUP_HINT`] when the nightly toolchain, its
     /// `rust-src` component or `bpf-linker` is missing.
     fn check_prerequisites(&self) -> Result<(), String> {
-        let sysroot = self
-            .nightly("rustc")
-            .args(["--print", "sysroot"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-            .ok_or_else(|| {
-                format!(
-                    "the nightly Rust toolchain is needed to build the eBPF object; {SETUP_HINT}"
-                )
-            })?;
+        let sysroot = self.nightly_sysroot().ok_or_else(|| {
+            format!("the nightly Rust toolchain is needed to build the eBPF object; {SETUP_HINT}")
+        })?;
         let core = sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml");
         if !core.exists() {
             return Err(format!(

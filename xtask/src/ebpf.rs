@@ -1,10 +1,14 @@
 //! `cargo xtask build-ebpf`: the same nightly build of `trace-ebpf` that
-//! `trace-manager/build.rs` runs, with its output shown.
+//! `trace-manager/build.rs` runs when the committed object is out of date,
+//! with its output shown; it then updates the committed object
+//! (`trace-manager/ebpf/`). The test suite's [`check_committed`] builds it
+//! too and compares.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use trace_ebpf_build::prebuilt;
 
 /// The workspace root (the parent of the xtask crate).
 pub fn workspace_root() -> PathBuf {
@@ -44,4 +48,44 @@ pub fn nightly(program: &str) -> Result<Command> {
 /// build script runs, its output shown) and returns the object's path.
 pub fn build_ebpf() -> Result<PathBuf> {
     trace_ebpf_build::build(&workspace_root(), true).map_err(anyhow::Error::msg)
+}
+
+/// Builds `trace-ebpf` from source and makes the result the committed
+/// object, with the digest of its sources; returns the committed path.
+pub fn update_committed() -> Result<PathBuf> {
+    let root = workspace_root();
+    let object = build_ebpf()?;
+    prebuilt::store(&root, &object).map_err(anyhow::Error::msg)?;
+    Ok(root.join(prebuilt::OBJECT))
+}
+
+/// Fails unless the committed object is byte for byte what the sources
+/// build now, and its digest names these sources.
+pub fn check_committed() -> Result<()> {
+    let root = workspace_root();
+    let fix = "run `cargo xtask build-ebpf` and commit trace-manager/ebpf/";
+    if prebuilt::current(&root)
+        .map_err(anyhow::Error::msg)?
+        .is_none()
+    {
+        bail!(
+            "the committed eBPF object ({}) was not built from the sources of trace-ebpf and \
+             trace-common as they are now: {fix}",
+            prebuilt::OBJECT
+        );
+    }
+    let built = build_ebpf()?;
+    let committed = root.join(prebuilt::OBJECT);
+    let same = std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))?
+        == std::fs::read(&committed)
+            .with_context(|| format!("cannot read {}", committed.display()))?;
+    if !same {
+        bail!(
+            "the committed eBPF object ({}) differs from a build of its sources ({}): {fix}",
+            committed.display(),
+            built.display()
+        );
+    }
+    eprintln!("xtask: the committed eBPF object is what its sources build");
+    Ok(())
 }

@@ -34,8 +34,9 @@ enum Command {
     /// Install what building the kernel provider's eBPF object needs (the
     /// nightly's rust-src, bpf-linker, Debian packages); fast when done.
     Setup,
-    /// Build only the eBPF object (trace-ebpf) and print its path; the
-    /// trace-manager build does this by itself.
+    /// Build the eBPF object (trace-ebpf) from source with the nightly
+    /// toolchain, make it the committed object (trace-manager/ebpf/) and
+    /// print its path.
     BuildEbpf,
     /// Check the code's shape: trace-cli uses only trace-manager's root
     /// exports, no file too long without a reason, no import circles.
@@ -179,13 +180,14 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Record { args } => {
-            setup::setup()?;
+            setup::setup_build()?;
             record::record(&args)
         }
         Command::Structure => structure::structure(),
         Command::PublicApi { bless } => public_api::public_api(bless),
         Command::BuildEbpf => {
-            let object = ebpf::build_ebpf()?;
+            setup::setup_ebpf()?;
+            let object = ebpf::update_committed()?;
             println!("{}", object.display());
             Ok(())
         }

@@ -30,30 +30,55 @@ use crate::run::{is_root, run};
 /// The bpf-linker release the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages needed to build and link `bpf-linker`, and to build the
-/// end-to-end tests' C USDT probes (`systemtap-sdt-dev`: `sys/sdt.h`); `strace`, which the
-/// tests compare system call counts with, and `xz-utils`, with which they build a stripped
-/// program's `.gnu_debugdata`.
-const DEBIAN_PACKAGES: &[&str] = &[
-    "build-essential",
-    "zlib1g-dev",
-    "systemtap-sdt-dev",
-    "strace",
-    "xz-utils",
-];
+/// Debian packages every build needs: a C toolchain, which links Rust
+/// programs.
+const BUILD_PACKAGES: &[&str] = &["build-essential"];
 
-/// Runs every setup step.
+/// Debian packages needed to build and link `bpf-linker`.
+const EBPF_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
+
+/// Debian packages of the tests: the end-to-end tests' C USDT probes
+/// (`systemtap-sdt-dev`: `sys/sdt.h`); `strace`, which the tests compare
+/// system call counts with, and `xz-utils`, with which they build a
+/// stripped program's `.gnu_debugdata`.
+const TEST_PACKAGES: &[&str] = &["systemtap-sdt-dev", "strace", "xz-utils"];
+
+/// Runs every setup step: what the tests need.
 pub fn setup() -> Result<()> {
-    check_nightly()?;
-    ensure_debian_packages()?;
-    ensure_rust_src()?;
-    ensure_bpf_linker()?;
+    setup_ebpf()?;
+    ensure_debian_packages(TEST_PACKAGES)?;
     ensure_python_env()?;
     eprintln!(
         "xtask setup: done (nightly rust-src, bpf-linker {BPF_LINKER_VERSION}, pyarrow in {})",
         python_env().display()
     );
     Ok(())
+}
+
+/// What building the eBPF object from source needs: the nightly's
+/// `rust-src`, `bpf-linker` and the packages that build it.
+pub fn setup_ebpf() -> Result<()> {
+    check_nightly()?;
+    ensure_debian_packages(EBPF_PACKAGES)?;
+    ensure_rust_src()?;
+    ensure_bpf_linker()
+}
+
+/// What building `trace-cli` needs: a C toolchain, and the eBPF toolchain
+/// only when the committed eBPF object does not match its sources.
+pub fn setup_build() -> Result<()> {
+    ensure_debian_packages(BUILD_PACKAGES)?;
+    let root = crate::ebpf::workspace_root();
+    match trace_ebpf_build::prebuilt::current(&root).map_err(anyhow::Error::msg)? {
+        Some(_) => Ok(()),
+        None => {
+            eprintln!(
+                "xtask: the committed eBPF object does not match its sources; installing what \
+                 building it needs"
+            );
+            setup_ebpf()
+        }
+    }
 }
 
 /// Fails with instructions when the nightly toolchain is absent.
@@ -71,13 +96,14 @@ fn check_nightly() -> Result<()> {
     Ok(())
 }
 
-/// Installs the missing [`DEBIAN_PACKAGES`] (refreshing the package lists first).
-fn ensure_debian_packages() -> Result<()> {
+/// Installs those of `packages` that are missing (refreshing the package
+/// lists first).
+fn ensure_debian_packages(packages: &[&str]) -> Result<()> {
     if !Path::new("/usr/bin/dpkg-query").exists() {
         eprintln!("xtask setup: not a Debian system; make sure a C toolchain is installed");
         return Ok(());
     }
-    let missing: Vec<&str> = DEBIAN_PACKAGES
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|p| !debian_package_installed(p))

@@ -22,6 +22,8 @@ pub fn test(extra: &[String]) -> Result<()> {
     // snapshot.
     crate::structure::structure()?;
     crate::public_api::public_api(false)?;
+    // The committed eBPF object is what its sources build.
+    crate::ebpf::check_committed()?;
     run(cargo().args([
         "clippy",
         "--workspace",
