@@ -6,6 +6,7 @@ mod check;
 mod completions;
 mod convert;
 mod damage;
+mod doctor;
 mod dump;
 mod events;
 mod export;
@@ -54,6 +55,11 @@ enum Command {
     /// List the sessions the daemon runs: its flight recorder and the
     /// recording of a client.
     Sessions(snapshot::SessionsArgs),
+    /// Check what this kernel and machine allow a recording (BTF, tracefs,
+    /// the eBPF programs, uprobes, perf events, lockdown, kernel symbols,
+    /// cgroup v2, the daemon and the caller's rights), and say which
+    /// categories and options therefore work.
+    Doctor(doctor::DoctorArgs),
     /// List the userspace providers that register with a manager.
     Providers(providers::ProvidersArgs),
     /// List the categories `record -c` can select, with what each records.
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Categories(args) => categories::run(args),
         Command::Events(args) => events::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Query(args) => query::run(args),
         Command::Export(args) => export::run(args),
         Command::Completions { shell } => {

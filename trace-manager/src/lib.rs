@@ -42,6 +42,8 @@
 //! - [`userspace`]: userspace providers: registry, buffers, collection.
 //! - [`window`]: the newest stretch of a stream, cut to stand alone.
 //! - [`limits`]: what the daemon lets each client and session take.
+//! - [`machine`]: what this kernel and machine allow a recording
+//!   (`trace-cli doctor`).
 //!
 //! The parts stay public for the manager's own tools (benchmarks, replay)
 //! and end-to-end tests.
@@ -54,6 +56,7 @@ pub mod clock;
 pub mod creds;
 pub mod kernel;
 pub mod limits;
+pub mod machine;
 pub mod output;
 pub mod procfs;
 pub mod service;
@@ -80,6 +83,10 @@ pub use kernel::tracepoints::{
     TracepointError, catalog as tracepoint_catalog, fields as tracepoint_fields,
 };
 pub use kernel::translate::is_kernel_trigger;
+pub use kernel::verify::ProgramVerdict;
+pub use machine::{
+    Ability, Examination, Finding, Status as FindingStatus, examine as examine_machine,
+};
 pub use procfs::{process_exists, unix_socket_listening};
 pub use service::{Manager, ManagerError};
 pub use userspace::{UserspaceError, socket_path};

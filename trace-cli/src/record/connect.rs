@@ -46,7 +46,8 @@ pub fn connect(needs_kernel: bool) -> Result<Connection> {
             "no trace-manager daemon runs (nothing listens on {}), and recording without one \
              needs root (or the CAP_BPF and CAP_PERFMON capabilities) to run the manager here: \
              {what}. Run it with sudo, or start the daemon (`sudo systemctl start \
-             trace-manager`), which records for root and the members of the `tracing` group",
+             trace-manager`), which records for root and the members of the `tracing` group; \
+             `trace-cli doctor` says what this machine allows",
             path.display()
         );
     }

@@ -20,14 +20,18 @@ pub enum KernelError {
     /// The process may not load eBPF programs or mount tracefs.
     #[error(
         "permission denied: loading kernel tracing programs needs root \
-         (or the CAP_BPF and CAP_PERFMON capabilities): {detail}"
+         (or the CAP_BPF and CAP_PERFMON capabilities): {detail} (`trace-cli doctor` says what \
+         this machine allows)"
     )]
     Permission {
         /// What was refused.
         detail: String,
     },
     /// tracefs is neither mounted nor mountable.
-    #[error("tracefs is not available at {path}: {source}")]
+    #[error(
+        "tracefs is not available at {path}: {source} (`trace-cli doctor` says what this \
+         machine allows)"
+    )]
     Tracefs {
         /// Where it was looked for.
         path: PathBuf,
@@ -90,9 +94,12 @@ pub enum KernelError {
         /// Its name.
         name: &'static str,
     },
-    /// The kernel rejected a program (the verifier log is logged at error
-    /// level).
-    #[error("the kernel rejected eBPF program `{program}`: {reason}")]
+    /// The kernel rejected a program (the whole verifier log is logged at
+    /// debug level, `RUST_LOG=debug`).
+    #[error(
+        "this kernel refused eBPF program `{program}`: {reason} (`trace-cli doctor` lists what \
+         this kernel allows; `RUST_LOG=debug` logs the verifier's whole answer)"
+    )]
     ProgramLoad {
         /// Program name.
         program: &'static str,
@@ -181,16 +188,33 @@ pub(super) fn program_error(program: &'static str, e: ProgramError) -> KernelErr
             detail: format!("loading eBPF program `{program}`: {e}"),
         };
     }
-    let reason = match &e {
-        ProgramError::LoadError { io_error, .. } => {
-            format!("{io_error} (the verifier log is in the error log)")
-        }
-        other => other.to_string(),
-    };
+    let reason = refusal(&e);
     KernelError::ProgramLoad {
         program,
         reason,
         source: Box::new(e),
+    }
+}
+
+/// The reason in a load error: the error, and the verifier log's last
+/// lines, which say what it refused.
+pub(super) fn refusal(e: &ProgramError) -> String {
+    match e {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            let log = verifier_log.to_string();
+            let tail: Vec<&str> = log
+                .lines()
+                .rev()
+                .filter(|l| !l.trim().is_empty())
+                .take(2)
+                .collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("{io_error}: {}", tail.join(" / "))
+        }
+        other => other.to_string(),
     }
 }
 

@@ -424,7 +424,7 @@ fn stack_config(options: &StackOptions) -> Result<StackConfig, KernelError> {
 }
 
 /// The eBPF object: as embedded, or a copy with field offsets patched in.
-enum ObjectBytes {
+pub(super) enum ObjectBytes {
     /// [`EBPF_OBJECT`] as built.
     Embedded,
     /// A patched copy, in 8-byte words so that it is as aligned as the
@@ -434,7 +434,7 @@ enum ObjectBytes {
 
 impl ObjectBytes {
     /// A copy of `bytes` (the embedded object) to patch.
-    fn copy(bytes: &[u8]) -> ObjectBytes {
+    pub(super) fn copy(bytes: &[u8]) -> ObjectBytes {
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
         for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
             let mut b = [0u8; 8];
@@ -444,7 +444,7 @@ impl ObjectBytes {
         ObjectBytes::Patched(words)
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             ObjectBytes::Embedded => EBPF_OBJECT,
             ObjectBytes::Patched(words) => {
@@ -458,7 +458,7 @@ impl ObjectBytes {
         }
     }
 
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             ObjectBytes::Embedded => &mut [],
             ObjectBytes::Patched(words) => {
@@ -474,7 +474,7 @@ impl ObjectBytes {
 
 /// The real offsets of every `MARK_*` field in the running kernel, from its
 /// BTF, for [`patch::patch_offsets`].
-fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
+pub(super) fn btf_field_offsets() -> Result<Vec<(i16, u32)>, String> {
     use trace_common::kernel::{
         MARK_REGS_ARGS, MARK_REGS_NR, MARK_TASK_COMM, MARK_TASK_CPU, MARK_TASK_EXIT_STATE,
         MARK_TASK_PID, MARK_TASK_PRIO, MARK_TASK_TGID,
@@ -562,7 +562,7 @@ fn check_privileges() -> Result<(), KernelError> {
 
 /// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF memory to it
 /// (before 5.11); harmless elsewhere.
-pub(super) fn raise_memlock_limit() {
+pub(crate) fn raise_memlock_limit() {
     let unlimited = libc::rlimit {
         rlim_cur: libc::RLIM_INFINITY,
         rlim_max: libc::RLIM_INFINITY,

@@ -76,6 +76,7 @@ pub mod tracepoints;
 pub mod translate;
 pub mod uprobes;
 pub mod usdt;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -86,6 +87,7 @@ use trace_common::category::KERNEL_CATEGORIES;
 use trace_common::kernel::KernelLayout;
 
 pub use self::error::KernelError;
+pub(crate) use self::load::raise_memlock_limit;
 
 use self::drain::{CpuRing, Readiness};
 use self::reorder::Reorder;

@@ -23,7 +23,7 @@ impl KernelProvider {
         let program: &mut PerfEvent = program_of(&mut self.ebpf, PROFILE_PROGRAM)?;
         program.load().map_err(|e| {
             if let aya::programs::ProgramError::LoadError { verifier_log, .. } = &e {
-                log::error!("verifier log of eBPF program `{PROFILE_PROGRAM}`:\n{verifier_log}");
+                log::debug!("verifier log of eBPF program `{PROFILE_PROGRAM}`:\n{verifier_log}");
             }
             program_error(PROFILE_PROGRAM, e)
         })?;

@@ -52,7 +52,7 @@ impl KernelProvider {
         let prog: &mut TracePoint = program_of(&mut self.ebpf, program)?;
         prog.load().map_err(|e| {
             if let ProgramError::LoadError { verifier_log, .. } = &e {
-                log::error!("verifier log of eBPF program `{program}`:\n{verifier_log}");
+                log::debug!("verifier log of eBPF program `{program}`:\n{verifier_log}");
             }
             program_error(program, e)
         })?;
