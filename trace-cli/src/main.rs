@@ -106,7 +106,13 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the manual page, in roff (e.g. `trace-cli man | man -l -`).
-    Man,
+    Man {
+        /// Write one page per command into this folder instead
+        /// (`trace-cli.1`, `trace-cli-record.1`, ...), as a package installs
+        /// them.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// The trace file `path`, or standard input for `-`, to be read as a
@@ -121,17 +127,33 @@ fn open_trace(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Read>> 
     Ok(Box::new(file))
 }
 
-/// Writes the manual page of `trace-cli` and of each of its commands.
-fn man() -> anyhow::Result<ExitCode> {
+/// Writes the manual page of `trace-cli` and of each of its commands: to
+/// standard output, or one file per page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
     let cmd = Cli::command();
-    let mut page = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    let mut pages = vec![("trace-cli".to_owned(), cmd.clone())];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("trace-cli-{}", sub.get_name());
-        let sub = sub.clone().display_name(name);
-        clap_mangen::Man::new(sub).render(&mut page)?;
+        pages.push((name.clone(), sub.clone().display_name(name)));
     }
-    print_all(&page)
+    let mut all = Vec::new();
+    for (name, page) in pages {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(page).render(&mut roff)?;
+        match dir {
+            Some(dir) => {
+                let path = dir.join(format!("{name}.1"));
+                std::fs::write(&path, roff)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            None => all.extend(roff),
+        }
+    }
+    if dir.is_some() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_all(&all)
 }
 
 /// Writes `bytes` to standard output; a reader that went away (`| head`)
@@ -197,7 +219,7 @@ fn main() -> ExitCode {
         Command::Completions { shell } => {
             print_all(&completions::script(shell, &mut Cli::command()))
         }
-        Command::Man => man(),
+        Command::Man { dir } => man(dir.as_deref()),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@
 
 mod bench;
 mod ebpf;
+mod package;
 mod public_api;
 mod record;
 mod run;
@@ -108,6 +109,18 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         trace: Option<std::path::PathBuf>,
     },
+    /// Build the Debian packages (the binaries stripped, and their debug
+    /// information in a -dbgsym package) into target/debian/.
+    Package {
+        /// Then install them on a clean Debian 12 root (debootstrap) and
+        /// record there, as root and through the installed daemon.
+        #[arg(long)]
+        check: bool,
+        /// Package the test suite's (unoptimized) build instead of a
+        /// release build: for checking the packaging quickly.
+        #[arg(long)]
+        dev: bool,
+    },
     /// Build trace-cli and record a trace: `cargo xtask record -- -d 5 -o trace.fxt`.
     /// Arguments go to `trace-cli record` (through sudo when not root).
     Record {
@@ -182,6 +195,19 @@ fn main() -> Result<()> {
         Command::Record { args } => {
             setup::setup_build()?;
             record::record(&args)
+        }
+        Command::Package { check, dev } => {
+            setup::setup_build()?;
+            let profile = if dev {
+                package::Profile::Dev
+            } else {
+                package::Profile::Release
+            };
+            let debs = package::package(profile)?;
+            if check {
+                package::install::check(&debs)?;
+            }
+            Ok(())
         }
         Command::Structure => structure::structure(),
         Command::PublicApi { bless } => public_api::public_api(bless),

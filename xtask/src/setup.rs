@@ -40,8 +40,9 @@ const EBPF_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
 /// Debian packages of the tests: the end-to-end tests' C USDT probes
 /// (`systemtap-sdt-dev`: `sys/sdt.h`); `strace`, which the tests compare
 /// system call counts with, and `xz-utils`, with which they build a
-/// stripped program's `.gnu_debugdata`.
-const TEST_PACKAGES: &[&str] = &["systemtap-sdt-dev", "strace", "xz-utils"];
+/// stripped program's `.gnu_debugdata`; `debootstrap`, which makes the clean
+/// Debian root the packages are checked on.
+const TEST_PACKAGES: &[&str] = &["systemtap-sdt-dev", "strace", "xz-utils", "debootstrap"];
 
 /// Runs every setup step: what the tests need.
 pub fn setup() -> Result<()> {

@@ -7,9 +7,10 @@ use anyhow::{Result, bail};
 use crate::run::{cargo, is_root, run};
 
 /// Checks formatting, the code's shape and the manager's public items,
-/// lints and doc links, builds every binary, then runs every test,
-/// the end-to-end tests with real eBPF included (they need root), and the
-/// provider library's compile-time off switch.
+/// that the committed eBPF object is what its sources build, lints and doc
+/// links, builds every binary, then runs every test, the end-to-end tests
+/// with real eBPF included (they need root), the provider library's
+/// compile-time off switch, and the Debian packages on a clean root.
 pub fn test(extra: &[String]) -> Result<()> {
     if !is_root() {
         bail!(
@@ -42,9 +43,13 @@ pub fn test(extra: &[String]) -> Result<()> {
     let mut cmd: Command = cargo();
     cmd.args(["test", "--workspace"]).args(extra);
     run(&mut cmd)?;
-    // The compile-time off switch: every macro must compile to nothing.
     if extra.is_empty() {
+        // The compile-time off switch: every macro must compile to nothing.
         run(cargo().args(["test", "-p", "trace-provider", "--features", "off", "--lib"]))?;
+        // The Debian packages, from this build, on a clean Debian 12 root:
+        // installed, recording as root and through the installed daemon.
+        let debs = crate::package::package(crate::package::Profile::Dev)?;
+        crate::package::install::check(&debs)?;
     }
     Ok(())
 }
