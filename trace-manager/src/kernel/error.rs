@@ -218,6 +218,20 @@ pub(super) fn refusal(e: &ProgramError) -> String {
     }
 }
 
+/// Why the object could not be loaded: refused creating its maps
+/// ([`KernelError::Permission`]), or anything else.
+pub(super) fn load_error(e: aya::EbpfError) -> KernelError {
+    if is_eperm(&e) {
+        KernelError::Permission {
+            detail: format!("creating eBPF maps: {e}"),
+        }
+    } else {
+        KernelError::Load {
+            source: Box::new(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

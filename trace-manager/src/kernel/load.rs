@@ -205,17 +205,7 @@ impl KernelProvider {
             .map_max_entries(MAP_STACK_SEEN, if stacks { STACK_SEEN_MAX } else { 1 })
             .map_max_entries(MAP_STACK_SCRATCH, if stacks { STACK_SLOTS } else { 1 })
             .load(object.bytes())
-            .map_err(|e| {
-                if is_eperm(&e) {
-                    KernelError::Permission {
-                        detail: format!("creating eBPF maps: {e}"),
-                    }
-                } else {
-                    KernelError::Load {
-                        source: Box::new(e),
-                    }
-                }
-            })?;
+            .map_err(super::error::load_error)?;
 
         fill_array(&mut ebpf, MAP_LAYOUT, [LayoutValue(layout)])?;
         if !cgroups.is_empty() {

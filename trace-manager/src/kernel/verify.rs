@@ -83,17 +83,7 @@ pub fn verify_programs(with_btf: bool) -> Result<Vec<ProgramVerdict>, KernelErro
         .map_max_entries(MAP_STACK_SEEN, 1)
         .map_max_entries(MAP_STACK_SCRATCH, 1)
         .load(object.bytes())
-        .map_err(|e| {
-            if super::error::is_eperm(&e) {
-                KernelError::Permission {
-                    detail: format!("creating eBPF maps: {e}"),
-                }
-            } else {
-                KernelError::Load {
-                    source: Box::new(e),
-                }
-            }
-        })?;
+        .map_err(super::error::load_error)?;
     let mut verdicts = Vec::new();
     for (name, program) in ebpf.programs_mut() {
         if name.starts_with("floor_") {

@@ -142,6 +142,22 @@ pub(super) fn tracefs() -> Finding {
             None,
         );
     }
+    // Mounted, but a folder this user may not enter (tracefs is root's).
+    let listed = read("/proc/self/mounts").and_then(|mounts| {
+        mounts.lines().find_map(|l| {
+            let mut fields = l.split_whitespace();
+            let (_, dir, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            (kind == "tracefs").then(|| dir.to_owned())
+        })
+    });
+    if let Some(dir) = listed {
+        return finding(
+            TRACEFS,
+            Status::Ok,
+            format!("mounted at {dir} (root's: this user may not read it, the manager does)"),
+            None,
+        );
+    }
     let supported = read("/proc/filesystems").is_some_and(|f| {
         f.lines()
             .any(|l| l.split_whitespace().last() == Some("tracefs"))

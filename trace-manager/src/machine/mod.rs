@@ -145,7 +145,7 @@ fn abilities(findings: &[Finding], programs: &[ProgramVerdict]) -> Vec<Ability> 
     let verdict_for = |serves: &str| -> Option<Result<(), String>> {
         let mine: Vec<&ProgramVerdict> = programs
             .iter()
-            .filter(|v| v.serves == serves && v.kind != "tp_btf")
+            .filter(|v| serves.split(", ").any(|s| v.serves == s) && v.kind != "tp_btf")
             .collect();
         if mine.is_empty() {
             return None;
@@ -196,7 +196,7 @@ fn abilities(findings: &[Finding], programs: &[ProgramVerdict]) -> Vec<Ability> 
         add(category, works, note);
     }
     let (works, note) = judge(
-        "--uprobe",
+        "--uprobe, --usdt",
         (status(kernel::UPROBES) == Some(Status::Missing))
             .then(|| "the kernel has no uprobes".to_owned()),
     );

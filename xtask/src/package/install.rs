@@ -152,10 +152,20 @@ fn pristine_root() -> Result<PathBuf> {
         fs::remove_dir_all(&root)?;
     }
     fs::create_dir_all(&dir)?;
-    run(Command::new("debootstrap")
-        .args(["--variant=minbase", SUITE])
-        .arg(&root)
-        .arg(mirror()))?;
+    // Once more when the mirror fails us (a download cut short).
+    let debootstrap = || {
+        run(Command::new("debootstrap")
+            .args(["--variant=minbase", SUITE])
+            .arg(&root)
+            .arg(mirror()))
+    };
+    if let Err(e) = debootstrap() {
+        eprintln!("xtask: debootstrap failed ({e:#}); trying once more");
+        if root.exists() {
+            fs::remove_dir_all(&root)?;
+        }
+        debootstrap()?;
+    }
     fs::write(&done, "")?;
     Ok(root)
 }
