@@ -20,11 +20,11 @@ pub(super) const LOCKDOWN: &str = "lockdown";
 pub(super) const KERNEL_SYMBOLS: &str = "kernel symbols";
 pub(super) const CGROUP_V2: &str = "cgroup v2";
 
-/// The oldest kernel whose helpers every program uses (`bpf_loop` for the
-/// filters of `-e`): 5.17.
+/// The oldest kernel with every helper the programs use (`bpf_loop`, in
+/// the program of `-e`): 5.17.
 const NEWEST_HELPER: (u32, u32) = (5, 17);
-/// The oldest kernel that runs the scheduling, process and system call
-/// categories (BPF ring buffers and `bpf_ktime_get_boot_ns`): 5.8.
+/// The oldest kernel that runs any recording (BPF ring buffers and
+/// `bpf_ktime_get_boot_ns`): 5.8.
 const OLDEST_CORE: (u32, u32) = (5, 8);
 
 fn finding(check: &'static str, status: Status, detail: String, fix: Option<String>) -> Finding {
@@ -68,7 +68,7 @@ pub(super) fn version(release: &str) -> Finding {
             Status::Limited,
             format!(
                 "Linux {release} ({arch}): older than 5.17, so some programs may be refused \
-                 (stacks need 5.15, tracepoint filters with -e 5.17); distribution kernels often \
+                 (system calls and stacks need 5.15, -e 5.17); distribution kernels often \
                  carry these helpers back, and the program check below says what this one takes"
             ),
             None,
