@@ -31,7 +31,9 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_EVENT_IOC_ENABLE`, `_IO('$', 0)`.
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+/// (`libc::Ioctl`: the request's type, `c_ulong` in glibc and `c_int` in
+/// musl.)
+const PERF_EVENT_IOC_ENABLE: libc::Ioctl = 0x2400;
 
 /// `struct perf_event_attr` up to `config2` (`PERF_ATTR_SIZE_VER1`).
 #[repr(C)]

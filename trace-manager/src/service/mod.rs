@@ -255,8 +255,12 @@ impl Manager {
         // back to the system (the allocator keeps freed memory otherwise).
         let open = self.connections.total();
         if open + 256 <= self.peak_connections {
+            // glibc's allocator only; musl's returns freed memory itself.
+            #[cfg(target_env = "gnu")]
             // SAFETY: malloc_trim only releases free memory of the heap.
-            unsafe { libc::malloc_trim(0) };
+            unsafe {
+                libc::malloc_trim(0)
+            };
             self.peak_connections = open;
         }
         self.peak_connections = self.peak_connections.max(open);

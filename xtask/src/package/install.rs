@@ -12,7 +12,8 @@
 //!    in the `tracing` group through it (which that user cannot do any
 //!    other way), its socket `0660 root:tracing`;
 //! 4. the debug package's files at the binaries' build ids;
-//! 5. `dpkg --purge`, which leaves no file of ours.
+//! 5. `dpkg --purge`, which leaves no file of ours;
+//! 6. the static tarball unpacked, recording as root.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -36,7 +37,7 @@ pub fn check(debs: &Debs) -> Result<()> {
     }
     run(Command::new("cp").arg("-a").arg(&pristine).arg(&root))?;
     let tmp = root.join("tmp");
-    for deb in [&debs.main, &debs.dbgsym] {
+    for deb in [&debs.main, &debs.dbgsym, &debs.tarball] {
         let name = deb.file_name().context("a package file")?;
         fs::copy(deb, tmp.join(name))?;
     }
@@ -50,6 +51,12 @@ pub fn check(debs: &Debs) -> Result<()> {
         .dbgsym
         .file_name()
         .context("a package file")?
+        .to_string_lossy()
+        .into_owned();
+    let tarball = debs
+        .tarball
+        .file_name()
+        .context("a tarball")?
         .to_string_lossy()
         .into_owned();
     let debug_files: Vec<String> = debs
@@ -103,12 +110,19 @@ in_root dpkg --purge {name}-dbgsym {name}
 for f in /usr/bin/trace-cli /usr/bin/trace-manager /lib/systemd/system/trace-manager.service; do
     if [ -e "$R$f" ]; then echo "$f is left after purge"; exit 1; fi
 done
+echo "--- the static tarball, unpacked and run"
+mkdir "$R/tmp/static"
+tar -C "$R/tmp/static" --strip-components=1 -xzf "$R/tmp/{tarball}"
+in_root /tmp/static/bin/trace-cli --version
+in_root /tmp/static/bin/trace-cli record -d 2 -o /tmp/static.fxt
+in_root /tmp/static/bin/trace-cli check /tmp/static.fxt
 echo "--- the package installs, records and goes"
 "#,
         root = root.display(),
         main = main,
         dbgsym = dbgsym,
         debug_files = debug_files.join(" "),
+        tarball = tarball,
         name = NAME,
     );
     let status = Command::new("unshare")

@@ -9,6 +9,8 @@
 //!   out of those binaries, under `/usr/lib/debug/.build-id/`, where gdb,
 //!   perf and our own symbolizer find it by build id (as Debian's
 //!   `-dbgsym` packages).
+//! - `trace-cli-<version>-<arch>-linux-musl.tar.gz`: both programs linked
+//!   statically ([`tarball`]).
 //!
 //! Written with `dpkg-deb` from a staging folder rather than with
 //! cargo-deb: the layout, the split debug package and the maintainer
@@ -18,6 +20,7 @@
 //! Debian 12 root.
 
 pub mod install;
+pub mod tarball;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -59,6 +62,8 @@ pub struct Debs {
     pub dbgsym: PathBuf,
     /// The build ids of the binaries, as hex.
     pub build_ids: Vec<String>,
+    /// The static tarball.
+    pub tarball: PathBuf,
 }
 
 /// Builds the binaries (every feature) with `profile` and makes both
@@ -259,10 +264,12 @@ pub fn package(profile: Profile) -> Result<Debs> {
             }
         );
     }
+    let tarball = tarball::tarball(profile)?;
     Ok(Debs {
         main,
         dbgsym,
         build_ids,
+        tarball,
     })
 }
 
