@@ -1,5 +1,6 @@
 //! What is kept of one process: its executable mappings and an unwinder that knows their files.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,8 @@ pub(crate) struct Process {
     reread_after: Duration,
     /// Its mappings could not be read (it exited): they are not read again.
     gone: bool,
+    /// The program it ran when its mappings were first read (`/proc/PID/exe`).
+    exe: Option<PathBuf>,
 }
 
 impl Process {
@@ -55,9 +58,17 @@ impl Process {
             read_at: Instant::now(),
             reread_after: REREAD_MIN,
             gone: false,
+            exe: exe(pid),
         };
         process.reread(pid, files);
         process
+    }
+
+    /// Whether process `pid` runs another program than when it was first read: it executed
+    /// one since (without `kernel:proc`, nothing else says so; a recorded command starts as a
+    /// copy of the recorder). Asked only for an address found in no mapping.
+    pub(crate) fn executed_since(&self, pid: u32) -> bool {
+        !self.gone && self.exe.is_some() && exe(pid).is_some_and(|now| Some(now) != self.exe)
     }
 
     /// The mapping that holds `addr`.
@@ -163,4 +174,9 @@ fn mapping_info(entry: &MapsEntry, elf: Option<&crate::elf::ElfInfo>) -> Mapping
         end: entry.end,
         file_offset: entry.offset,
     }
+}
+
+/// The program process `pid` runs, if it can be told.
+fn exe(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
 }

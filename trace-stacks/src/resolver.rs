@@ -178,8 +178,9 @@ impl StackResolver {
     }
 
     /// [`observe`](Self::observe), and reads the mappings again when `ip`, a user address of a
-    /// stack just taken, lies in none of them (the process executed a new program, or mapped a
-    /// library, since they were read), as often as the unwinder's misses may.
+    /// stack just taken, lies in none of them: at once when the process executed a new program
+    /// since they were read (its `/proc/PID/exe` changed), else, for a library mapped since, as
+    /// often as the unwinder's misses may.
     pub fn observe_address(&mut self, pid: u32, ip: u64) {
         self.process(pid);
         let Some(process) = self.processes.get_mut(&pid) else {
@@ -191,6 +192,13 @@ impl StackResolver {
                 .iter()
                 .any(|m| m.info.start <= ip && ip < m.info.end)
         {
+            return;
+        }
+        // Another program: its mappings read afresh, however recently the old ones were (the
+        // pause between readings is for a process loading libraries, not for an exec).
+        if process.executed_since(pid) {
+            self.processes.remove(&pid);
+            self.process(pid);
             return;
         }
         process.reread_for_miss(pid, &mut self.files);
