@@ -108,7 +108,9 @@ impl Process {
             Ok(entries) => entries,
             Err(e) => {
                 log::debug!("process {pid}: {e}");
-                self.gone = true;
+                // Gone only when it has exited: reading a process in the middle of an exec can
+                // fail too, and its later misses must read it again.
+                self.gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
                 return false;
             }
         };
