@@ -64,11 +64,20 @@ impl Process {
         process
     }
 
-    /// Whether process `pid` runs another program than when it was first read: it executed
-    /// one since (without `kernel:proc`, nothing else says so; a recorded command starts as a
-    /// copy of the recorder). Asked only for an address found in no mapping.
+    /// Whether process `pid` runs another program than when its mappings were last read: it
+    /// executed one since (without `kernel:proc`, nothing else says so; a recorded command
+    /// starts as a copy of the recorder). The new program's code may lie where the old one's
+    /// was, so an address found in a mapping proves nothing.
     pub(crate) fn executed_since(&self, pid: u32) -> bool {
         !self.gone && self.exe.is_some() && exe(pid).is_some_and(|now| Some(now) != self.exe)
+    }
+
+    /// Reads the mappings again after an exec, however recently they were read: the new
+    /// program's replace the old ones they overlap; the rest stay for the samples taken before.
+    pub(crate) fn reread_after_exec(&mut self, pid: u32, files: &mut FileTable) {
+        self.exe = exe(pid);
+        self.reread(pid, files);
+        self.reread_after = REREAD_MIN;
     }
 
     /// The mapping that holds `addr`.

@@ -177,28 +177,29 @@ impl StackResolver {
         self.process(pid);
     }
 
-    /// [`observe`](Self::observe), and reads the mappings again when `ip`, a user address of a
-    /// stack just taken, lies in none of them: at once when the process executed a new program
-    /// since they were read (its `/proc/PID/exe` changed), else, for a library mapped since, as
-    /// often as the unwinder's misses may.
+    /// [`observe`](Self::observe), and reads the mappings again: at once when the process
+    /// executed a new program since they were read (its `/proc/PID/exe` changed: one `readlink`
+    /// per stack), else when `ip`, a user address of a stack just taken, lies in none of them (a
+    /// library mapped since), as often as the unwinder's misses may.
     pub fn observe_address(&mut self, pid: u32, ip: u64) {
         self.process(pid);
         let Some(process) = self.processes.get_mut(&pid) else {
             return;
         };
-        if ip == 0
-            || process
-                .mappings()
-                .iter()
-                .any(|m| m.info.start <= ip && ip < m.info.end)
-        {
+        if ip == 0 {
             return;
         }
-        // Another program: its mappings read afresh, however recently the old ones were (the
+        // Another program: its mappings read now, however recently the old ones were (the
         // pause between readings is for a process loading libraries, not for an exec).
         if process.executed_since(pid) {
-            self.processes.remove(&pid);
-            self.process(pid);
+            process.reread_after_exec(pid, &mut self.files);
+            return;
+        }
+        if process
+            .mappings()
+            .iter()
+            .any(|m| m.info.start <= ip && ip < m.info.end)
+        {
             return;
         }
         process.reread_for_miss(pid, &mut self.files);
