@@ -69,6 +69,7 @@ mod offcpu;
 mod power;
 mod proc;
 mod profile;
+mod python;
 mod record;
 mod ring;
 mod sched;

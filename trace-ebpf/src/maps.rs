@@ -7,6 +7,7 @@ use aya_ebpf::{
     macros::{btf_map, map},
     maps::{Array, CgroupArray, HashMap, PerCpuArray},
 };
+use trace_common::kernel::stack::{STACK_EVENT_MAX, STACK_SLOTS};
 use trace_common::kernel::{
     CGROUPS_MAX, COMM_LEN, COUNTER_COUNT, FOLLOWED_MAX, KernelLayout, MAX_RECORD_BYTES,
     SyscallStage, UsdtSpec,
@@ -70,3 +71,20 @@ pub(crate) struct Scratch {
 /// One `Scratch` per CPU. Programs do not nest on a CPU, so a run owns it.
 #[map(name = "SCRATCH")]
 pub(crate) static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// One stack event being assembled.
+#[repr(C, align(8))]
+pub(crate) struct StackScratch {
+    bytes: [u8; STACK_EVENT_MAX],
+}
+
+/// Per-CPU scratch slots, one per nesting level ([`STACK_SLOTS`]): a
+/// sample interrupting a program that writes a stack takes the next one.
+#[map(name = "STACK_SCRATCH")]
+static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(STACK_SLOTS, 0);
+
+/// The first byte of this CPU's scratch slot `slot`.
+#[inline(always)]
+pub(crate) fn scratch(slot: u32) -> Option<*mut u8> {
+    STACK_SCRATCH.get_ptr_mut(slot).map(|s| s.cast::<u8>())
+}

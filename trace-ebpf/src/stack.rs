@@ -1,6 +1,7 @@
 //! Writing a stack event (`trace_common::kernel::stack`): the kernel stack
-//! as `bpf_get_stack` walks it, and the user stack either walked by frame
-//! pointers or copied as bytes for userspace to unwind, assembled in a
+//! as `bpf_get_stack` walks it, the user stack either walked by frame
+//! pointers or copied as bytes for userspace to unwind, and the thread's
+//! Python frames (`python`), assembled in a
 //! per-CPU scratch slot and written with one `bpf_ringbuf_output` of just
 //! the bytes used.
 
@@ -14,6 +15,7 @@ use aya_ebpf::{
     macros::map,
     maps::{LruHashMap, PerCpuArray},
 };
+use trace_common::kernel::python::PYTHON_RUN_MAX;
 use trace_common::kernel::stack::{
     CALL_GRAPH_DWARF, CALL_GRAPH_FP, KERNEL_FRAMES_MAX, STACK_EVENT_MAX, STACK_KIND,
     STACK_SEEN_MAX, STACK_SLOTS, STACK_USER_REGS, StackEvent, USER_FRAMES_MAX, USER_STACK_CHUNK,
@@ -21,18 +23,9 @@ use trace_common::kernel::stack::{
 };
 use trace_common::kernel::{COUNTER_RINGBUF_FULL, EventHeader, KernelLayout};
 
+use crate::maps::scratch;
+use crate::python::write_python;
 use crate::ring::{count_lost, output as output_bytes, wakeup_flags};
-
-/// One stack event being assembled.
-#[repr(C, align(8))]
-pub(crate) struct StackScratch {
-    bytes: [u8; STACK_EVENT_MAX],
-}
-
-/// Per-CPU scratch slots, one per nesting level ([`STACK_SLOTS`]): a
-/// sample interrupting a program that writes a stack takes the next one.
-#[map(name = "STACK_SCRATCH")]
-static STACK_SCRATCH: PerCpuArray<StackScratch> = PerCpuArray::with_max_entries(STACK_SLOTS, 0);
 
 /// Processes whose first stack was written (see `MAP_STACK_SEEN`).
 #[map(name = "STACK_SEEN")]
@@ -147,10 +140,9 @@ fn write_in_slot(
     kernel: KernelStack<'_>,
     user: bool,
 ) {
-    let Some(scratch) = STACK_SCRATCH.get_ptr_mut(slot) else {
+    let Some(base) = scratch(slot) else {
         return;
     };
-    let base = scratch.cast::<u8>();
     const HEAD: usize = size_of::<StackEvent>();
     const KMAX: usize = 8 * KERNEL_FRAMES_MAX;
     const UMAX: usize = 8 * USER_FRAMES_MAX;
@@ -187,11 +179,12 @@ fn write_in_slot(
     // The user registers.
     let regs = if user { current_user_regs() } else { None };
     let mut flags = info.flags;
-    let (mut u, mut s) = (0usize, 0usize);
+    let (mut u, mut p, mut s) = (0usize, 0usize, 0usize);
+    let mut new_python = false;
     if let Some((_, sp, _)) = regs {
         flags |= STACK_USER_REGS;
-        let at = HEAD + k;
         if layout.stacks.call_graph == CALL_GRAPH_FP {
+            let at = HEAD + k;
             // SAFETY: UMAX bytes at `at` <= HEAD + KMAX stay in the slot.
             // The helper walks the current task's user stack (for a
             // uprobe, from the given registers, which are the context's).
@@ -206,7 +199,30 @@ fn write_in_slot(
             if n > 0 {
                 u = (n as usize).min(UMAX) & 0x7ff;
             }
-        } else if layout.stacks.call_graph == CALL_GRAPH_DWARF {
+        }
+        // The Python frames, of the current task only (its memory is the
+        // one user reads see).
+        let current = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+        let at = (HEAD + k + u) & 0xfff;
+        if current as u32 == info.header.tid && at + PYTHON_RUN_MAX <= STACK_EVENT_MAX {
+            let run = write_python(slot, at, info.header.tgid, info.header.tid);
+            new_python = run.new;
+            // The length goes through the slot's memory, which the verifier
+            // does not follow: the code below is checked once for any
+            // length, not once per number of frames.
+            let e = base.cast::<StackEvent>();
+            // SAFETY: the slot starts with room for the event, 8-aligned.
+            p = unsafe {
+                let len = ptr::addr_of_mut!((*e).python_len);
+                ptr::write_volatile(len, run.len as u32);
+                ptr::read_volatile(len) as usize
+            };
+            if p > PYTHON_RUN_MAX {
+                p = 0;
+            }
+        }
+        if layout.stacks.call_graph == CALL_GRAPH_DWARF {
+            let at = HEAD + k + p;
             let want = (layout.stacks.user_stack_bytes as usize).min(USER_STACK_MAX);
             let chunks = want / USER_STACK_CHUNK;
             // Most stacks have the whole copy above the stack pointer: one
@@ -284,7 +300,7 @@ fn write_in_slot(
         (*e).kernel_len = k as u32;
         (*e).user_len = u as u32;
         (*e).stack_len = s as u32;
-        (*e).reserved = 0;
+        (*e).python_len = p as u32;
         (*e).ip = ip;
         (*e).sp = sp;
         (*e).bp = bp;
@@ -301,7 +317,7 @@ fn write_in_slot(
     if first {
         let _ = STACK_SEEN.insert(tgid, 1u8, 0);
     }
-    output(base, HEAD + k + u + s, layout, first);
+    output(base, HEAD + k + u + p + s, layout, first || new_python);
 }
 
 /// Hands the `size` bytes of the event assembled at `base` to this CPU's

@@ -81,6 +81,7 @@ mod error;
 mod files;
 mod maps;
 mod process;
+pub mod python;
 mod resolver;
 mod symbolize;
 mod unwind;

@@ -133,6 +133,11 @@ kernel_counts! {
     StackSamples = 12, "stack samples", true;
     /// Signals sent and delivered (`kernel:signal` instants).
     Signals = 13, "signals", true;
+    /// Stack samples with Python frames.
+    PythonStacks = 14, "stacks with Python frames", true;
+    /// Processes running a Python interpreter whose frames cannot be read
+    /// (a version without a layout): their stacks show its C functions.
+    PythonUnreadable = 15, "processes running an unreadable Python", true;
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).

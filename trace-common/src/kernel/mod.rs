@@ -34,6 +34,8 @@
 //!   and variable-length event.
 //! - [`stack`]: stacks (profile, off-CPU, wakers, probes), their
 //!   configuration and variable-length event.
+//! - [`python`]: the interpreters the stack programs read Python frames
+//!   of, and those frames.
 //!
 //! Everything is re-exported here: users name `trace_common::kernel::X`.
 
@@ -42,6 +44,7 @@ pub mod events;
 pub mod layouts;
 pub mod maps;
 pub mod programs;
+pub mod python;
 pub mod stack;
 pub mod tracepoint;
 pub mod usdt;

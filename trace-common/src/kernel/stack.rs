@@ -2,14 +2,17 @@
 //! configuration the manager gives the programs, and the variable-length
 //! [`StackEvent`] they write.
 //!
-//! A stack event is a [`StackEvent`] followed by three runs of bytes, in
+//! A stack event is a [`StackEvent`] followed by four runs of bytes, in
 //! this order and with the lengths it gives:
 //!
 //! 1. the kernel stack: return addresses (`u64`, innermost first) as
 //!    `bpf_get_stack` walks them; empty when the task was in user mode;
 //! 2. the user stack walked by frame pointers (`u64`, innermost first):
 //!    only under [`CALL_GRAPH_FP`];
-//! 3. the user stack's bytes from the stack pointer up: only under
+//! 3. the thread's Python frames ([`super::python::PythonFrame`], innermost
+//!    first): only for a process running an interpreter the manager could
+//!    read ([`super::python`]);
+//! 4. the user stack's bytes from the stack pointer up: only under
 //!    [`CALL_GRAPH_DWARF`]; the manager unwinds them with the binaries'
 //!    `.eh_frame` (as `perf record --call-graph dwarf` does), with the
 //!    registers in [`StackEvent::ip`], [`StackEvent::sp`] and
@@ -148,10 +151,10 @@ pub struct StackEvent {
     pub kernel_len: u32,
     /// Bytes of frame-pointer user frames that follow those.
     pub user_len: u32,
-    /// Bytes of user stack that follow those.
+    /// Bytes of user stack that follow the Python frames.
     pub stack_len: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Bytes of Python frames that follow the frame-pointer user frames.
+    pub python_len: u32,
     /// User instruction pointer.
     pub ip: u64,
     /// User stack pointer: the address of the first stack byte.
@@ -197,8 +200,11 @@ pub struct OffCpuEntry {
 }
 
 /// Bytes of the largest stack event.
-pub const STACK_EVENT_MAX: usize =
-    size_of::<StackEvent>() + 8 * KERNEL_FRAMES_MAX + 8 * USER_FRAMES_MAX + USER_STACK_MAX;
+pub const STACK_EVENT_MAX: usize = size_of::<StackEvent>()
+    + 8 * KERNEL_FRAMES_MAX
+    + 8 * USER_FRAMES_MAX
+    + super::python::PYTHON_RUN_MAX
+    + USER_STACK_MAX;
 
 const _: () = {
     assert!(size_of::<StackEvent>() == 120);
@@ -218,6 +224,7 @@ pub struct StackRecord<'a> {
     pub event: StackEvent,
     kernel: &'a [u8],
     user: &'a [u8],
+    python: &'a [u8],
     /// The user stack's bytes from [`StackEvent::sp`] up.
     pub stack: &'a [u8],
 }
@@ -231,15 +238,17 @@ impl<'a> StackRecord<'a> {
             len: bytes.len(),
             needed,
         };
-        let (k, u, s) = (
+        let (k, u, p, s) = (
             event.kernel_len as usize,
             event.user_len as usize,
+            event.python_len as usize,
             event.stack_len as usize,
         );
         let start = size_of::<StackEvent>();
         let needed = start
             .checked_add(k)
             .and_then(|n| n.checked_add(u))
+            .and_then(|n| n.checked_add(p))
             .and_then(|n| n.checked_add(s))
             .ok_or(too_short(usize::MAX))?;
         if bytes.len() < needed {
@@ -247,12 +256,14 @@ impl<'a> StackRecord<'a> {
         }
         let body = &bytes[start..needed];
         let (kernel, rest) = body.split_at(k);
-        let (user, stack) = rest.split_at(u);
-        // Partial frames are dropped: each run is read 8 bytes at a time.
+        let (user, rest) = rest.split_at(u);
+        let (python, stack) = rest.split_at(p);
+        // Partial frames are dropped: each run is read a frame at a time.
         Ok(StackRecord {
             event,
             kernel,
             user,
+            python,
             stack,
         })
     }
@@ -265,6 +276,14 @@ impl<'a> StackRecord<'a> {
     /// The user frames a frame-pointer walk found, innermost first.
     pub fn user_frames(&self) -> impl Iterator<Item = u64> + 'a {
         words(self.user)
+    }
+
+    /// The Python frames, innermost first (a partial one at the end left
+    /// out).
+    pub fn python_frames(&self) -> impl Iterator<Item = super::python::PythonFrame> + 'a {
+        self.python
+            .chunks_exact(size_of::<super::python::PythonFrame>())
+            .filter_map(|b| super::events::read_plain(b).ok())
     }
 }
 
@@ -298,6 +317,7 @@ mod tests {
         let mut e = StackEvent {
             kernel_len: 16,
             user_len: 8,
+            python_len: 24,
             stack_len: 3,
             ..Default::default()
         };
@@ -306,10 +326,20 @@ mod tests {
         b.extend(1u64.to_ne_bytes());
         b.extend(2u64.to_ne_bytes());
         b.extend(3u64.to_ne_bytes());
+        b.extend(0x1000u64.to_ne_bytes());
+        b.extend(0x1010u64.to_ne_bytes());
+        b.extend(5u32.to_ne_bytes());
+        b.extend(1u32.to_ne_bytes());
         b.extend([7, 8, 9]);
         let r = StackRecord::parse(&b).unwrap();
         assert_eq!(r.kernel_frames().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(r.user_frames().collect::<Vec<_>>(), [3]);
+        let py: Vec<_> = r.python_frames().collect();
+        assert_eq!(py.len(), 1);
+        assert_eq!(
+            (py[0].code, py[0].instr, py[0].stamp, py[0].flags),
+            (0x1000, 0x1010, 5, 1)
+        );
         assert_eq!(r.stack, [7, 8, 9]);
     }
 
@@ -319,12 +349,13 @@ mod tests {
         #[test]
         fn any_bytes_decode_or_fail_cleanly(
             mut bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..400),
-            lens in proptest::array::uniform3(0u32..300),
+            lens in proptest::array::uniform4(0u32..300),
         ) {
             if bytes.len() >= 4 {
                 bytes[..4].copy_from_slice(&STACK_KIND.to_ne_bytes());
             }
             for (i, len) in lens.iter().enumerate() {
+                // kernel_len, user_len, stack_len, python_len
                 let at = 40 + 4 * i;
                 if bytes.len() >= at + 4 {
                     bytes[at..at + 4].copy_from_slice(&len.to_ne_bytes());
@@ -332,7 +363,8 @@ mod tests {
             }
             if let Ok(r) = StackRecord::parse(&bytes) {
                 let frames = r.kernel_frames().count() + r.user_frames().count();
-                proptest::prop_assert!(frames * 8 + r.stack.len() <= bytes.len());
+                let python = r.python_frames().count() * 24;
+                proptest::prop_assert!(frames * 8 + python + r.stack.len() <= bytes.len());
             }
             let _ = crate::kernel::parse_entry(&bytes);
         }
@@ -344,6 +376,7 @@ mod tests {
             kernel_len: u32::MAX,
             user_len: u32::MAX,
             stack_len: u32::MAX,
+            python_len: u32::MAX,
             ..Default::default()
         };
         let b = bytes_of(&e);

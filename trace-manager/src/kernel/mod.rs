@@ -66,6 +66,7 @@ mod patch;
 pub mod perf_probe;
 pub mod privileges;
 pub mod profile;
+pub mod python;
 pub mod recorder;
 pub mod reorder;
 mod stats;

@@ -270,6 +270,11 @@ impl KernelRecorder {
                 log::info!("process {pid}, followed while the programs were loaded: {e}");
             }
         }
+        // The translator tells the programs which processes run Python as it
+        // finds them.
+        if let Some(procs) = kernel.take_python_procs() {
+            self.translator.set_python_procs(procs);
+        }
         self.kernel = Some(kernel);
         // The programs are attached: a call that ends without its entry
         // began before this.
@@ -390,7 +395,11 @@ impl KernelRecorder {
                 }
             }
             Some((kind, pid)) if kind == EventKind::Exec as u32 => {
-                translator.borrow_mut().forget_stack_process(pid);
+                let ts = bytes
+                    .get(8..16)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes);
+                translator.borrow_mut().forget_stack_process(pid, ts);
             }
             _ => {}
         };

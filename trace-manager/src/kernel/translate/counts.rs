@@ -47,6 +47,10 @@ pub struct KernelRecordCounts {
     pub samples: u64,
     /// Signals sent and delivered (instants).
     pub signals: u64,
+    /// Stack samples with Python frames.
+    pub python_stacks: u64,
+    /// Processes running an interpreter whose frames cannot be read.
+    pub python_unreadable: u64,
 }
 
 impl KernelRecordCounts {
@@ -68,6 +72,8 @@ impl KernelRecordCounts {
             KernelCount::UsdtEvents => self.usdt,
             KernelCount::StackSamples => self.samples,
             KernelCount::Signals => self.signals,
+            KernelCount::PythonStacks => self.python_stacks,
+            KernelCount::PythonUnreadable => self.python_unreadable,
             KernelCount::Tracepoint(_) => 0,
         }
     }

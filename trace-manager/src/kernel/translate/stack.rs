@@ -36,14 +36,17 @@
 use std::sync::Arc;
 
 use trace_common::fxt::{Record, StringRef};
+use trace_common::kernel::python::{PYTHON_FRAME_ENTRY, PythonProcess};
 use trace_common::kernel::stack::{
     SOURCE_OFFCPU, SOURCE_PROFILE, SOURCE_SYSCALL, SOURCE_TRACEPOINT, SOURCE_UPROBE, SOURCE_USDT,
     SOURCE_WAKER, STACK_KERNEL_MODE, STACK_USER_REGS, StackRecord, USER_FRAMES_MAX,
 };
 use trace_perfetto::{BLOB_TYPE_PERFETTO, CpuMode, Frame, Mapping, Sample, SampleWriter};
+use trace_stacks::python::{Interpreter, NamedFrame, PythonReader, RawFrame, layout::SUPPORTED};
 use trace_stacks::{MappingInfo, ResolvedFrame, StackResolver, UserRegs};
 
 use super::{KernelTranslator, Map};
+use crate::kernel::python::PythonProcs;
 use crate::output::{FxtStream, OutputError};
 use std::io::Write;
 
@@ -53,6 +56,11 @@ const BLOB_NAME: &str = "perfetto";
 /// Kernel functions through which an interrupt enters: a waker stack
 /// through one of them was taken in interrupt context.
 const INTERRUPT_ENTRIES: &[&str] = &["asm_sysvec_", "asm_common_interrupt"];
+
+/// The interpreter's C function that runs Python frames: each of its frames
+/// on a native stack stands for the Python frames it ran, down to an entry
+/// frame.
+const PYTHON_EVAL: &str = "_PyEval_EvalFrameDefault";
 
 /// Samples unwound and waiting to be symbolized and written; at most this
 /// many (about 0.5 KiB each) wait.
@@ -79,6 +87,8 @@ struct Pending {
     kernel: Vec<u64>,
     /// User lookup addresses, innermost first.
     user: Vec<u64>,
+    /// Python frames named, innermost first.
+    python: Vec<NamedFrame>,
 }
 
 /// The translator's stack state: the resolver, the samples waiting, and
@@ -95,6 +105,15 @@ pub(super) struct Stacks {
     mappings: Map<MappingInfo, Arc<Mapping>>,
     /// Names of the processes stacks came from, as they arrived.
     process_names: Map<u32, String>,
+    /// The Python interpreters of the processes, and their code objects.
+    python: PythonReader,
+    /// When each process was examined for an interpreter: the time of the
+    /// stack that made it so.
+    python_examined: Map<u32, u64>,
+    /// The programs' map of processes running a readable interpreter.
+    python_procs: Option<PythonProcs>,
+    /// Perfetto mappings of Python source files, by path.
+    python_files: Map<Arc<str>, Arc<Mapping>>,
 }
 
 impl Stacks {
@@ -141,6 +160,77 @@ impl Stacks {
             });
         }
     }
+
+    /// The user frames `resolved` with the Python frames `python` in place
+    /// of the interpreter's evaluation loops that ran them: the innermost
+    /// loop's frame by the Python frames down to the first entry frame, the
+    /// next by those down to the next, and so on (as `py-spy --native`
+    /// shows them). Python frames left over (their loops were not unwound)
+    /// go outermost.
+    fn user_frames(
+        &mut self,
+        resolved: Vec<ResolvedFrame>,
+        python: &[NamedFrame],
+        out: &mut Vec<Frame>,
+    ) {
+        let mut rest = python;
+        for f in resolved {
+            if f.function == PYTHON_EVAL && !rest.is_empty() {
+                let end = rest
+                    .iter()
+                    .position(|p| p.entry)
+                    .map_or(rest.len(), |i| i + 1);
+                let (group, after) = rest.split_at(end);
+                self.python_frames(group, out);
+                rest = after;
+                continue;
+            }
+            let mapping = self.mapping(&f.mapping);
+            out.push(Frame {
+                function: f.function,
+                mapping,
+                rel_pc: f.rel_pc,
+            });
+        }
+        self.python_frames(rest, out);
+    }
+
+    /// Python frames as Perfetto frames: named `function (file.py:LINE)`,
+    /// in a mapping named by the source file's path (with an empty range,
+    /// as the file is no process's memory), the line as the relative pc.
+    fn python_frames(&mut self, frames: &[NamedFrame], out: &mut Vec<Frame>) {
+        for f in frames {
+            let mapping = Arc::clone(self.python_files.entry(Arc::clone(&f.file)).or_insert_with(
+                || {
+                    Arc::new(Mapping {
+                        path: f.file.to_string(),
+                        build_id: None,
+                        start: 0,
+                        end: 0,
+                        file_offset: 0,
+                        load_bias: 0,
+                    })
+                },
+            ));
+            out.push(Frame {
+                function: f.display_name(),
+                mapping,
+                rel_pc: f.line.and_then(|l| u64::try_from(l).ok()).unwrap_or(0),
+            });
+        }
+    }
+}
+
+/// The Python frames of stack `r`.
+fn raw_python_frames(r: &StackRecord<'_>) -> Vec<RawFrame> {
+    r.python_frames()
+        .map(|f| RawFrame {
+            code: f.code,
+            instr: f.instr,
+            stamp: f.stamp,
+            entry: f.flags & PYTHON_FRAME_ENTRY != 0,
+        })
+        .collect()
 }
 
 impl KernelTranslator {
@@ -154,6 +244,11 @@ impl KernelTranslator {
             0
         };
         let (pid, tid) = (r.event.header.tgid, r.event.header.tid);
+        // The interpreter first: the programs are told at once, and reading
+        // the mappings' unwind tables may take long.
+        if ip != 0 {
+            self.observe_python(pid, r);
+        }
         self.stacks.observe(pid, ip);
         // The process's name while it lives (a thread's stack tells only
         // the thread's).
@@ -171,18 +266,92 @@ impl KernelTranslator {
         }
     }
 
+    /// Finds whether process `pid` runs a Python interpreter (once, or
+    /// again while none was found), and reads the code objects of stack
+    /// `r`'s Python frames not read yet, while the process lives.
+    fn observe_python(&mut self, pid: u32, r: &StackRecord<'_>) {
+        if pid != 0 {
+            self.examine_python(pid, r.event.header.ts);
+        }
+        if r.event.python_len != 0 {
+            let frames = raw_python_frames(r);
+            self.stacks.python.read(pid, &frames);
+        }
+    }
+
+    /// Examines process `pid` for an interpreter if it is due, as of a
+    /// stack or an exec at `ts`; the programs are told what is found.
+    fn examine_python(&mut self, pid: u32, ts: u64) {
+        let Some(found) = self.stacks.python.examine(pid) else {
+            return;
+        };
+        self.stacks.python_examined.insert(pid, ts);
+        match found {
+            Interpreter::Readable {
+                version,
+                path,
+                runtime,
+                layout,
+            } => {
+                log::info!("process {pid} runs Python {version} ({path}): its frames are read");
+                let process = crate::kernel::python::python_process(*runtime, layout);
+                self.tell_python(pid, Some(process));
+            }
+            Interpreter::Unreadable { version, path } => {
+                log::warn!(
+                    "process {pid} runs Python {version} ({path}), whose frames cannot be \
+                     read (readable: {}): its stacks show the interpreter's C functions",
+                    SUPPORTED.join(", ")
+                );
+                self.counts.python_unreadable += 1;
+            }
+            Interpreter::None => {}
+        }
+    }
+
+    /// Gives the translator the programs' map of the processes running a
+    /// readable interpreter, which it fills as it finds them.
+    pub fn set_python_procs(&mut self, procs: PythonProcs) {
+        self.stacks.python_procs = Some(procs);
+    }
+
+    /// Tells the programs (if they were given) whether process `pid` runs
+    /// a readable interpreter.
+    fn tell_python(&mut self, pid: u32, process: Option<PythonProcess>) {
+        if let Some(procs) = self.stacks.python_procs.as_mut() {
+            procs.set(pid, process);
+        }
+    }
+
     /// Forgets the mappings and the name read of process `pid`, which
     /// executed a new program (its next stack reads them again; the exec
     /// program has made that stack wake the reader at once). Called as its
     /// exec event arrives: read before or during the exec, they are the old
     /// program's, or a new one's not mapped yet, and its later stacks would
-    /// resolve against them.
-    pub fn forget_stack_process(&mut self, pid: u32) {
+    /// resolve against them. `ts` is the exec's time.
+    pub fn forget_stack_process(&mut self, pid: u32, ts: u64) {
         if let Some(resolver) = self.stacks.resolver.as_mut() {
             resolver.forget(pid);
         }
         // Its name too: the program's, from its next stack.
         self.stacks.process_names.remove(&pid);
+        // And its interpreter, unless it was found from a stack taken after
+        // the exec (the rings of the CPUs are read one after the other): the
+        // new program's is found at its next stack.
+        let after_exec = self
+            .stacks
+            .python_examined
+            .get(&pid)
+            .is_some_and(|&examined| examined > ts);
+        if self.stacks.python.examined(pid) && !after_exec {
+            self.stacks.python_examined.remove(&pid);
+            self.stacks.python.forget(pid);
+            self.tell_python(pid, None);
+            // Examined now: it runs the new program already, and its
+            // stacks read since may have come before this exec from
+            // another CPU's ring.
+            self.examine_python(pid, ts);
+        }
     }
 
     /// Makes the stack resolver now, before any stack comes: made at the
@@ -258,6 +427,17 @@ impl KernelTranslator {
         if kernel.is_empty() && user.is_empty() {
             return Ok(());
         }
+        let python: Vec<NamedFrame> = if e.python_len != 0 && e.flags & STACK_USER_REGS != 0 {
+            raw_python_frames(r)
+                .iter()
+                .map(|f| self.stacks.python.name(pid, f))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !python.is_empty() {
+            self.counts.python_stacks += 1;
+        }
         let (ts, count) = match e.source {
             SOURCE_OFFCPU => (e.start_ts, Some(e.end_ts.saturating_sub(e.start_ts))),
             SOURCE_WAKER => (h.ts, Some(e.end_ts.saturating_sub(e.start_ts))),
@@ -293,6 +473,7 @@ impl KernelTranslator {
             waker: e.source == SOURCE_WAKER,
             kernel,
             user,
+            python,
         });
         self.counts.samples += 1;
         let oldest = self.stacks.pending.first().map_or(ts, |p| p.ts.min(ts));
@@ -312,6 +493,7 @@ impl KernelTranslator {
         // theirs, named together: each file is read once for the batch.
         let mut kernel_frames: Vec<Vec<ResolvedFrame>> = Vec::with_capacity(pending.len());
         let mut users: Vec<(u32, &[u64])> = Vec::new();
+        let mut interrupted: Vec<bool> = Vec::with_capacity(pending.len());
         for p in &pending {
             let resolved = if p.kernel.is_empty() {
                 Vec::new()
@@ -326,16 +508,23 @@ impl KernelTranslator {
                 });
             let user: &[u64] = if in_interrupt { &[] } else { &p.user };
             users.push((p.pid, user));
+            interrupted.push(in_interrupt);
             kernel_frames.push(resolved);
         }
         let user_frames = self.stacks.resolver().symbolize_users(&users);
         drop(users);
         let mut payloads = Vec::new();
         let mut frames: Vec<Frame> = Vec::new();
-        for ((p, kernel), user) in pending.iter().zip(kernel_frames).zip(user_frames) {
+        for (((p, kernel), user), in_interrupt) in pending
+            .iter()
+            .zip(kernel_frames)
+            .zip(user_frames)
+            .zip(interrupted)
+        {
             frames.clear();
             self.stacks.frames(kernel, &mut frames);
-            self.stacks.frames(user, &mut frames);
+            let python: &[NamedFrame] = if in_interrupt { &[] } else { &p.python };
+            self.stacks.user_frames(user, python, &mut frames);
             let Some(writer) = self.stacks.streams.get_mut(&p.stream) else {
                 continue;
             };
