@@ -478,3 +478,42 @@ fn the_offsets_in_use_match_the_running_interpreter() {
         "every field checked:\n{stdout}"
     );
 }
+
+#[test]
+fn without_bpf_loop_every_program_loads_and_stacks_stay_native() {
+    // A kernel older than 5.17 has no `bpf_loop`: the manager takes its
+    // calls out, as it does here when told to.
+    require_root();
+    let dir = temp_dir("python-without-bpf-loop");
+    let out = dir.join("trace.fxt");
+    let output = Command::new(trace_cli())
+        .env("TRACE_EBPF_WITHOUT_BPF_LOOP", "1")
+        .args([
+            "record",
+            "-c",
+            "kernel:profile,kernel:offcpu,kernel:syscall",
+        ])
+        .args(["--stacks", "syscall", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(PYTHON)
+        .arg(script("hot_path.py"))
+        .arg("0.5")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let all = samples(&out);
+    assert!(all.len() >= 100, "{} samples", all.len());
+    assert!(
+        all.iter().all(|s| python_frames(s).is_empty()),
+        "no Python frames without bpf_loop"
+    );
+    assert!(
+        all.iter().any(|s| s
+            .frames
+            .iter()
+            .any(|f| f.function == "_PyEval_EvalFrameDefault")),
+        "the interpreter's native frames"
+    );
+}

@@ -106,6 +106,7 @@ fn walk_of(ctx: *mut c_void) -> Option<(u32, &'static mut Walk)> {
 
 /// One step of the thread search (a `bpf_loop` callback: the verifier
 /// checks it once, not once per step).
+#[inline(never)]
 extern "C" fn search_step(_index: u64, ctx: *mut c_void) -> i64 {
     let Some((_, s)) = walk_of(ctx) else {
         return 1;
@@ -164,6 +165,7 @@ fn thread_state(p: &PythonProcess, tid: u32, slot: u32, w: *mut Walk) -> Option<
 }
 
 /// Reads one frame and writes it (a `bpf_loop` callback).
+#[inline(never)]
 extern "C" fn walk_step(_index: u64, ctx: *mut c_void) -> i64 {
     let Some((slot, w)) = walk_of(ctx) else {
         return 1;
@@ -277,6 +279,14 @@ pub(crate) fn write_python(slot: u32, at: usize, tgid: u32, tid: u32) -> PythonR
             ptr::read_volatile(ptr::addr_of!((*w).hash)),
         )
     };
+    if n == u64::MAX {
+        // Never: the callbacks are also called directly, so that they stay
+        // the program's functions where the manager took the `bpf_loop`
+        // calls out (a kernel without it), which a function only handed to
+        // `bpf_loop` would not be.
+        search_step(0, ptr::addr_of_mut!(ctx).cast());
+        walk_step(0, ptr::addr_of_mut!(ctx).cast());
+    }
     let n = (n as usize).min(PYTHON_FRAMES_MAX);
     if n == 0 {
         return none;

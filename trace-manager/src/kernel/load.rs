@@ -183,6 +183,7 @@ impl KernelProvider {
             ObjectBytes::Embedded
         };
         let use_btf = matches!(object, ObjectBytes::Patched(_));
+        let object = without_missing_helpers(object);
         let cpus = aya::util::online_cpus().map_err(|(path, source)| KernelError::Cpus {
             path: path.into(),
             source,
@@ -460,6 +461,42 @@ impl ObjectBytes {
             }
         }
     }
+}
+
+/// Whether the running kernel has the `bpf_loop` helper (5.17 on, and
+/// backported by some distributions): its function is in the kernel's
+/// symbols. `TRACE_EBPF_WITHOUT_BPF_LOOP=1` makes it say no, so that the
+/// object for older kernels can be tried on this one.
+fn has_bpf_loop() -> bool {
+    if std::env::var_os("TRACE_EBPF_WITHOUT_BPF_LOOP").is_some_and(|v| v == "1") {
+        return false;
+    }
+    match std::fs::read_to_string("/proc/kallsyms") {
+        Ok(symbols) => symbols.lines().any(|l| l.ends_with(" bpf_loop")),
+        // Without the symbols, the version says.
+        Err(_) => crate::machine::kernel_at_least(5, 17),
+    }
+}
+
+/// `object`, with the calls of `bpf_loop` taken out when the kernel lacks
+/// it: the stack programs then write no Python frames, and everything else
+/// loads as before.
+pub(super) fn without_missing_helpers(object: ObjectBytes) -> ObjectBytes {
+    if has_bpf_loop() {
+        return object;
+    }
+    let mut object = match object {
+        ObjectBytes::Embedded => ObjectBytes::copy(EBPF_OBJECT),
+        patched => patched,
+    };
+    match patch::remove_helper_calls(object.bytes_mut(), patch::BPF_FUNC_LOOP) {
+        Ok(n) => log::info!(
+            "this kernel has no bpf_loop helper (Linux 5.17 on): stacks are written without \
+             Python frames ({n} calls taken out)"
+        ),
+        Err(e) => log::info!("bpf_loop calls not taken out: {e}"),
+    }
+    object
 }
 
 /// The real offsets of every `MARK_*` field in the running kernel, from its

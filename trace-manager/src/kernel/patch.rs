@@ -1,5 +1,6 @@
-//! Field offsets of the running kernel written into the eBPF object before
-//! it is loaded: the BTF tracepoint programs read task and register fields
+//! The eBPF object fitted to the running kernel before it is loaded: calls
+//! of a helper the kernel lacks taken out ([`remove_helper_calls`]), and
+//! field offsets written in: the BTF tracepoint programs read task and register fields
 //! with direct loads at *marker* offsets (`trace_common::kernel::MARK_*`),
 //! and each load's offset is replaced here by the field's real offset, found
 //! in the kernel's BTF. (C programs get this from CO-RE relocations, which
@@ -38,21 +39,7 @@ pub fn patch_offsets(elf: &mut [u8], map: &[(i16, u32)]) -> Result<Vec<usize>, P
     for &(_, to) in map {
         real.push(i16::try_from(to).map_err(|_| PatchError::TooFar(to))?);
     }
-    let ranges: Vec<(usize, usize)> = {
-        let file = object::File::parse(&*elf).map_err(|e| PatchError::Object(e.to_string()))?;
-        file.sections()
-            .filter(|s| match s.flags() {
-                SectionFlags::Elf { sh_flags } => {
-                    sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0
-                }
-                _ => false,
-            })
-            .filter_map(|s| {
-                let (start, len) = s.file_range()?;
-                Some((start as usize, len as usize))
-            })
-            .collect()
-    };
+    let ranges = executable_sections(elf)?;
     let mut counts = vec![0usize; map.len()];
     for (start, len) in ranges {
         let code = elf
@@ -85,6 +72,66 @@ fn patch_code(code: &mut [u8], map: &[(i16, u32)], real: &[i16], counts: &mut [u
         }
         at += 8;
     }
+}
+
+/// `bpf_loop`'s helper number (Linux 5.17 on).
+pub const BPF_FUNC_LOOP: i32 = 181;
+
+/// `BPF_JMP | BPF_CALL`: a call (of a helper when the source register is 0).
+const CALL: u8 = 0x85;
+/// `BPF_ALU64 | BPF_MOV | BPF_K`: a register set to a constant.
+const MOV64_IMM: u8 = 0xb7;
+
+/// Replaces, in every executable section of the ELF object `elf`, each call
+/// of helper `helper` by `r0 = 0` (the helper's "nothing done"), for a
+/// kernel that lacks it. Returns how many calls were replaced.
+pub fn remove_helper_calls(elf: &mut [u8], helper: i32) -> Result<usize, PatchError> {
+    let ranges = executable_sections(elf)?;
+    let mut n = 0;
+    for (start, len) in ranges {
+        let code = elf
+            .get_mut(start..start + len)
+            .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
+        n += remove_calls(code, helper);
+    }
+    Ok(n)
+}
+
+/// [`remove_helper_calls`] on one section's instructions.
+fn remove_calls(code: &mut [u8], helper: i32) -> usize {
+    let mut n = 0;
+    let mut at = 0;
+    while at + 8 <= code.len() {
+        let opcode = code[at];
+        if opcode == 0x18 {
+            at += 16;
+            continue;
+        }
+        let src = code[at + 1] >> 4;
+        let imm = i32::from_le_bytes([code[at + 4], code[at + 5], code[at + 6], code[at + 7]]);
+        if opcode == CALL && src == 0 && imm == helper {
+            code[at..at + 8].copy_from_slice(&[MOV64_IMM, 0, 0, 0, 0, 0, 0, 0]);
+            n += 1;
+        }
+        at += 8;
+    }
+    n
+}
+
+/// The file ranges of the executable sections of `elf`.
+fn executable_sections(elf: &[u8]) -> Result<Vec<(usize, usize)>, PatchError> {
+    let file = object::File::parse(elf).map_err(|e| PatchError::Object(e.to_string()))?;
+    Ok(file
+        .sections()
+        .filter(|s| match s.flags() {
+            SectionFlags::Elf { sh_flags } => sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0,
+            _ => false,
+        })
+        .filter_map(|s| {
+            let (start, len) = s.file_range()?;
+            Some((start as usize, len as usize))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -121,6 +168,23 @@ mod tests {
             [0x9a0, 0x9a8, marker, marker, 16]
         );
         assert_eq!(counts, [1, 1]);
+    }
+
+    #[test]
+    fn only_calls_of_the_helper_are_removed() {
+        let mut code: Vec<u8> = [
+            insn(0x85, 0x00, 0, BPF_FUNC_LOOP), // call bpf_loop
+            insn(0x85, 0x10, 0, BPF_FUNC_LOOP), // call a function (pseudo call)
+            insn(0x85, 0x00, 0, 6),             // call another helper
+            insn(0x18, 0x42, 0, 0),             // lddw r2, a function, first slot
+            insn(0x85, 0x00, 0, BPF_FUNC_LOOP), // its second slot: data
+        ]
+        .concat();
+        assert_eq!(remove_calls(&mut code, BPF_FUNC_LOOP), 1);
+        assert_eq!(&code[..8], &[0xb7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(code[8], 0x85);
+        assert_eq!(code[16], 0x85);
+        assert_eq!(code[32], 0x85);
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn verify_programs(with_btf: bool) -> Result<Vec<ProgramVerdict>, KernelErro
     } else {
         ObjectBytes::Embedded
     };
+    let object = super::load::without_missing_helpers(object);
     let btf_targets = btf_targets(object.bytes());
     let mut ebpf = EbpfLoader::new()
         .map_max_entries(MAP_EVENTS, 1)
