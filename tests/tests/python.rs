@@ -517,3 +517,96 @@ fn without_bpf_loop_every_program_loads_and_stacks_stay_native() {
         "the interpreter's native frames"
     );
 }
+
+#[test]
+fn pprof_profiles_read_back_with_the_flame_graphs_totals() {
+    require_root();
+    let dir = temp_dir("python-pprof");
+    // protoc's own Python code for the schema reads the files.
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("pprof");
+    let generated = dir.join("generated");
+    std::fs::create_dir_all(&generated).unwrap();
+    let protoc = Command::new("protoc")
+        .arg("-I")
+        .arg(&schema)
+        .arg(format!("--python_out={}", generated.display()))
+        .arg("profile.proto")
+        .output()
+        .unwrap();
+    assert!(
+        protoc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&protoc.stderr)
+    );
+    for (name, timebase, flag, args) in [
+        ("hot_path.py", "cpu-clock", None, &["0.6"][..]),
+        ("sleeper.py", "off-cpu", Some("--offcpu"), &[][..]),
+    ] {
+        let run = dir.join(timebase);
+        std::fs::create_dir_all(&run).unwrap();
+        let (file, _) = record(
+            &run,
+            &["-c", "kernel:profile,kernel:offcpu", "--sample-hz", "499"],
+            name,
+            args,
+        );
+        let out = run.join("pprof");
+        let export = Command::new(trace_cli())
+            .args(["export", "--pprof"])
+            .arg(&out)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            export.status.success(),
+            "{}",
+            String::from_utf8_lossy(&export.stderr)
+        );
+        let read = Command::new("/usr/bin/python3")
+            .arg(schema.join("fold.py"))
+            .arg(&generated)
+            .arg(out.join(format!("{timebase}.pb.gz")))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&read.stdout);
+        assert!(
+            read.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&read.stderr)
+        );
+        let mut flamegraph = Command::new(trace_cli());
+        flamegraph.args(["flamegraph", "--folded"]);
+        if let Some(flag) = flag {
+            flamegraph.arg(flag);
+        }
+        let folded = flamegraph.arg(&file).output().unwrap();
+        assert!(folded.status.success());
+        let mut want: Vec<&str> = std::str::from_utf8(&folded.stdout)
+            .unwrap()
+            .lines()
+            .collect();
+        let mut got: Vec<&str> = text.lines().filter(|l| !l.starts_with("line ")).collect();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert!(!want.is_empty(), "{timebase}: {want:?}");
+        assert_eq!(
+            got, want,
+            "{timebase}: pprof and flamegraph --folded differ"
+        );
+        if timebase == "cpu-clock" {
+            // Python frames carry their file and line.
+            let path = script("hot_path.py");
+            let inner_line = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("line "))
+                .map(|l| l.split('\t').collect::<Vec<_>>())
+                .find(|f| f[0].starts_with("middle ("))
+                .unwrap_or_else(|| panic!("no line of middle: {text}"));
+            assert_eq!(inner_line[1], path.to_str().unwrap());
+            assert_eq!(
+                inner_line[2].parse::<u64>().unwrap(),
+                marks(&path)["middle"][0]
+            );
+        }
+    }
+}

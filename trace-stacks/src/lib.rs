@@ -55,8 +55,10 @@
 //! - x86-64 only (the registers are x86-64's).
 //! - A process that exits before its first sample is read has no mappings known: its stacks
 //!   have the instruction pointer only, named `[unknown]`. Observe early.
-//! - Code in anonymous memory (JIT compilers) is named `[unknown]` in a mapping `[anon]`; perf
-//!   maps (`/tmp/perf-PID.map`) are not read.
+//! - Code in anonymous memory (JIT compilers) is in a mapping `[anon]`, named from the
+//!   process's perf map (`/tmp/perf-PID.map`, as Node's `--perf-basic-prof`, Java's perf map
+//!   agents and Python's `-X perf` write it), read while the process lives, when a stack
+//!   holds such code; `[unknown]` without one. jitdump files are not read.
 //! - The vDSO is named from this process's copy, the same image for every 64-bit process.
 //! - Inlined functions are not reported: a frame is named by the function its address is in.
 //! - The first names of a file take tens of milliseconds (see above): a caller on an event loop
@@ -80,6 +82,7 @@ mod elf;
 mod error;
 mod files;
 mod maps;
+mod perfmap;
 mod process;
 pub mod python;
 mod resolver;

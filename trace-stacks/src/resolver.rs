@@ -12,6 +12,7 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use crate::files::{FileId, FileTable};
+use crate::perfmap::PerfMap;
 use crate::process::Process;
 use crate::symbolize::{Symbols, UNKNOWN};
 use crate::unwind::{self, Stop};
@@ -54,6 +55,9 @@ pub struct StackResolver {
     unmapped: Arc<MappingInfo>,
     /// The mapping reported for kernel addresses.
     kernel: Arc<MappingInfo>,
+    /// Perf maps of processes with code in anonymous memory (`None`: none found yet, and
+    /// when it was looked for).
+    perf_maps: HashMap<u32, (Option<PerfMap>, Instant)>,
 }
 
 impl fmt::Debug for StackResolver {
@@ -111,6 +115,7 @@ impl StackResolver {
             symbols: Symbols::new(bytes),
             unmapped: pseudo(Self::UNMAPPED_PATH, 0),
             kernel: pseudo(Self::KERNEL_PATH, u64::MAX),
+            perf_maps: HashMap::default(),
         }
     }
 
@@ -209,6 +214,7 @@ impl StackResolver {
     /// again). The files it mapped stay open, and their names cached, for the resolver's life.
     pub fn forget(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.perf_maps.remove(&pid);
     }
 
     /// The executable mappings known of `pid` (reading it first if it was never observed),
@@ -254,9 +260,35 @@ impl StackResolver {
                 out,
             );
             if stop == Stop::End || attempt == 1 || !process.reread_for_miss(pid, &mut self.files) {
-                return;
+                break;
             }
             out.truncate(first);
+        }
+        // Code in anonymous memory: its perf map is read now, while the process lives.
+        let jit = self.processes.get(&pid).is_some_and(|p| {
+            out[first..]
+                .iter()
+                .any(|&a| p.find(a).is_some_and(|m| is_anonymous(&m.info.path)))
+        });
+        if jit {
+            self.read_perf_map(pid);
+        }
+    }
+
+    /// Opens process `pid`'s perf map (looking for it again at most every
+    /// [`PERF_MAP_RETRY`]), or reads what was appended to it.
+    fn read_perf_map(&mut self, pid: u32) {
+        let entry = self
+            .perf_maps
+            .entry(pid)
+            .or_insert_with(|| (None, Instant::now() - PERF_MAP_RETRY));
+        match &mut entry.0 {
+            Some(map) => map.refresh(),
+            None if entry.1.elapsed() >= PERF_MAP_RETRY => {
+                entry.0 = PerfMap::open(pid);
+                entry.1 = Instant::now();
+            }
+            None => {}
         }
     }
 
@@ -303,6 +335,23 @@ impl StackResolver {
         // between two files.
         missing.sort_unstable();
         missing.dedup();
+        // Code in anonymous memory, named from the process's perf map.
+        for (&(pid, _), frames) in stacks.iter().zip(located.iter_mut()) {
+            for (frame, _) in frames.iter_mut() {
+                if frame.function == UNKNOWN
+                    && is_anonymous(&frame.mapping.path)
+                    && let Some((Some(map), _)) = self.perf_maps.get_mut(&pid)
+                {
+                    let name = map.lookup(frame.addr).or_else(|| {
+                        map.refresh();
+                        map.lookup(frame.addr)
+                    });
+                    if let Some(name) = name {
+                        frame.function = name.to_string();
+                    }
+                }
+            }
+        }
         let mut found: HashMap<(FileId, u64), Option<String>> = HashMap::default();
         for batch in missing.chunk_by(|a, b| a.0 == b.0) {
             let Some(&(file, _)) = batch.first() else {
@@ -413,6 +462,15 @@ impl StackResolver {
         }
         missing
     }
+}
+
+/// How often a process with code in anonymous memory but no perf map is looked at again.
+const PERF_MAP_RETRY: Duration = Duration::from_millis(100);
+
+/// Whether a mapping path is anonymous memory's (`[anon]`, or `[anon:NAME]` named by the
+/// process).
+fn is_anonymous(path: &str) -> bool {
+    path == "[anon]" || path.starts_with("[anon:")
 }
 
 /// Whether kernel function `name` belongs to the machinery that runs a tracing program

@@ -42,7 +42,18 @@ const EBPF_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
 /// system call counts with, and `xz-utils`, with which they build a
 /// stripped program's `.gnu_debugdata`; `debootstrap`, which makes the clean
 /// Debian root the packages are checked on.
-const TEST_PACKAGES: &[&str] = &["systemtap-sdt-dev", "strace", "xz-utils", "debootstrap"];
+const TEST_PACKAGES: &[&str] = &[
+    "systemtap-sdt-dev",
+    "strace",
+    "xz-utils",
+    "debootstrap",
+    // Python frames: Debian's interpreter; perf maps: Node; `export --pprof` read back by
+    // protoc's Python code.
+    "python3.11",
+    "nodejs",
+    "protobuf-compiler",
+    "python3-protobuf",
+];
 
 /// Runs every setup step: what the tests need.
 pub fn setup() -> Result<()> {

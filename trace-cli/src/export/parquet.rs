@@ -10,6 +10,9 @@ use super::ExportArgs;
 use crate::damage::Skipped;
 
 pub(super) fn run(args: ExportArgs) -> Result<ExitCode> {
+    let Some(dir) = args.parquet.as_deref() else {
+        bail!("no output directory: --parquet DIR or --pprof DIR");
+    };
     if args.trace_id.is_some() && args.files.len() > 1 {
         bail!("--trace-id names one trace: export the files one at a time");
     }
@@ -29,10 +32,10 @@ pub(super) fn run(args: ExportArgs) -> Result<ExitCode> {
         let info = engine::trace_info(file, host, args.trace_id.as_deref())
             .with_context(|| format!("cannot export {}", file.display()))?;
         let exported = if stdin {
-            export_stream(std::io::stdin().lock(), &args.parquet, &info)
+            export_stream(std::io::stdin().lock(), dir, &info)
                 .context("cannot export standard input")?
         } else {
-            export_trace(file, &args.parquet, &info)
+            export_trace(file, dir, &info)
                 .with_context(|| format!("cannot export {}", file.display()))?
         };
         crate::warn_names_refused(exported.stats.names_refused, file);
@@ -51,7 +54,7 @@ pub(super) fn run(args: ExportArgs) -> Result<ExitCode> {
         eprintln!(
             "trace-cli: {} -> {} (trace_id {}, host {}): {}",
             file.display(),
-            args.parquet.display(),
+            dir.display(),
             info.trace_id,
             info.host,
             if rows.is_empty() {
