@@ -30,7 +30,6 @@ use crate::damage::{DamageArgs, Skipped};
 use crate::samples::{self, Names, Scan};
 
 /// One timebase's profile being built.
-#[derive(Default)]
 struct Builder {
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
@@ -44,14 +43,26 @@ struct Builder {
     last_ts: u64,
 }
 
-impl Builder {
-    fn new() -> Self {
-        let mut b = Builder::default();
+impl Default for Builder {
+    fn default() -> Self {
+        let mut b = Builder {
+            strings: Vec::new(),
+            string_ids: HashMap::new(),
+            mappings: HashMap::new(),
+            functions: HashMap::new(),
+            locations: HashMap::new(),
+            profile: Profile::default(),
+            stacks: HashMap::new(),
+            first_ts: u64::MAX,
+            last_ts: 0,
+        };
+        // The string table starts with "".
         b.string("");
-        b.first_ts = u64::MAX;
         b
     }
+}
 
+impl Builder {
     fn string(&mut self, s: &str) -> i64 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
@@ -244,7 +255,7 @@ pub fn run(file: &Path, dir: &Path, damage: &DamageArgs) -> Result<ExitCode> {
     let scan = Scan::read(input, |s| {
         builders
             .entry(s.timebase.clone())
-            .or_insert_with(Builder::new)
+            .or_default()
             .add(&s);
     })?;
     let skipped = Skipped {

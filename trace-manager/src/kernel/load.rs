@@ -474,7 +474,11 @@ fn has_bpf_loop() -> bool {
     match std::fs::read_to_string("/proc/kallsyms") {
         Ok(symbols) => symbols.lines().any(|l| l.ends_with(" bpf_loop")),
         // Without the symbols, the version says.
-        Err(_) => crate::machine::kernel_at_least(5, 17),
+        Err(_) => std::fs::read_to_string("/proc/sys/kernel/osrelease").is_ok_and(|r| {
+            let mut parts = r.trim().split(|c: char| !c.is_ascii_digit());
+            let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+            next().zip(next()).is_some_and(|v| v >= (5, 17))
+        }),
     }
 }
 

@@ -48,12 +48,6 @@ pub(super) fn release() -> String {
     read("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// Whether the running kernel is at least `major.minor` (false when its
-/// release cannot be read).
-pub(crate) fn at_least(major: u32, minor: u32) -> bool {
-    major_minor(&release()).is_some_and(|v| v >= (major, minor))
-}
-
 /// The major and minor version in a release such as `6.1.0-18-amd64`.
 fn major_minor(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());

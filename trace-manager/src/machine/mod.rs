@@ -11,7 +11,6 @@ mod kernel;
 use crate::kernel::verify::ProgramVerdict;
 
 pub use crate::kernel::verify::COMPLEXITY_LIMIT;
-pub(crate) use kernel::at_least as kernel_at_least;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
