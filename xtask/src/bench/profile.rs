@@ -1,5 +1,6 @@
 //! `cargo xtask bench profile`: what sampling stacks costs, in nanoseconds
-//! of CPU per sample, at 99 and 999 Hz.
+//! of CPU per sample, at 99 and 999 Hz: of native code, and of Python code
+//! with and without its frames read.
 //!
 //! The workload is the `stack_spin` test program, built for release: a
 //! fixed amount of spinning (`--chain-batches N --direct-batches N/2`) in
@@ -33,6 +34,15 @@
 //! its own (`TRACE_MANAGER_SOCKET`), so that no daemon does its work: the
 //! manager runs in its process.
 //!
+//! The second workload is `tests/python/bench_spin.py` under Debian's
+//! `python3.11` (built without frame pointers): a fixed amount of
+//! pure-Python work (`outer → middle → inner`) on one thread pinned to CPU
+//! 0, measured the same way, under trace-cli with its Python frames read
+//! (`trace-cli`) and not (`trace-cli no py`, `TRACE_PYTHON_FRAMES=0`) and
+//! under the same perf peers. The overhead column is the cost per sample
+//! times the rate: the share of the workload's CPU time that sampling it
+//! costs.
+//!
 //! Samples are counted the same way for every tracer: the rate times the
 //! CPU seconds the spinning threads used, since each tracer takes one
 //! sample of a busy thread per 1/HZ of its CPU time; what each tracer says
@@ -62,6 +72,7 @@ enum Tracer {
         name: &'static str,
         cli: PathBuf,
         extra: &'static [&'static str],
+        env: &'static [(&'static str, &'static str)],
     },
     /// `perf record` without call graphs: the floor.
     PerfNoStacks,
@@ -88,8 +99,9 @@ impl Tracer {
         let mut c = Command::new("taskset");
         c.args(["-c", "1"]);
         match self {
-            Tracer::TraceCli { cli, extra, .. } => {
-                c.env("TRACE_MANAGER_SOCKET", file.with_file_name("manager.sock"))
+            Tracer::TraceCli { cli, extra, env, .. } => {
+                c.envs(env.iter().copied())
+                    .env("TRACE_MANAGER_SOCKET", file.with_file_name("manager.sock"))
                     .arg(cli)
                     .args(["record", "-c", "kernel:profile", "--sample-hz"])
                     .arg(hz.to_string())
@@ -188,11 +200,13 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
             name: "trace-cli",
             cli: cli.clone(),
             extra: &[],
+            env: &[],
         },
         Tracer::TraceCli {
             name: "trace-cli fp",
             cli: cli.clone(),
             extra: &["--call-graph", "fp"],
+            env: &[],
         },
     ];
     if let Some(old) = baseline {
@@ -200,6 +214,7 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
             name: "baseline",
             cli: old.to_path_buf(),
             extra: &[],
+            env: &[],
         });
     }
     tracers.extend([
@@ -210,39 +225,101 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
     let dir = std::env::temp_dir().join(format!("trace-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let workload = workload_args(&spin, batches);
+    let (untraced, runs) = run_rounds(&tracers, &workload, rounds, &dir)?;
+    report(
+        &format!(
+            "stack_spin --chain-batches {batches} --direct-batches {}",
+            batches / 2
+        ),
+        &tracers,
+        &untraced,
+        &runs,
+        rounds,
+    );
 
+    // Python: Debian's interpreter (no frame pointers) running pure-Python
+    // work, with and without its frames read at each sample.
+    let python_tracers = vec![
+        Tracer::TraceCli {
+            name: "trace-cli",
+            cli: cli.clone(),
+            extra: &[],
+            env: &[],
+        },
+        Tracer::TraceCli {
+            name: "trace-cli no py",
+            cli,
+            extra: &[],
+            env: &[("TRACE_PYTHON_FRAMES", "0")],
+        },
+        Tracer::PerfNoStacks,
+        Tracer::PerfFramePointers,
+        Tracer::PerfDwarf,
+    ];
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/bench_spin.py");
+    let python_batches = batches * 4;
+    let python = vec![
+        "taskset".to_owned(),
+        "-c".to_owned(),
+        "0".to_owned(),
+        "/usr/bin/python3.11".to_owned(),
+        script.display().to_string(),
+        python_batches.to_string(),
+    ];
+    let (untraced, runs) = run_rounds(&python_tracers, &python, rounds, &dir)?;
+    report(
+        &format!("python3.11 tests/python/bench_spin.py {python_batches}"),
+        &python_tracers,
+        &untraced,
+        &runs,
+        rounds,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// `rounds` interleaved rounds of `workload`, untraced and under each of
+/// `tracers` at each rate: the untraced runs, and `runs[rate][tracer]`.
+fn run_rounds(
+    tracers: &[Tracer],
+    workload: &[String],
+    rounds: usize,
+    dir: &Path,
+) -> Result<(Vec<Run>, Vec<Vec<Vec<Run>>>)> {
     let mut untraced = Vec::new();
-    // runs[rate][tracer]: one run per round.
     let mut runs = vec![vec![Vec::new(); tracers.len()]; RATES.len()];
     for round in 0..rounds {
-        eprintln!("bench: round {}/{rounds}", round + 1);
-        untraced.push(measure(None, &workload, &dir)?);
+        eprintln!("bench: {} round {}/{rounds}", workload[3], round + 1);
+        untraced.push(measure(None, workload, dir)?);
         for (at_rate, &hz) in runs.iter_mut().zip(&RATES) {
-            for (of_tracer, tracer) in at_rate.iter_mut().zip(&tracers) {
-                of_tracer.push(measure(Some((tracer, hz)), &workload, &dir)?);
+            for (of_tracer, tracer) in at_rate.iter_mut().zip(tracers) {
+                of_tracer.push(measure(Some((tracer, hz)), workload, dir)?);
             }
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
+    Ok((untraced, runs))
+}
 
+/// Prints the rows of `runs` (by rate, then tracer) against `untraced`,
+/// for the workload `what`.
+fn report(what: &str, tracers: &[Tracer], untraced: &[Run], runs: &[Vec<Vec<Run>>], rounds: usize) {
     let untraced_work: Vec<f64> = untraced.iter().map(|r| r.work_ns as f64).collect();
     let base_work = least(untraced_work.iter().copied());
     let noise = gap_of_two_least(&untraced_work);
     println!(
-        "workload: stack_spin --chain-batches {batches} --direct-batches {} ({:.3} s of CPU \
-         untraced at least, the two fastest runs {:.2}% apart) on CPU 0, recorder on CPU 1, \
-         {rounds} rounds; cpu-clock samples; recording only",
-        batches / 2,
+        "workload: {what} ({:.3} s of CPU untraced at least, the two fastest runs {:.2}% apart) \
+         on CPU 0, recorder on CPU 1, {rounds} rounds; cpu-clock samples; recording only",
         base_work / 1e9,
         noise / base_work.max(1.0) * 100.0
     );
     println!(
         "ns of CPU per sample = (the spinning threads' extra CPU time + the recorder's CPU time \
          while they ran) / (Hz x the threads' CPU seconds), the threads' time of the least run, \
-         the recorder's of the median; finish: the recorder's CPU time after the workload"
+         the recorder's of the median; overhead = that x Hz, of the workload's CPU time; \
+         finish: the recorder's CPU time after the workload"
     );
     for (at_rate, &hz) in runs.iter().zip(&RATES) {
-        let rows: Vec<Row> = at_rate.iter().map(|r| Row::new(hz, &untraced, r)).collect();
+        let rows: Vec<Row> = at_rate.iter().map(|r| Row::new(hz, untraced, r)).collect();
         // The gap between the two fastest untraced runs over the samples of
         // a run: how far the workload's share may be off.
         println!(
@@ -260,14 +337,16 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
             let dropped = median_if_all(of_tracer.iter().map(|r| r.dropped));
             println!(
                 "{hz:>4} Hz {:<16} {:>7.0} samples  work {:>+6.2}%  {:>7.0} + {:>7.0} = {:>7.0} \
-                 ns/sample  {:>5.2}x perf -g  {:>5.2}x perf dwarf  finish {:>6.1} ms  \
-                 {recorded:>7} recorded  {dropped:>4} dropped  {:>6.0} bytes/sample",
+                 ns/sample  overhead {:>5.2}%  {:>5.2}x perf -g  {:>5.2}x perf dwarf  \
+                 finish {:>6.1} ms  {recorded:>7} recorded  {dropped:>4} dropped  \
+                 {:>6.0} bytes/sample",
                 tracer.name(),
                 row.samples,
                 row.work_extra_percent,
                 row.in_workload_ns,
                 row.recorder_ns,
                 row.total_ns,
+                row.total_ns * f64::from(hz) / 1e9 * 100.0,
                 row.total_ns / fp,
                 row.total_ns / dwarf,
                 row.finish_ms,
@@ -275,7 +354,6 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
             );
         }
     }
-    Ok(())
 }
 
 /// The least of `values` (0 for none).

@@ -221,6 +221,14 @@ impl Stacks {
     }
 }
 
+/// Whether Python frames are read: unless `TRACE_PYTHON_FRAMES=0` (for
+/// the benchmark that measures what reading them costs, and for anyone who
+/// wants the interpreter's C functions alone).
+fn python_frames_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var_os("TRACE_PYTHON_FRAMES").is_none_or(|v| v != "0"))
+}
+
 /// The Python frames of stack `r`.
 fn raw_python_frames(r: &StackRecord<'_>) -> Vec<RawFrame> {
     r.python_frames()
@@ -282,6 +290,9 @@ impl KernelTranslator {
     /// Examines process `pid` for an interpreter if it is due, as of a
     /// stack or an exec at `ts`; the programs are told what is found.
     fn examine_python(&mut self, pid: u32, ts: u64) {
+        if !python_frames_wanted() {
+            return;
+        }
         let Some(found) = self.stacks.python.examine(pid) else {
             return;
         };
