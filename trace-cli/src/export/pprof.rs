@@ -253,10 +253,7 @@ pub fn run(file: &Path, dir: &Path, damage: &DamageArgs) -> Result<ExitCode> {
     let input = crate::open_trace(file)?;
     let mut builders: BTreeMap<String, Builder> = BTreeMap::new();
     let scan = Scan::read(input, |s| {
-        builders
-            .entry(s.timebase.clone())
-            .or_default()
-            .add(&s);
+        builders.entry(s.timebase.clone()).or_default().add(&s);
     })?;
     let skipped = Skipped {
         records: scan.malformed,

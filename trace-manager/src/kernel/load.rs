@@ -484,7 +484,7 @@ fn has_bpf_loop() -> bool {
 
 /// `object`, with the calls of `bpf_loop` taken out when the kernel lacks
 /// it: the stack programs then write no Python frames, and everything else
-/// loads as before.
+/// loads as before (but the program of `-e`, whose filters need it).
 pub(super) fn without_missing_helpers(object: ObjectBytes) -> ObjectBytes {
     if has_bpf_loop() {
         return object;
@@ -493,7 +493,10 @@ pub(super) fn without_missing_helpers(object: ObjectBytes) -> ObjectBytes {
         ObjectBytes::Embedded => ObjectBytes::copy(EBPF_OBJECT),
         patched => patched,
     };
-    match patch::remove_helper_calls(object.bytes_mut(), patch::BPF_FUNC_LOOP) {
+    // The filter machine of `-e` cannot do without it: that program is left
+    // to be refused whole.
+    let keep = [trace_common::kernel::tracepoint::TRACEPOINT_PROGRAM];
+    match patch::remove_helper_calls(object.bytes_mut(), patch::BPF_FUNC_LOOP, &keep) {
         Ok(n) => log::info!(
             "this kernel has no bpf_loop helper (Linux 5.17 on): stacks are written without \
              Python frames ({n} calls taken out)"

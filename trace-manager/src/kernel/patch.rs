@@ -84,21 +84,50 @@ const MOV64_IMM: u8 = 0xb7;
 
 /// Replaces, in every executable section of the ELF object `elf`, each call
 /// of helper `helper` by `r0 = 0` (the helper's "nothing done"), for a
-/// kernel that lacks it. Returns how many calls were replaced.
-pub fn remove_helper_calls(elf: &mut [u8], helper: i32) -> Result<usize, PatchError> {
+/// kernel that lacks it, except in the functions named in `keep` (programs
+/// that cannot do without it, left to be refused whole). Returns how many
+/// calls were replaced.
+pub fn remove_helper_calls(
+    elf: &mut [u8],
+    helper: i32,
+    keep: &[&str],
+) -> Result<usize, PatchError> {
     let ranges = executable_sections(elf)?;
+    // The kept functions' places: (section's file offset, start, end).
+    let kept: Vec<(usize, usize, usize)> = {
+        use object::ObjectSymbol;
+        let file = object::File::parse(&*elf).map_err(|e| PatchError::Object(e.to_string()))?;
+        file.symbols()
+            .filter(|sym| sym.name().is_ok_and(|n| keep.contains(&n)))
+            .filter_map(|sym| {
+                let section = file.section_by_index(sym.section_index()?).ok()?;
+                let (start, _) = section.file_range()?;
+                Some((
+                    start as usize,
+                    sym.address() as usize,
+                    (sym.address() + sym.size()) as usize,
+                ))
+            })
+            .collect()
+    };
     let mut n = 0;
     for (start, len) in ranges {
         let code = elf
             .get_mut(start..start + len)
             .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
-        n += remove_calls(code, helper);
+        let skip: Vec<(usize, usize)> = kept
+            .iter()
+            .filter(|k| k.0 == start)
+            .map(|k| (k.1, k.2))
+            .collect();
+        n += remove_calls(code, helper, &skip);
     }
     Ok(n)
 }
 
-/// [`remove_helper_calls`] on one section's instructions.
-fn remove_calls(code: &mut [u8], helper: i32) -> usize {
+/// [`remove_helper_calls`] on one section's instructions, those in the
+/// byte ranges `skip` left alone.
+fn remove_calls(code: &mut [u8], helper: i32, skip: &[(usize, usize)]) -> usize {
     let mut n = 0;
     let mut at = 0;
     while at + 8 <= code.len() {
@@ -109,7 +138,8 @@ fn remove_calls(code: &mut [u8], helper: i32) -> usize {
         }
         let src = code[at + 1] >> 4;
         let imm = i32::from_le_bytes([code[at + 4], code[at + 5], code[at + 6], code[at + 7]]);
-        if opcode == CALL && src == 0 && imm == helper {
+        let kept = skip.iter().any(|&(from, to)| from <= at && at < to);
+        if opcode == CALL && src == 0 && imm == helper && !kept {
             code[at..at + 8].copy_from_slice(&[MOV64_IMM, 0, 0, 0, 0, 0, 0, 0]);
             n += 1;
         }
@@ -180,11 +210,15 @@ mod tests {
             insn(0x85, 0x00, 0, BPF_FUNC_LOOP), // its second slot: data
         ]
         .concat();
-        assert_eq!(remove_calls(&mut code, BPF_FUNC_LOOP), 1);
+        let mut kept = code.clone();
+        assert_eq!(remove_calls(&mut code, BPF_FUNC_LOOP, &[]), 1);
         assert_eq!(&code[..8], &[0xb7, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(code[8], 0x85);
         assert_eq!(code[16], 0x85);
         assert_eq!(code[32], 0x85);
+        // A function kept keeps its calls.
+        assert_eq!(remove_calls(&mut kept, BPF_FUNC_LOOP, &[(0, 8)]), 0);
+        assert_eq!(kept[0], 0x85);
     }
 
     #[test]

@@ -99,7 +99,9 @@ impl Tracer {
         let mut c = Command::new("taskset");
         c.args(["-c", "1"]);
         match self {
-            Tracer::TraceCli { cli, extra, env, .. } => {
+            Tracer::TraceCli {
+                cli, extra, env, ..
+            } => {
                 c.envs(env.iter().copied())
                     .env("TRACE_MANAGER_SOCKET", file.with_file_name("manager.sock"))
                     .arg(cli)
@@ -278,6 +280,9 @@ pub fn profile_bench(rounds: usize, batches: u64, baseline: Option<&Path>) -> Re
     Ok(())
 }
 
+/// Runs by rate, then tracer, one per round.
+type ByRate = Vec<Vec<Vec<Run>>>;
+
 /// `rounds` interleaved rounds of `workload`, untraced and under each of
 /// `tracers` at each rate: the untraced runs, and `runs[rate][tracer]`.
 fn run_rounds(
@@ -285,7 +290,7 @@ fn run_rounds(
     workload: &[String],
     rounds: usize,
     dir: &Path,
-) -> Result<(Vec<Run>, Vec<Vec<Vec<Run>>>)> {
+) -> Result<(Vec<Run>, ByRate)> {
     let mut untraced = Vec::new();
     let mut runs = vec![vec![Vec::new(); tracers.len()]; RATES.len()];
     for round in 0..rounds {
@@ -302,7 +307,7 @@ fn run_rounds(
 
 /// Prints the rows of `runs` (by rate, then tracer) against `untraced`,
 /// for the workload `what`.
-fn report(what: &str, tracers: &[Tracer], untraced: &[Run], runs: &[Vec<Vec<Run>>], rounds: usize) {
+fn report(what: &str, tracers: &[Tracer], untraced: &[Run], runs: &ByRate, rounds: usize) {
     let untraced_work: Vec<f64> = untraced.iter().map(|r| r.work_ns as f64).collect();
     let base_work = least(untraced_work.iter().copied());
     let noise = gap_of_two_least(&untraced_work);
@@ -596,6 +601,7 @@ mod tests {
             name: "trace-cli",
             cli: PathBuf::from("/b/trace-cli"),
             extra: &[],
+            env: &[],
         };
         let command = cli.command(99, file);
         assert!(
