@@ -156,4 +156,51 @@ mod tests {
     fn this_process_runs_no_python() {
         assert_eq!(find(std::process::id()), Interpreter::None);
     }
+
+    /// Debian's interpreter (a program, not PIE) and, where there is one, a build with
+    /// `libpython` (PIE): `_PyRuntime` is where the interpreter itself says it is.
+    #[test]
+    fn finds_the_runtime_where_the_interpreter_says() {
+        use std::io::BufRead;
+        let mut pythons = vec!["/usr/bin/python3.11".to_owned()];
+        if let Ok(home) = std::env::var("HOME") {
+            let pyenv = format!("{home}/.pyenv/versions");
+            for v in std::fs::read_dir(pyenv).into_iter().flatten().flatten() {
+                let bin = v.path().join("bin/python3.11");
+                if bin.exists() {
+                    pythons.push(bin.display().to_string());
+                }
+            }
+        }
+        for python in pythons {
+            let mut child = std::process::Command::new(&python)
+                .args([
+                    "-c",
+                    "import ctypes, sys; \
+                     print(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, '_PyRuntime')), \
+                     flush=True); sys.stdin.read()",
+                ])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{python}: {e}"));
+            let mut line = String::new();
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let said: u64 = line.trim().parse().unwrap();
+            let found = find(child.id());
+            drop(child.stdin.take());
+            child.wait().unwrap();
+            match found {
+                Interpreter::Readable {
+                    version, runtime, ..
+                } => {
+                    assert!(version.starts_with("3.11."), "{python}: {version}");
+                    assert_eq!(runtime, said, "{python}");
+                }
+                other => panic!("{python}: {other:?}"),
+            }
+        }
+    }
 }

@@ -160,6 +160,13 @@ impl PythonReader {
         self.processes.remove(&pid);
     }
 
+    /// Lets go of the processes that exited (their memory files, open); the names of their code
+    /// objects stay for the samples still to be written. Call it now and then.
+    pub fn trim(&mut self) {
+        self.processes
+            .retain(|&pid, _| std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+
     /// Reads the code objects of `frames` (of process `pid`) not read yet.
     pub fn read(&mut self, pid: u32, frames: &[RawFrame]) {
         let Some(Process {

@@ -553,6 +553,7 @@ impl KernelTranslator {
             }
         }
         // No sample waits now: what only exited processes needed may go.
+        self.stacks.python.trim();
         if let Some(resolver) = self.stacks.resolver.as_mut() {
             let released = resolver.trim();
             if released > 0 {
