@@ -682,6 +682,32 @@ pub fn copy_program(from: impl AsRef<Path>, to: &Path) {
     );
 }
 
+/// `trace-cli record ARGS -o OUT -- COMMAND...`, which must succeed, and
+/// `trace-cli check OUT`, which must pass: what `record` printed.
+pub fn record_checked<S: AsRef<std::ffi::OsStr>>(
+    out: &Path,
+    args: &[&str],
+    command: &[S],
+) -> std::process::Output {
+    let output = Command::new(trace_cli())
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "trace-cli record failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (ok, report) = check(out);
+    assert!(ok, "trace-cli check:\n{report}");
+    output
+}
+
 /// `trace-cli check FILE`: whether it passes, and what it printed.
 pub fn check(file: &Path) -> (bool, String) {
     let out = Command::new(trace_cli())

@@ -50,25 +50,10 @@ fn marks(path: &Path) -> HashMap<String, Vec<u64>> {
 /// checked; the file and what `record` printed.
 fn record(dir: &Path, args: &[&str], name: &str, script_args: &[&str]) -> (PathBuf, String) {
     let out = dir.join("trace.fxt");
-    let output = Command::new(trace_cli())
-        .arg("record")
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(PYTHON)
-        .arg(script(name))
-        .args(script_args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "trace-cli record failed:\n{stderr}"
-    );
-    let (ok, report) = tests::check(&out);
-    assert!(ok, "trace-cli check:\n{report}");
-    (out, stderr)
+    let mut command = vec![PYTHON.into(), script(name).into_os_string()];
+    command.extend(script_args.iter().map(std::ffi::OsString::from));
+    let output = tests::record_checked(&out, args, &command);
+    (out, String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 /// A Python frame as the trace names it: `function (file.py:LINE)` in a

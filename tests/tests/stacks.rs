@@ -36,31 +36,9 @@ use trace_perfetto::DecodedSample;
 /// standard output, as `key=value` pairs.
 fn record(dir: &Path, args: &[&str], program: &str, program_args: &[&str]) -> (PathBuf, String) {
     let out = dir.join("trace.fxt");
-    let output = Command::new(trace_cli())
-        .arg("record")
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .arg(program)
-        .args(program_args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "trace-cli record failed:\n{stderr}"
-    );
-    let check = Command::new(trace_cli())
-        .arg("check")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "trace-cli check:\n{}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    let mut command = vec![program];
+    command.extend_from_slice(program_args);
+    let output = tests::record_checked(&out, args, &command);
     (out, String::from_utf8_lossy(&output.stdout).into_owned())
 }
 

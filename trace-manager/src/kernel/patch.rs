@@ -39,14 +39,8 @@ pub fn patch_offsets(elf: &mut [u8], map: &[(i16, u32)]) -> Result<Vec<usize>, P
     for &(_, to) in map {
         real.push(i16::try_from(to).map_err(|_| PatchError::TooFar(to))?);
     }
-    let ranges = executable_sections(elf)?;
     let mut counts = vec![0usize; map.len()];
-    for (start, len) in ranges {
-        let code = elf
-            .get_mut(start..start + len)
-            .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
-        patch_code(code, map, &real, &mut counts);
-    }
+    each_section(elf, |_, code| patch_code(code, map, &real, &mut counts))?;
     if let Some(i) = counts.iter().position(|&n| n == 0) {
         return Err(PatchError::Unused(map[i].0));
     }
@@ -55,14 +49,8 @@ pub fn patch_offsets(elf: &mut [u8], map: &[(i16, u32)]) -> Result<Vec<usize>, P
 
 /// [`patch_offsets`] on one section's instructions.
 fn patch_code(code: &mut [u8], map: &[(i16, u32)], real: &[i16], counts: &mut [usize]) {
-    let mut at = 0;
-    while at + 8 <= code.len() {
+    for at in instructions(code) {
         let opcode = code[at];
-        // `BPF_LD | BPF_IMM | BPF_DW` takes two slots; the second is data.
-        if opcode == 0x18 {
-            at += 16;
-            continue;
-        }
         if matches!(opcode & CLASS_MODE, LDX_MEM | LDX_MEMSX) {
             let off = i16::from_le_bytes([code[at + 2], code[at + 3]]);
             if let Some(i) = map.iter().position(|&(m, _)| m == off) {
@@ -70,8 +58,31 @@ fn patch_code(code: &mut [u8], map: &[(i16, u32)], real: &[i16], counts: &mut [u
                 counts[i] += 1;
             }
         }
-        at += 8;
     }
+}
+
+/// The offsets of the instructions in `code`: every 8 bytes, but the
+/// second slot of a `BPF_LD | BPF_IMM | BPF_DW` (16 bytes), which is data.
+fn instructions(code: &[u8]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(code.len() / 8);
+    let mut at = 0;
+    while at + 8 <= code.len() {
+        out.push(at);
+        at += if code[at] == 0x18 { 16 } else { 8 };
+    }
+    out
+}
+
+/// Calls `f` with each executable section of `elf`: its file offset and
+/// its bytes.
+fn each_section(elf: &mut [u8], mut f: impl FnMut(usize, &mut [u8])) -> Result<(), PatchError> {
+    for (start, len) in executable_sections(elf)? {
+        let code = elf
+            .get_mut(start..start + len)
+            .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
+        f(start, code);
+    }
+    Ok(())
 }
 
 /// `bpf_loop`'s helper number (Linux 5.17 on).
@@ -92,7 +103,6 @@ pub fn remove_helper_calls(
     helper: i32,
     keep: &[&str],
 ) -> Result<usize, PatchError> {
-    let ranges = executable_sections(elf)?;
     // The kept functions' places: (section's file offset, start, end).
     let kept: Vec<(usize, usize, usize)> = {
         use object::ObjectSymbol;
@@ -111,17 +121,14 @@ pub fn remove_helper_calls(
             .collect()
     };
     let mut n = 0;
-    for (start, len) in ranges {
-        let code = elf
-            .get_mut(start..start + len)
-            .ok_or_else(|| PatchError::Object("a section lies outside the file".into()))?;
+    each_section(elf, |start, code| {
         let skip: Vec<(usize, usize)> = kept
             .iter()
             .filter(|k| k.0 == start)
             .map(|k| (k.1, k.2))
             .collect();
         n += remove_calls(code, helper, &skip);
-    }
+    })?;
     Ok(n)
 }
 
@@ -129,13 +136,8 @@ pub fn remove_helper_calls(
 /// byte ranges `skip` left alone.
 fn remove_calls(code: &mut [u8], helper: i32, skip: &[(usize, usize)]) -> usize {
     let mut n = 0;
-    let mut at = 0;
-    while at + 8 <= code.len() {
+    for at in instructions(code) {
         let opcode = code[at];
-        if opcode == 0x18 {
-            at += 16;
-            continue;
-        }
         let src = code[at + 1] >> 4;
         let imm = i32::from_le_bytes([code[at + 4], code[at + 5], code[at + 6], code[at + 7]]);
         let kept = skip.iter().any(|&(from, to)| from <= at && at < to);
@@ -143,7 +145,6 @@ fn remove_calls(code: &mut [u8], helper: i32, skip: &[(usize, usize)]) -> usize 
             code[at..at + 8].copy_from_slice(&[MOV64_IMM, 0, 0, 0, 0, 0, 0, 0]);
             n += 1;
         }
-        at += 8;
     }
     n
 }
