@@ -183,10 +183,11 @@ impl StackResolver {
     }
 
     /// [`observe`](Self::observe), and reads the mappings again: at once when the process
-    /// executed a new program since they were read (its `/proc/PID/exe` changed: one `readlink`
-    /// per stack), else when `ip`, a user address of a stack just taken, lies in none of them (a
-    /// library mapped since), as often as the unwinder's misses may.
-    pub fn observe_address(&mut self, pid: u32, ip: u64) {
+    /// executed a new program since they were read (with `maybe_executed`, when something
+    /// suggests it, such as its main thread's name changing: its `/proc/PID/exe` is read, one
+    /// `readlink`), else when `ip`, a user address of a stack just taken, lies in none of them
+    /// (a library mapped since), as often as the unwinder's misses may.
+    pub fn observe_address(&mut self, pid: u32, ip: u64, maybe_executed: bool) {
         self.process(pid);
         let Some(process) = self.processes.get_mut(&pid) else {
             return;
@@ -196,7 +197,7 @@ impl StackResolver {
         }
         // Another program: its mappings read now, however recently the old ones were (the
         // pause between readings is for a process loading libraries, not for an exec).
-        if process.executed_since(pid) {
+        if maybe_executed && process.executed_since(pid) {
             process.reread_after_exec(pid, &mut self.files);
             return;
         }

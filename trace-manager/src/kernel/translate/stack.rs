@@ -124,9 +124,9 @@ impl Stacks {
     /// Remembers what the stacks of process `pid` need (its mappings and
     /// files) while it lives; with the user instruction pointer `ip` of a
     /// stack just taken, reads them again if they do not hold it (an exec).
-    pub(super) fn observe(&mut self, pid: u32, ip: u64) {
+    pub(super) fn observe(&mut self, pid: u32, ip: u64, maybe_executed: bool) {
         if pid != 0 {
-            self.resolver().observe_address(pid, ip);
+            self.resolver().observe_address(pid, ip, maybe_executed);
         }
     }
 
@@ -257,14 +257,17 @@ impl KernelTranslator {
         if ip != 0 {
             self.observe_python(pid, r);
         }
-        self.stacks.observe(pid, ip);
+        // A main thread whose name is not the one its last stack gave may
+        // have executed another program (which names it): that is when the
+        // resolver asks which program the process runs.
+        let comm = super::comm_str(&r.event.comm);
+        let renamed = tid == pid
+            && self.stacks.process_names.get(&pid).map(String::as_str) != Some(&*comm);
+        self.stacks.observe(pid, ip, renamed);
         // The process's name while it lives (a thread's stack tells only
         // the thread's).
         if tid == pid {
-            let comm = super::comm_str(&r.event.comm);
-            if !comm.is_empty()
-                && self.stacks.process_names.get(&pid).map(String::as_str) != Some(&*comm)
-            {
+            if !comm.is_empty() && renamed {
                 self.stacks.process_names.insert(pid, comm.into_owned());
             }
         } else if !self.stacks.process_names.contains_key(&pid)
@@ -412,7 +415,7 @@ impl KernelTranslator {
         let kernel: Vec<u64> = r.kernel_frames().collect();
         let mut user = Vec::new();
         if e.flags & STACK_USER_REGS != 0 {
-            self.stacks.observe(pid, 0);
+            self.stacks.observe(pid, 0, false);
             let fp: Vec<u64> = r.user_frames().collect();
             if !fp.is_empty() {
                 // A walk gives the instruction pointer, then return
