@@ -261,8 +261,8 @@ impl KernelTranslator {
         // have executed another program (which names it): that is when the
         // resolver asks which program the process runs.
         let comm = super::comm_str(&r.event.comm);
-        let renamed = tid == pid
-            && self.stacks.process_names.get(&pid).map(String::as_str) != Some(&*comm);
+        let renamed =
+            tid == pid && self.stacks.process_names.get(&pid).map(String::as_str) != Some(&*comm);
         self.stacks.observe(pid, ip, renamed);
         // The process's name while it lives (a thread's stack tells only
         // the thread's).
