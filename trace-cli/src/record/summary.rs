@@ -66,7 +66,13 @@ fn print_summary(stats: &trace_common::controller::StopResult, destination: &str
     // The kinds a summary shows, in their order (tests read it).
     let shown = KernelCount::FIXED
         .into_iter()
-        .filter(KernelCount::in_summary);
+        .filter(KernelCount::in_summary)
+        // Python's only where there was Python.
+        .chain(
+            [KernelCount::PythonStacks, KernelCount::PythonUnreadable]
+                .into_iter()
+                .filter(|kind| k.count(kind) > 0),
+        );
     let counts: Vec<String> = shown
         .map(|kind| format!("{} {}", k.count(&kind), kind.label()))
         .collect();

@@ -133,11 +133,12 @@ kernel_counts! {
     StackSamples = 12, "stack samples", true;
     /// Signals sent and delivered (`kernel:signal` instants).
     Signals = 13, "signals", true;
-    /// Stack samples with Python frames.
-    PythonStacks = 14, "stacks with Python frames", true;
+    /// Stack samples with Python frames (in a summary when there are any).
+    PythonStacks = 14, "stacks with Python frames", false;
     /// Processes running a Python interpreter whose frames cannot be read
-    /// (a version without a layout): their stacks show its C functions.
-    PythonUnreadable = 15, "processes running an unreadable Python", true;
+    /// (a version without a layout): their stacks show its C functions (in
+    /// a summary when there are any).
+    PythonUnreadable = 15, "processes running an unreadable Python", false;
 }
 
 /// The answer to StopTracing and TerminateTracing (`StopResult`).
