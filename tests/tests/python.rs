@@ -13,6 +13,15 @@
 //!   written.
 //! - `layout_check.py`: the 3.11 offsets in use match the running
 //!   interpreter's structures, field by field.
+//! - `waker.py`: the waker stacks of a pipe's reader name the Python
+//!   function that wrote to it.
+//! - `sleeper.py` with `--stacks syscall`: every `clock_nanosleep` stack is
+//!   in `nap`, at its lines.
+//! - An interpreter of another version (Debian's, its `Py_Version` changed
+//!   to 3.99) is named in a warning and counted once, its stacks native.
+//! - Without `bpf_loop` every program loads and stacks stay native.
+//! - `export --pprof` read back by `protoc`'s Python code: the same stacks
+//!   and totals as `flamegraph --folded`.
 //!
 //! Every file passes `trace-cli check`.
 
@@ -594,4 +603,116 @@ fn pprof_profiles_read_back_with_the_flame_graphs_totals() {
             );
         }
     }
+}
+
+#[test]
+fn waker_stacks_name_the_python_function_that_woke() {
+    require_root();
+    let dir = temp_dir("python-waker");
+    let path = script("waker.py");
+    let marks = marks(&path);
+    let (file, _) = record(&dir, &["-c", "kernel:offcpu"], "waker.py", &[]);
+    let all = samples(&file);
+    let wakers: Vec<&DecodedSample> = all
+        .iter()
+        .filter(|s| s.timebase == "wakeup")
+        .filter(|s| {
+            python_frames(s)
+                .first()
+                .is_some_and(|(_, f)| f.function == "wake")
+        })
+        .collect();
+    assert!(
+        wakers.len() >= 8,
+        "{} of 10 wake-ups from wake: {:#?}",
+        wakers.len(),
+        all.iter()
+            .filter(|s| s.timebase == "wakeup")
+            .take(3)
+            .map(show)
+            .collect::<Vec<_>>()
+    );
+    for s in &wakers {
+        let py: Vec<(String, u64)> = python_frames(s)
+            .into_iter()
+            .map(|(_, f)| (f.function, f.line))
+            .collect();
+        assert_eq!(
+            py,
+            [
+                ("wake".to_owned(), marks["wake"][0]),
+                ("<module>".to_owned(), marks["module"][0])
+            ],
+            "{}",
+            show(s)
+        );
+    }
+}
+
+/// The file offset of symbol `name` of the ELF file `path`, from `readelf`.
+fn symbol_file_offset(path: &Path, name: &str) -> u64 {
+    let text = |args: &[&str]| {
+        let out = Command::new("readelf")
+            .args(args)
+            .arg(path)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    let symbols = text(&["-Ws"]);
+    let fields: Vec<&str> = symbols
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .unwrap_or_else(|| panic!("no {name}"))
+        .split_whitespace()
+        .collect();
+    let (vaddr, section) = (hex(fields[1]), fields[6]);
+    let sections = text(&["-WS"]);
+    let line = sections
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("[{section:>2}]")))
+        .unwrap_or_else(|| panic!("no section {section}"));
+    let f: Vec<&str> = line.split(']').nth(1).unwrap().split_whitespace().collect();
+    let (addr, offset) = (hex(f[2]), hex(f[3]));
+    vaddr - addr + offset
+}
+
+#[test]
+fn an_interpreter_of_another_version_is_named_not_misread() {
+    // Debian's interpreter, its `Py_Version` changed to 3.99: a version
+    // without a layout, found and reported, its stacks left native.
+    require_root();
+    let dir = temp_dir("python-other-version");
+    let copy = dir.join("python3.99");
+    tests::copy_program(PYTHON, &copy);
+    let at = symbol_file_offset(&copy, "Py_Version");
+    let mut bytes = std::fs::read(&copy).unwrap();
+    let at = at as usize;
+    let version = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(version >> 16, 0x030b, "Py_Version {version:#x}");
+    bytes[at..at + 4].copy_from_slice(&0x0363_00f0u32.to_le_bytes());
+    std::fs::write(&copy, &bytes).unwrap();
+    let out = dir.join("trace.fxt");
+    let output = tests::record_checked(
+        &out,
+        &["-c", "kernel:profile", "--sample-hz", "499"],
+        &[
+            copy.as_os_str(),
+            script("hot_path.py").as_os_str(),
+            std::ffi::OsStr::new("0.5"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("1 processes running an unreadable Python"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("runs Python 3.99.0") && stderr.contains("cannot be read"),
+        "{stderr}"
+    );
+    let all = samples(&out);
+    assert!(all.len() >= 100, "{} samples", all.len());
+    assert!(all.iter().all(|s| python_frames(s).is_empty()));
 }

@@ -110,6 +110,10 @@ pub(super) struct Stacks {
     /// When each process was examined for an interpreter: the time of the
     /// stack that made it so.
     python_examined: Map<u32, u64>,
+    /// The unreadable interpreter reported of each process (its file), so
+    /// that one found again (after an exec's second look) is not counted
+    /// twice.
+    python_unreadable: Map<u32, String>,
     /// The programs' map of processes running a readable interpreter.
     python_procs: Option<PythonProcs>,
     /// Perfetto mappings of Python source files, by path.
@@ -312,6 +316,10 @@ impl KernelTranslator {
                 self.tell_python(pid, Some(process));
             }
             Interpreter::Unreadable { version, path } => {
+                if self.stacks.python_unreadable.get(&pid) == Some(path) {
+                    return;
+                }
+                self.stacks.python_unreadable.insert(pid, path.clone());
                 log::warn!(
                     "process {pid} runs Python {version} ({path}), whose frames cannot be \
                      read (readable: {}): its stacks show the interpreter's C functions",
