@@ -18,7 +18,7 @@ def wake():
 
 t = threading.Thread(target=reader, name="reader")
 t.start()
-time.sleep(0.3)  # the recorder finds the interpreter meanwhile
+time.sleep(1.0)  # the recorder finds the interpreter meanwhile (longer under load)
 for _ in range(10):
     time.sleep(0.02)
     wake()  # MARK module

@@ -365,15 +365,20 @@ impl KernelTranslator {
             .python_examined
             .get(&pid)
             .is_some_and(|&examined| examined > ts);
-        if self.stacks.python.examined(pid) && !after_exec {
+        // Without stacks recorded, no interpreter is looked for.
+        if after_exec || self.stacks.resolver.is_none() {
+            return;
+        }
+        if self.stacks.python.examined(pid) {
             self.stacks.python_examined.remove(&pid);
             self.stacks.python.forget(pid);
             self.tell_python(pid, None);
-            // Examined now: it runs the new program already, and its
-            // stacks read since may have come before this exec from
-            // another CPU's ring.
-            self.examine_python(pid, ts);
         }
+        // Examined now, whether or not a stack came before: it runs the new
+        // program already, its stacks read since may have come before this
+        // exec from another CPU's ring, and its next stack may come much
+        // later (off-CPU stacks are written when a block ends).
+        self.examine_python(pid, ts);
     }
 
     /// Makes the stack resolver now, before any stack comes: made at the
