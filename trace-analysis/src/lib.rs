@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod context;
+pub mod critical_path;
 pub mod errno;
 pub mod event;
 pub mod kernel;

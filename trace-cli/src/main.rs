@@ -5,6 +5,7 @@ mod categories;
 mod check;
 mod completions;
 mod convert;
+mod critical_path;
 mod damage;
 mod doctor;
 mod dump;

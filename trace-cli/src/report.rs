@@ -90,6 +90,30 @@ pub struct ReportArgs {
     /// for two reports of one recording (two --time ranges of one file).
     #[arg(long, value_name = "BY", value_enum)]
     diff_by: Option<DiffByArg>,
+    /// Explain why one thing took as long as it did instead of the tables:
+    /// `NAME` or `span:NAME` (a userspace duration, the longest unless
+    /// --nth), `syscall:NAME` (a system call), or `thread:TID` (over
+    /// --time). Prints its wall time as running, waiting for a CPU (behind
+    /// whom) and blocked (in what), each wait followed to the thread that
+    /// ended it, as a tree.
+    #[arg(long, value_name = "TARGET", conflicts_with_all = ["sections", "by", "diff_by"])]
+    critical_path: Option<trace_analysis::critical_path::Target>,
+    /// With --critical-path: the Nth instance of the target in order of
+    /// start (1 is the first), not the longest.
+    #[arg(long, value_name = "N", requires = "critical_path")]
+    nth: Option<usize>,
+    /// With --critical-path: follow waits of at least this many
+    /// microseconds (default: 1% of the target's time); sum shorter ones.
+    #[arg(long, value_name = "US", requires = "critical_path")]
+    min_wait_us: Option<u64>,
+    /// With --critical-path: how many wake-ups deep to follow waits.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        requires = "critical_path"
+    )]
+    depth: usize,
     /// Colour the tables: `auto` on a terminal (unless NO_COLOR is set).
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
     color: String,
@@ -198,19 +222,29 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     if args.files.len() == 1 && args.diff_by.is_some() {
         bail!("--diff-by applies to two files compared");
     }
+    if let Some(target) = args.critical_path.clone() {
+        if args.files.len() == 2 {
+            bail!("--critical-path explains one file");
+        }
+        let options = trace_analysis::critical_path::Options {
+            target,
+            selection: selection(&args),
+            nth: args.nth,
+            min_wait: args.min_wait_us.map(|us| us.saturating_mul(1000)),
+            max_depth: args.depth,
+            origin: None,
+        };
+        let text = crate::critical_path::run(&args.files[0], &options, args.json)?;
+        crate::print_all(text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let by = match args.diff_by {
         Some(DiffByArg::Pid) => DiffBy::Pid,
         Some(DiffByArg::Name) | None => DiffBy::Name,
     };
     let options = Options {
         sections: sections(&args.sections)?,
-        selection: Selection {
-            pids: args.pids.clone(),
-            comm: args.comm.clone(),
-            time: args.time.unwrap_or_default(),
-            cgroup: args.cgroup.clone(),
-            container: args.container.clone(),
-        },
+        selection: selection(&args),
         top: args.top,
         // A diff sums the rows of a name before keeping the top ones.
         all_rows: args.files.len() == 2,
@@ -244,6 +278,17 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     };
     crate::print_all(text.as_bytes())?;
     Ok(args.damage.status(skip))
+}
+
+/// The processes, threads and time the arguments select.
+fn selection(args: &ReportArgs) -> Selection {
+    Selection {
+        pids: args.pids.clone(),
+        comm: args.comm.clone(),
+        time: args.time.unwrap_or_default(),
+        cgroup: args.cgroup.clone(),
+        container: args.container.clone(),
+    }
 }
 
 /// What reading a report's file skipped.

@@ -36,8 +36,8 @@ pub fn floor_sched_switch(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `sched_wakeup`, doing nothing.
-#[btf_tracepoint(function = "sched_wakeup")]
+/// `sched_waking`, doing nothing.
+#[btf_tracepoint(function = "sched_waking")]
 pub fn floor_sched_wakeup(_ctx: BtfTracePointContext) -> i32 {
     0
 }
@@ -113,8 +113,8 @@ pub fn floor_clock_sched_switch(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `sched_wakeup`, reading the clock.
-#[btf_tracepoint(function = "sched_wakeup")]
+/// `sched_waking`, reading the clock.
+#[btf_tracepoint(function = "sched_waking")]
 pub fn floor_clock_sched_wakeup(_ctx: BtfTracePointContext) -> i32 {
     keep(now());
     0
@@ -154,8 +154,8 @@ pub fn floor_ring_sched_switch(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `sched_wakeup`, reading the clock and writing an entry.
-#[btf_tracepoint(function = "sched_wakeup")]
+/// `sched_waking`, reading the clock and writing an entry.
+#[btf_tracepoint(function = "sched_waking")]
 pub fn floor_ring_sched_wakeup(_ctx: BtfTracePointContext) -> i32 {
     ring_write();
     0

@@ -21,8 +21,9 @@
 //! which spares a wake-up (an inter-processor interrupt) per event.
 //!
 //! Programs by category (userspace attaches only the enabled ones):
-//! - `kernel:sched`: `sched_switch`, `sched_wakeup`, `sched_wakeup_new`,
-//!   `cpu_idle`, `cpu_frequency` (the last two not under a pid filter);
+//! - `kernel:sched`: `sched_switch`, `sched_waking` (a wake-up, in its
+//!   waker's context), `sched_wakeup_new`, `cpu_idle`, `cpu_frequency` (the
+//!   last two not under a pid filter);
 //! - `kernel:proc`: `task_newtask`, `sched_process_exec`,
 //!   `sched_process_exit`, `task_rename`;
 //! - `kernel:syscall`: `sys_enter`, `sys_exit` (never for the recorder's own

@@ -140,7 +140,7 @@ pub(crate) fn wakeup(
     r.submit(layout, entry);
 }
 
-/// `sched:sched_wakeup`.
+/// `sched:sched_waking` (the program keeps the name of the event it writes).
 #[tracepoint]
 pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
     let ts = now();
@@ -268,8 +268,10 @@ pub(crate) fn wakeup_btf(ctx: &BtfTracePointContext, flags: u16) -> i32 {
     0
 }
 
-/// `sched_wakeup(struct task_struct *p)`.
-#[btf_tracepoint(function = "sched_wakeup")]
+/// `sched_waking(struct task_struct *p)`: the waker's context, before a
+/// wake-up of a task on another CPU is handed to that CPU (where
+/// `sched_wakeup` fires, in its interrupt, with no waker to see).
+#[btf_tracepoint(function = "sched_waking")]
 pub fn sched_wakeup_btf(ctx: BtfTracePointContext) -> i32 {
     wakeup_btf(&ctx, 0)
 }

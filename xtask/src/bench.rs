@@ -17,7 +17,7 @@
 //! second. Each round runs, interleaved, the workload untraced, under
 //! `trace-cli record -a` with the workload's category (`kernel:sched`,
 //! `kernel:syscall`), and under `perf record -a` with the matching
-//! tracepoints (`sched:sched_switch` and `sched:sched_wakeup`;
+//! tracepoints (`sched:sched_switch` and `sched:sched_waking`;
 //! `raw_syscalls:sys_enter` and `sys_exit`), so that the machine's noise
 //! spreads over all three. The report gives the medians, the extra
 //! nanoseconds per captured event, the slowdown, events captured and

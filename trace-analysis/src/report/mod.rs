@@ -28,7 +28,7 @@ pub mod units;
 pub mod userspace;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::io::Read;
 

@@ -51,7 +51,7 @@ pub const BTF_VARIANTS: &[BtfVariant] = &[
     BtfVariant {
         classic: "sched_wakeup",
         program: "sched_wakeup_btf",
-        tracepoint: "sched_wakeup",
+        tracepoint: "sched_waking",
     },
     BtfVariant {
         classic: "sched_wakeup_new",
@@ -113,7 +113,7 @@ pub const TRACEPOINTS: &[TracepointSpec] = &[
         category: KERNEL_SCHED,
         program: "sched_wakeup",
         group: "sched",
-        event: "sched_wakeup",
+        event: "sched_waking",
         optional: false,
     },
     TracepointSpec {

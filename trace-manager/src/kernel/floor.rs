@@ -33,7 +33,7 @@ pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
     floor("sys_enter", "sys_enter", "floor_sys_enter"),
     floor("sys_exit", "sys_exit", "floor_sys_exit"),
     floor("sched_switch", "sched_switch", "floor_sched_switch"),
-    floor("sched_wakeup", "sched_wakeup", "floor_sched_wakeup"),
+    floor("sched_waking", "sched_waking", "floor_sched_wakeup"),
     floor(
         "sched_wakeup_new",
         "sched_wakeup_new",
@@ -51,8 +51,8 @@ pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
         "floor_clock_sched_switch",
     ),
     floor(
-        "sched_wakeup:clock",
-        "sched_wakeup",
+        "sched_waking:clock",
+        "sched_waking",
         "floor_clock_sched_wakeup",
     ),
     floor(
@@ -66,8 +66,8 @@ pub const FLOOR_PROGRAMS: &[FloorProgram] = &[
         "floor_ring_sched_switch",
     ),
     floor(
-        "sched_wakeup:ring",
-        "sched_wakeup",
+        "sched_waking:ring",
+        "sched_waking",
         "floor_ring_sched_wakeup",
     ),
     floor(

@@ -48,12 +48,12 @@ impl KernelWorkload {
             trace_cli: &["-c", "kernel:sched"],
             tracepoints: &[
                 "sched:sched_switch",
-                "sched:sched_wakeup",
+                "sched:sched_waking",
                 "sched:sched_wakeup_new",
             ],
-            floor: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
+            floor: &["sched_switch", "sched_waking", "sched_wakeup_new"],
             steps: &["clock", "ring"],
-            step_hooks: &["sched_switch", "sched_wakeup", "sched_wakeup_new"],
+            step_hooks: &["sched_switch", "sched_waking", "sched_wakeup_new"],
         }
     }
 

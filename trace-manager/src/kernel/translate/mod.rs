@@ -117,6 +117,7 @@ mod trigger;
 mod uprobe;
 mod usdt;
 mod vm;
+mod wakeup;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use trace_common::fxt::wire::IDLE_WEIGHT;
 use trace_common::fxt::{Arg, ArgValue, Record, StringRef, ThreadRef, ThreadState};
-use trace_common::kernel::{ABSENT_ID, EventHeader, SchedSwitchEvent, SchedWakeupEvent};
+use trace_common::kernel::{ABSENT_ID, EventHeader, SchedSwitchEvent};
 
 use super::{Current, KernelTranslator, Map, UNKNOWN_TGID};
 use crate::output::{FxtStream, OutputError};
@@ -75,7 +75,29 @@ pub(super) struct SchedThread {
     /// When it was first seen in an event (its creation for a thread
     /// created during the recording); cleared at its exit.
     pub(super) first_seen: Option<u64>,
+    /// A wake-up that came while it was still on its CPU, kept for the
+    /// block its switch-out may yet record ([`EARLY_WAKE_NS`]).
+    pub(super) early_wake: Option<EarlyWake>,
 }
+
+/// A wake-up of a thread still on its CPU: its waker, as
+/// [`KernelTranslator::wakeup`] would have written it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EarlyWake {
+    pub(super) ts: u64,
+    pub(super) target_cpu: u16,
+    pub(super) prio: i32,
+    pub(super) waker_tid: u32,
+    pub(super) waker_tgid: u32,
+    pub(super) waker_cpu: u16,
+}
+
+/// How long after a wake-up of a thread still on its CPU a switch-out of
+/// it as blocked is taken to be the block that wake-up ended: the waker
+/// saw it going to sleep (`sched_waking` fires before the kernel waits for
+/// the sleeper to be off its CPU), and the sleeper's own switch-out is
+/// written a moment later.
+pub const EARLY_WAKE_NS: u64 = 50_000;
 
 /// What the scheduling translation keeps.
 #[derive(Default)]
@@ -181,7 +203,7 @@ impl KernelTranslator {
 
     /// Constant string `which` of scheduling records, interned the first
     /// time it is used.
-    fn sched_string<W: Write>(
+    pub(super) fn sched_string<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         which: SchedString,
@@ -262,7 +284,32 @@ impl KernelTranslator {
 
     /// A context switch on the event's CPU from `prev` (the current task,
     /// of the header's thread group) to `next`.
+    ///
+    /// A thread switched out blocked after a wake-up that came while it was
+    /// on its CPU, within `EARLY_WAKE_NS`, is woken at the switch, by
+    /// that wake-up's waker.
     pub fn switch<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        e: &SchedSwitchEvent,
+    ) -> Result<(), OutputError> {
+        self.write_switch(out, e)?;
+        let early = self
+            .sched
+            .threads
+            .get_mut(&e.prev_pid)
+            .and_then(|t| t.early_wake.take());
+        if let Some(w) = early
+            && e.prev_pid != 0
+            && thread_state(e.prev_state) == ThreadState::Blocked
+            && e.header.ts.saturating_sub(w.ts) <= EARLY_WAKE_NS
+        {
+            self.write_wakeup(out, e.header.ts, e.prev_pid, w)?;
+        }
+        Ok(())
+    }
+
+    fn write_switch<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         e: &SchedSwitchEvent,
@@ -385,68 +432,13 @@ impl KernelTranslator {
         }
         Ok(ThreadRef::Index(index))
     }
-
-    /// Thread `e.pid` was woken by the current task (the header's) to run
-    /// on `e.target_cpu`.
-    ///
-    /// A wake-up from a CPU's idle task (waker 0: an interrupt taken while
-    /// idle) names that CPU's interrupt track (`CPU n interrupts`) as the
-    /// waker. A wake-up of a thread that is running (it was woken before it
-    /// got to sleep) changes nothing and is not written.
-    pub fn wakeup<W: Write>(
-        &mut self,
-        out: &mut FxtStream<W>,
-        e: &SchedWakeupEvent,
-    ) -> Result<(), OutputError> {
-        let (ts, target_cpu, tid, prio) = (e.header.ts, e.target_cpu, e.pid, e.prio);
-        let (waker_tid, waker_cpu) = (e.header.tid, e.header.cpu as u16);
-        let seen = self.sched.threads.entry(tid).or_default();
-        seen.first_seen.get_or_insert(ts);
-        if tid != 0 {
-            seen.prio = Some(prio);
-        }
-        if seen.running_on.is_some() {
-            self.counts.running_wakeups += 1;
-            return Ok(());
-        }
-        if tid != 0 {
-            let told = (e.tgid != ABSENT_ID).then_some(e.tgid);
-            self.see_thread_comm(out, tid, told, &e.comm)?;
-        }
-        let waker_koid = if waker_tid == 0 {
-            self.irq_track(out, u32::from(waker_cpu))?
-        } else {
-            // Perfetto looks the waker up by its id alone: it must be named.
-            self.know_thread(out, waker_tid, e.header.tgid)?;
-            waker_tid
-        };
-        let args = [
-            Arg {
-                name: self.sched_string(out, SchedString::Weight)?,
-                value: ArgValue::Int32(weight(tid, prio)),
-            },
-            Arg {
-                name: self.sched_string(out, SchedString::Waker)?,
-                value: ArgValue::Koid(u64::from(waker_koid)),
-            },
-        ];
-        out.write(&Record::ThreadWakeup {
-            ts,
-            cpu: target_cpu,
-            tid: u64::from(tid),
-            args: (&args[..]).into(),
-        })?;
-        self.counts.wakeups += 1;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernel::syscalls::SyscallTable;
-    use crate::kernel::translate::irq::irq_thread_koid;
-    use crate::kernel::translate::testing::{ev, events_and_names, records};
+    use crate::kernel::translate::testing::{ev, records};
     use trace_common::fxt::obj_type;
     use trace_common::fxt::read::TraceState;
 
@@ -657,44 +649,6 @@ mod tests {
         assert_eq!(t.counts().inferred_switches, 1);
         assert_eq!(t.sched.threads.get(&69).and_then(|t| t.running_on), Some(1));
         assert_eq!(t.cpu_current[0].map(|c| c.tid), Some(0));
-    }
-
-    #[test]
-    fn wakeups_of_running_threads_are_left_out_and_idle_wakers_are_interrupts() {
-        let mut out = FxtStream::new(Vec::new()).unwrap();
-        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
-        t.switch(
-            &mut out,
-            &ev::switch(100, 0, (0, 0, 120, 0, "swapper/0"), (42, 120, "runner")),
-        )
-        .unwrap();
-        // Woken while still running (before it got to sleep): nothing
-        // changes, nothing is written.
-        t.wakeup(&mut out, &ev::wakeup(150, 0, 42, 120, "runner", 7, 1))
-            .unwrap();
-        // Woken by an interrupt taken while CPU 1 was idle (waker 0).
-        t.wakeup(&mut out, &ev::wakeup(160, 0, 43, 120, "sleeper", 0, 1))
-            .unwrap();
-        assert_eq!(t.counts().wakeups, 1);
-        assert_eq!(t.counts().running_wakeups, 1);
-        let bytes = out.finish().unwrap();
-        let (st, recs) = records(&bytes);
-        let wakers: Vec<u64> = recs
-            .iter()
-            .filter_map(|r| match r {
-                Record::ThreadWakeup { tid, args, .. } => {
-                    assert_eq!(*tid, 43);
-                    match st.arg(args, "waker") {
-                        Some(ArgValue::Koid(k)) => Some(*k),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(wakers, [u64::from(irq_thread_koid(1))]);
-        let (_, names) = events_and_names(&bytes);
-        assert_eq!(names[&u64::from(irq_thread_koid(1))], "CPU 1 interrupts");
     }
 
     #[test]

@@ -1,0 +1,204 @@
+//! `trace-cli report --critical-path` on real programs recorded with real
+//! eBPF, its figures against what the programs measured:
+//! - `lock_holder`: a `request` span waiting on a `std::sync::Mutex` held
+//!   by a thread that writes 32 MiB and `fsync`s: the span's time is the
+//!   futex wait, woken by the holder, whose own time over it is the write
+//!   and the `fsync`, down to the block requests, each within 10% of the
+//!   program's own clock.
+//! - `preempted`: a thread pinned to a CPU with two spinning threads: its
+//!   running time is its CPU time, the rest is runnable, behind the two.
+//!
+//! Each recording passes `trace-cli check`.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use tests::{check, require_root, temp_dir, trace_cli, workload::numbers};
+
+/// `trace-cli record ARGS -o DIR/trace.fxt -- COMMAND` with a manager of
+/// its own (the programs' providers find it by `TRACE_MANAGER_SOCKET`, not
+/// another test's), which must succeed and pass `trace-cli check`: the
+/// file and the command's last line of output.
+fn record(dir: &Path, args: &[&str], command: &[&str]) -> (std::path::PathBuf, String) {
+    let file = dir.join("trace.fxt");
+    let output = Command::new(trace_cli())
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(&file)
+        .arg("--")
+        .args(command)
+        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "trace-cli record failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (ok, report) = check(&file);
+    assert!(ok, "trace-cli check:\n{report}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    (file, stdout.lines().last().unwrap_or_default().to_owned())
+}
+
+/// `trace-cli report --critical-path TARGET --json ARGS FILE`, parsed.
+fn critical_path(file: &Path, target: &str, args: &[&str]) -> Value {
+    let out = Command::new(trace_cli())
+        .args(["report", "--json", "--critical-path", target])
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "trace-cli report --critical-path failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The same as text.
+fn critical_path_text(file: &Path, target: &str, args: &[&str]) -> String {
+    let out = Command::new(trace_cli())
+        .args(["report", "--critical-path", target])
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Whether `got` lies within 10% of `want`.
+fn near(got: u64, want: u64) -> bool {
+    got.abs_diff(want) * 10 <= want
+}
+
+/// The share named `name` of `shares`, ns.
+fn share(shares: &Value, name: &str) -> u64 {
+    shares
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .and_then(|s| s["ns"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Every wait below `t`, depth first.
+fn all_waits(t: &Value, out: &mut Vec<Value>) {
+    for w in t["waits"].as_array().unwrap() {
+        out.push(w.clone());
+        if !w["waker"].is_null() {
+            all_waits(&w["waker"], out);
+        }
+    }
+}
+
+const CATEGORIES: &str = "kernel:sched,kernel:syscall,kernel:block,kernel:irq,kernel:offcpu,app";
+
+#[test]
+fn a_wait_on_a_mutex_is_followed_to_the_holders_write_fsync_and_block_requests() {
+    require_root();
+    let dir = temp_dir("critical-lock");
+    let (file, stdout) = record(
+        &dir,
+        &["-a", "-c", CATEGORIES],
+        &[env!("CARGO_BIN_EXE_lock_holder"), dir.to_str().unwrap()],
+    );
+    let m = numbers(&stdout);
+    let p = critical_path(&file, "request", &["--min-wait-us", "200"]);
+    let t = &p["target"];
+    assert_eq!(t["tid"], m["requester"], "{p}");
+    assert!(
+        near(t["dur"].as_u64().unwrap(), m["request_ns"]),
+        "{p}\n{stdout}"
+    );
+    let a = &p["path"];
+    // Almost all of the span is the wait for the lock, in a futex.
+    let wait = &a["waits"][0];
+    assert!(
+        wait["reason"].as_str().unwrap().starts_with("futex 0x"),
+        "{wait}"
+    );
+    assert!(
+        near(wait["ns"].as_u64().unwrap(), m["wait_ns"]),
+        "{wait}\n{stdout}"
+    );
+    assert_eq!(wait["waker_tid"], m["holder"], "{wait}");
+    assert_eq!(wait["syscall"], "futex");
+    assert!(
+        wait["stack"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("lock_holder::main")),
+        "{wait}"
+    );
+    // The holder's time over it: its write and its fsync, as it timed them.
+    let b = &wait["waker"];
+    assert_eq!(b["tid"], m["holder"]);
+    assert_eq!(b["thread"], "holder");
+    assert!(
+        near(share(&b["syscalls"], "write"), m["write_ns"]),
+        "{b}\n{stdout}"
+    );
+    assert!(
+        near(share(&b["syscalls"], "fsync"), m["fsync_ns"]),
+        "{b}\n{stdout}"
+    );
+    assert!(share(&b["blocked_in"], "fsync") > 0, "{b}");
+    // Its fsync waited for block requests on the disk, its own or a
+    // writeback worker's, woken by their completions.
+    let mut waits = Vec::new();
+    all_waits(b, &mut waits);
+    assert!(
+        waits
+            .iter()
+            .any(|w| w["requests"]["count"].as_u64() > Some(0)
+                && w["requests"]["bytes"].as_u64() > Some(0)),
+        "no wait for block requests under the holder: {b}"
+    );
+    let text = critical_path_text(&file, "request", &["--min-wait-us", "200"]);
+    assert!(text.contains("woken by holder ("), "{text}");
+    assert!(text.contains("block I/O:"), "{text}");
+}
+
+#[test]
+fn a_preempted_thread_is_runnable_behind_the_threads_that_held_its_cpu() {
+    require_root();
+    let dir = temp_dir("critical-preempted");
+    let (file, stdout) = record(
+        &dir,
+        &["-c", "kernel:sched,app"],
+        &[env!("CARGO_BIN_EXE_preempted")],
+    );
+    let m = numbers(&stdout);
+    let p = critical_path(&file, "work", &[]);
+    assert_eq!(p["target"]["tid"], m["victim"], "{p}");
+    let v = &p["path"];
+    let (running, runnable) = (
+        v["running_ns"].as_u64().unwrap(),
+        v["runnable_ns"].as_u64().unwrap(),
+    );
+    assert!(near(running, m["cpu_ns"]), "running {running}: {stdout}");
+    assert!(
+        near(runnable, m["wall_ns"] - m["cpu_ns"]),
+        "runnable {runnable}: {stdout}"
+    );
+    // Two spinning threads shared the CPU with it: each held it for about
+    // as long as it ran.
+    let behind: Vec<&str> = v["runnable_behind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(behind[0].starts_with("hog-"), "{behind:?}");
+    assert!(behind[1].starts_with("hog-"), "{behind:?}");
+    let hogs = v["runnable_behind"][0]["ns"].as_u64().unwrap()
+        + v["runnable_behind"][1]["ns"].as_u64().unwrap();
+    assert!(hogs * 10 >= runnable * 9, "{v}");
+}

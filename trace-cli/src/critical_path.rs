@@ -1,0 +1,193 @@
+//! `trace-cli report --critical-path TARGET`: why one span, system call or
+//! stretch of a thread took as long as it did, as an indented tree.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use trace_analysis::critical_path::walk::{ThreadTime, Wait};
+use trace_analysis::critical_path::{CriticalPath, Options, critical_path};
+use trace_analysis::report::units;
+
+/// Explains `options.target` in the file at `path`; the text (or JSON).
+pub fn run(path: &Path, options: &Options, json: bool) -> Result<String> {
+    if path.as_os_str() == "-" {
+        bail!("--critical-path reads the file twice: give a file, not standard input");
+    }
+    let open = || std::fs::File::open(path).map(std::io::BufReader::new);
+    open().with_context(|| format!("cannot open {}", path.display()))?;
+    let (found, _) =
+        critical_path(open, options).with_context(|| format!("reading {}", path.display()))?;
+    if json {
+        let mut s = serde_json::to_string_pretty(&found).context("writing JSON")?;
+        s.push('\n');
+        return Ok(s);
+    }
+    Ok(render(&found))
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".into();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+fn label(t: &ThreadTime) -> String {
+    let thread = if t.thread.is_empty() {
+        format!("thread {}", t.tid)
+    } else {
+        format!("{} ({})", t.thread, t.tid)
+    };
+    if t.process.is_empty() || t.pid == t.tid {
+        thread
+    } else {
+        format!("{thread} of {} ({})", t.process, t.pid)
+    }
+}
+
+/// The tree as text.
+pub fn render(p: &CriticalPath) -> String {
+    let mut s = String::new();
+    let f = &p.target;
+    let what = match f.kind {
+        "thread" => format!("thread {} ({})", f.name, f.tid),
+        kind => format!("{kind} {:?}", f.name),
+    };
+    let _ = writeln!(
+        s,
+        "Critical path of {what}: {} from {} s (+{} s in the trace)",
+        units::duration(f.dur),
+        units::seconds(f.ts),
+        units::seconds(f.relative_ts),
+    );
+    if f.kind != "thread" {
+        let which = match (f.instances, f.nth) {
+            (1, _) => "the only instance".to_owned(),
+            (n, i) => format!("instance {i} of {n} in order of start (--nth to pick another)"),
+        };
+        let _ = writeln!(s, "  {which}");
+    }
+    let _ = writeln!(
+        s,
+        "  waits of at least {} are followed to their waker; shorter ones are summed",
+        units::duration(p.min_wait_ns)
+    );
+    s.push('\n');
+    thread(&mut s, &p.path, 0, p.path.from);
+    if !p.gaps.is_empty() {
+        s.push('\n');
+        for g in &p.gaps {
+            let _ = writeln!(s, "note: {g}");
+        }
+    }
+    s
+}
+
+fn shares(list: &[trace_analysis::critical_path::walk::Share]) -> String {
+    list.iter()
+        .map(|x| format!("{} {}", x.name, units::duration(x.ns)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn thread(s: &mut String, t: &ThreadTime, indent: usize, origin: u64) {
+    let pad = " ".repeat(indent);
+    let whole = t.to - t.from;
+    let mut parts = vec![
+        format!(
+            "running {} ({})",
+            units::duration(t.running_ns),
+            percent(t.running_ns, whole)
+        ),
+        format!(
+            "runnable {} ({})",
+            units::duration(t.runnable_ns),
+            percent(t.runnable_ns, whole)
+        ),
+        format!(
+            "blocked {} ({})",
+            units::duration(t.blocked_ns),
+            percent(t.blocked_ns, whole)
+        ),
+    ];
+    if t.unknown_ns > 0 {
+        parts.push(format!("unknown {}", units::duration(t.unknown_ns)));
+    }
+    let _ = writeln!(
+        s,
+        "{pad}{}: {} — {}",
+        label(t),
+        units::duration(whole),
+        parts.join(", ")
+    );
+    if !t.spans.is_empty() {
+        let _ = writeln!(s, "{pad}  in spans: {}", shares(&t.spans));
+    }
+    if !t.syscalls.is_empty() {
+        let _ = writeln!(s, "{pad}  in system calls: {}", shares(&t.syscalls));
+    }
+    if !t.runnable_behind.is_empty() {
+        let _ = writeln!(
+            s,
+            "{pad}  waiting for a CPU behind: {}",
+            shares(&t.runnable_behind)
+        );
+    }
+    if !t.blocked_in.is_empty() {
+        let _ = writeln!(s, "{pad}  blocked in: {}", shares(&t.blocked_in));
+    }
+    for w in &t.waits {
+        wait(s, w, indent + 2, origin);
+    }
+    if t.short_waits > 0 {
+        let _ = writeln!(
+            s,
+            "{pad}  {} shorter wait(s): {}",
+            t.short_waits,
+            units::duration(t.short_waits_ns)
+        );
+    }
+}
+
+fn wait(s: &mut String, w: &Wait, indent: usize, origin: u64) {
+    let pad = " ".repeat(indent);
+    let waker_in = w
+        .waker_in
+        .as_deref()
+        .map(|c| format!(" in {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{pad}wait at +{}: {} in {}, woken by {}{waker_in}",
+        units::duration(w.from.saturating_sub(origin)),
+        units::duration(w.ns),
+        w.reason,
+        w.woken_by,
+    );
+    if !w.stack.is_empty() {
+        let _ = writeln!(s, "{pad}  stack: {}", w.stack.join(" ← "));
+    }
+    if let Some(r) = &w.requests {
+        let on = if r.devices.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", r.devices.join(", "))
+        };
+        let _ = writeln!(
+            s,
+            "{pad}  block I/O: {} request(s) ({}){on}, {}, in flight {} of it (longest {})",
+            r.count,
+            r.ops.join(", "),
+            units::bytes(r.bytes),
+            units::duration(r.busy_ns),
+            units::duration(r.longest_ns),
+        );
+    }
+    if w.waker_above {
+        let _ = writeln!(s, "{pad}  (its waker is explained above)");
+    }
+    if let Some(k) = &w.waker {
+        thread(s, k, indent + 2, origin);
+    }
+}
