@@ -24,6 +24,11 @@ pub const KERNEL_VM: &str = "kernel:vm";
 /// instants on the sending and the receiving thread.
 pub const KERNEL_SIGNAL: &str = "kernel:signal";
 
+/// The kernel provider's lock category: futex waits that blocked, as
+/// durations inside their system calls (with `kernel:syscall` and
+/// `kernel:sched`), named by address, with the thread that woke them.
+pub const KERNEL_LOCK: &str = "kernel:lock";
+
 /// The kernel provider's CPU profile: every CPU sampled on a `cpu-clock`
 /// timer, with the running thread's kernel and user stacks.
 pub const KERNEL_PROFILE: &str = "kernel:profile";
@@ -65,6 +70,10 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     (
         KERNEL_SIGNAL,
         "signals sent (sender, target, result) and delivered (handler) as instants on their threads",
+    ),
+    (
+        KERNEL_LOCK,
+        "futex waits that blocked, as durations named by address inside their calls, with the waker",
     ),
     (
         KERNEL_PROFILE,

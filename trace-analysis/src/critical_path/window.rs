@@ -6,6 +6,7 @@
 use std::io::Read;
 
 use foldhash::HashMap;
+use trace_common::category::{KERNEL_IRQ, KERNEL_LOCK};
 
 use super::Found;
 use crate::event::{Event, OutState, Value};
@@ -160,10 +161,6 @@ pub struct Window {
     /// What the read saw.
     pub stats: ReadStats,
 }
-
-/// The category of the recorder's lock waits.
-pub const KERNEL_LOCK: &str = "kernel:lock";
-const KERNEL_IRQ: &str = "kernel:irq";
 
 impl Window {
     fn overlaps(&self, ts: u64, end: u64) -> bool {

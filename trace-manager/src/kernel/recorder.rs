@@ -11,7 +11,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use trace_common::category::{self, KERNEL_CATEGORIES, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE};
+use trace_common::category::{
+    self, KERNEL_CATEGORIES, KERNEL_LOCK, KERNEL_OFFCPU, KERNEL_PROC, KERNEL_PROFILE,
+};
 use trace_common::fxt::{Record, provider_event};
 use trace_common::kernel::EventKind;
 use trace_common::kernel::stack::{STACK_KIND, StackRecord};
@@ -155,6 +157,11 @@ pub(crate) fn translator_for(config: &RecordConfig) -> KernelTranslator {
             .iter()
             .any(|c| c == KERNEL_PROC),
     );
+    translator.set_lock_waits(
+        kernel_categories(&config.categories)
+            .iter()
+            .any(|c| c == KERNEL_LOCK),
+    );
     translator.set_followed_only(config.filtered());
     translator.set_labels(true);
     translator.set_tracepoints(Arc::clone(&config.tracepoints));
@@ -231,6 +238,8 @@ impl KernelRecorder {
     pub fn begin_start(&mut self, config: &RecordConfig, categories: Vec<String>) -> KernelConfig {
         self.translator
             .set_proc_instants(categories.iter().any(|c| c == KERNEL_PROC));
+        self.translator
+            .set_lock_waits(categories.iter().any(|c| c == KERNEL_LOCK));
         if categories
             .iter()
             .any(|c| c == KERNEL_PROFILE || c == KERNEL_OFFCPU)

@@ -51,6 +51,11 @@ pub struct KernelRecordCounts {
     pub python_stacks: u64,
     /// Processes running an interpreter whose frames cannot be read.
     pub python_unreadable: u64,
+    /// Wake-ups from one thread's system call of a thread blocked in one,
+    /// written as flows.
+    pub wake_flows: u64,
+    /// Futex waits written as `kernel:lock` slices.
+    pub lock_waits: u64,
 }
 
 impl KernelRecordCounts {

@@ -117,6 +117,7 @@ mod trigger;
 mod uprobe;
 mod usdt;
 mod vm;
+mod wait;
 mod wakeup;
 
 use std::collections::HashMap;
@@ -202,6 +203,7 @@ pub struct KernelTranslator {
     /// Each category's own state, in its file.
     syscall: syscall::SyscallState,
     sched: sched::SchedState,
+    wait: wait::WaitState,
     irq: irq::IrqState,
     blocks: block::BlockState,
     vm: vm::VmState,
@@ -279,6 +281,7 @@ impl KernelTranslator {
             created: Map::default(),
             syscall: syscall::SyscallState::new(table),
             sched: sched::SchedState::default(),
+            wait: wait::WaitState::default(),
             irq: irq::IrqState::default(),
             blocks: block::BlockState::default(),
             vm: vm::VmState::default(),

@@ -294,6 +294,9 @@ impl KernelTranslator {
         e: &SchedSwitchEvent,
     ) -> Result<(), OutputError> {
         self.write_switch(out, e)?;
+        if e.prev_pid != 0 && thread_state(e.prev_state) == ThreadState::Blocked {
+            self.call_blocked(e.prev_pid, e.header.ts);
+        }
         let early = self
             .sched
             .threads

@@ -99,13 +99,24 @@ pub(super) struct CallStrings {
     fixed: FixedStrings,
 }
 
+/// What a system call in progress waited for.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CallWait {
+    /// When its thread first blocked inside it (0: it has not).
+    pub(super) blocked_at: u64,
+    /// The last wake-up since: when, and the waker's koid.
+    pub(super) woken: Option<(u64, u32)>,
+}
+
 /// A system call entered and not yet returned.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct PendingSyscall {
     pub(super) ts: u64,
-    tgid: u32,
-    nr: i64,
-    args: [u64; trace_common::kernel::SYSCALL_ARGS],
+    pub(super) tgid: u32,
+    pub(super) nr: i64,
+    pub(super) args: [u64; trace_common::kernel::SYSCALL_ARGS],
+    /// What it waited for.
+    pub(super) wait: CallWait,
 }
 
 /// What the system call translation keeps.
@@ -138,7 +149,13 @@ impl KernelTranslator {
         e: &SysEnterEvent,
     ) -> Result<(), OutputError> {
         let (ts, tid, tgid, nr, args) = (e.header.ts, e.header.tid, e.header.tgid, e.id, e.args);
-        let call = PendingSyscall { ts, tgid, nr, args };
+        let call = PendingSyscall {
+            ts,
+            tgid,
+            nr,
+            args,
+            wait: CallWait::default(),
+        };
         if let Some(lost) = self
             .syscall
             .calls
@@ -216,6 +233,7 @@ impl KernelTranslator {
                         tgid,
                         nr,
                         args: [0; trace_common::kernel::SYSCALL_ARGS],
+                        wait: CallWait::default(),
                     };
                     return self.write_syscall_without_entry(out, tid, call, ts, ret, "entry_lost");
                 }
@@ -235,6 +253,7 @@ impl KernelTranslator {
                     tgid,
                     nr,
                     args: [0; trace_common::kernel::SYSCALL_ARGS],
+                    wait: CallWait::default(),
                 };
                 self.write_syscall_without_entry(out, tid, call, ts, ret, "began_before_recording")
             }
@@ -271,6 +290,18 @@ impl KernelTranslator {
     /// Writes one system call: a complete duration, or a begun one when
     /// the recording ended inside it.
     pub(super) fn write_syscall<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: PendingSyscall,
+        end: CallEnd,
+    ) -> Result<(), OutputError> {
+        self.write_call(out, tid, call, end)?;
+        self.write_call_wait(out, tid, &call)?;
+        self.call_written(out, (call.tgid, tid), call.ts, end.ts())
+    }
+
+    fn write_call<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         tid: u32,

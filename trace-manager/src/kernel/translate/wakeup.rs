@@ -90,7 +90,7 @@ impl KernelTranslator {
             args: (&args[..]).into(),
         })?;
         self.counts.wakeups += 1;
-        Ok(())
+        self.call_woken(out, ts, tid, waker_koid, (waker_tid, waker_tgid))
     }
 }
 

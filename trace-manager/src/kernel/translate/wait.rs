@@ -1,0 +1,344 @@
+//! Waits inside system calls: a futex wait that blocked becomes a slice
+//! (`kernel:lock`, `futex 0x…`, from the block to the wake-up, with the
+//! thread that woke it) inside its call, and a wake-up from one thread's
+//! call of another thread blocked in a call becomes a flow (`kernel:sched`
+//! `wakeup`) from the waker's call to the woken thread's, which Perfetto
+//! draws as an arrow.
+
+use std::io::Write;
+
+use trace_common::category::{KERNEL_LOCK, KERNEL_SCHED};
+use trace_common::fxt::{ArgValue, EventKind};
+
+use super::syscall::{CallWait, PendingSyscall};
+use super::{EventRecord, KernelTranslator};
+use crate::output::{FxtStream, OutputError};
+
+/// A wake-up by a thread not known to be in a system call yet: its call
+/// comes whole at its return, when the flow is written if the wake-up lay
+/// inside it.
+#[derive(Clone, Copy, Debug)]
+struct PendingFlow {
+    ts: u64,
+    tid: u32,
+    tgid: u32,
+}
+
+/// How many wake-ups one waker keeps waiting for its call.
+const PENDING_FLOWS: usize = 16;
+
+/// What the wait translation keeps.
+#[derive(Debug, Default)]
+pub(super) struct WaitState {
+    /// Whether futex waits are written (`kernel:lock`).
+    pub(super) lock_waits: bool,
+    /// The last flow id given.
+    flow_id: u64,
+    /// Wake-ups by wakers whose call has not come yet, by waker.
+    pending: super::Map<u32, Vec<PendingFlow>>,
+}
+
+/// `futex` commands that wait (`FUTEX_WAIT`, `FUTEX_LOCK_PI`,
+/// `FUTEX_WAIT_BITSET`, `FUTEX_WAIT_REQUEUE_PI`, `FUTEX_LOCK_PI2`).
+const FUTEX_WAIT_COMMANDS: [u64; 5] = [0, 6, 9, 11, 13];
+/// `FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME`, around the command.
+const FUTEX_FLAGS: u64 = 128 | 256;
+
+impl KernelTranslator {
+    /// Sets whether futex waits are written as `kernel:lock` slices inside
+    /// their system calls.
+    pub fn set_lock_waits(&mut self, on: bool) {
+        self.wait.lock_waits = on;
+    }
+
+    /// Thread `tid` blocked at `ts`: so did its call in progress.
+    pub(super) fn call_blocked(&mut self, tid: u32, ts: u64) {
+        if let Some(call) = self
+            .syscall
+            .calls
+            .get_mut(&tid)
+            .and_then(|c| c.call.as_mut())
+            && call.wait.blocked_at == 0
+        {
+            call.wait.blocked_at = ts;
+        }
+    }
+
+    /// Thread `tid` was woken at `ts` by `waker` (a koid: the thread
+    /// `waker_tid` of `waker_tgid`, or an interrupt track): its call's
+    /// wait, if it blocked in one, ends; and when the waker is a thread in
+    /// a call too, a flow goes from that call to this one.
+    pub(super) fn call_woken<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        tid: u32,
+        waker: u32,
+        (waker_tid, waker_tgid): (u32, u32),
+    ) -> Result<(), OutputError> {
+        let Some(call) = self
+            .syscall
+            .calls
+            .get_mut(&tid)
+            .and_then(|c| c.call.as_mut())
+            .filter(|c| c.wait.blocked_at != 0 && c.wait.blocked_at <= ts)
+        else {
+            return Ok(());
+        };
+        call.wait.woken = Some((ts, waker));
+        let tgid = call.tgid;
+        let waker_in_call = waker_tid != 0
+            && waker_tid != tid
+            && self
+                .syscall
+                .calls
+                .get(&waker_tid)
+                .is_some_and(|c| c.call.is_some_and(|w| w.ts <= ts));
+        if waker_in_call {
+            return self.write_flow(out, ts, (waker_tgid, waker_tid), (tgid, tid));
+        }
+        if waker_tid != 0 && waker_tid != tid {
+            // A call that did not block comes whole at its return.
+            let pending = self.wait.pending.entry(waker_tid).or_default();
+            if pending.len() == PENDING_FLOWS {
+                pending.remove(0);
+            }
+            pending.push(PendingFlow { ts, tid, tgid });
+        }
+        Ok(())
+    }
+
+    /// `tid`'s call from `from` to `to` was written: the wake-ups it made
+    /// in that time become flows; those before it are dropped.
+    pub(super) fn call_written<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        (tgid, tid): (u32, u32),
+        from: u64,
+        to: u64,
+    ) -> Result<(), OutputError> {
+        if self.wait.pending.is_empty() {
+            return Ok(());
+        }
+        let Some(mut pending) = self.wait.pending.remove(&tid) else {
+            return Ok(());
+        };
+        for p in pending.iter().filter(|p| from <= p.ts && p.ts <= to) {
+            self.write_flow(out, p.ts, (tgid, tid), (p.tgid, p.tid))?;
+        }
+        pending.retain(|p| p.ts > to);
+        if !pending.is_empty() {
+            self.wait.pending.insert(tid, pending);
+        }
+        Ok(())
+    }
+
+    /// A flow at `ts` from thread `from` to thread `to` (each `(tgid, tid)`).
+    fn write_flow<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        ts: u64,
+        from: (u32, u32),
+        to: (u32, u32),
+    ) -> Result<(), OutputError> {
+        self.wait.flow_id += 1;
+        let id = self.wait.flow_id;
+        for (thread, kind) in [
+            (from, EventKind::FlowBegin { id }),
+            (to, EventKind::FlowEnd { id }),
+        ] {
+            self.event(
+                out,
+                EventRecord {
+                    ts,
+                    category: KERNEL_SCHED,
+                    thread,
+                    name: "wakeup",
+                    args: &[],
+                    kind,
+                },
+            )?;
+        }
+        self.counts.wake_flows += 1;
+        Ok(())
+    }
+
+    /// Writes the wait of `call` of `tid`, when it is a futex wait that
+    /// blocked and was woken, as a slice inside it.
+    pub(super) fn write_call_wait<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        call: &PendingSyscall,
+    ) -> Result<(), OutputError> {
+        let CallWait {
+            blocked_at,
+            woken: Some((woken_at, waker)),
+        } = call.wait
+        else {
+            return Ok(());
+        };
+        if !self.wait.lock_waits || blocked_at == 0 || woken_at <= blocked_at {
+            return Ok(());
+        }
+        let info = self.syscall.table.get(call.nr);
+        let addr = match info.name.as_str() {
+            "futex" if FUTEX_WAIT_COMMANDS.contains(&(call.args[1] & !FUTEX_FLAGS)) => call.args[0],
+            "futex_wait" => call.args[0],
+            _ => return Ok(()),
+        };
+        let name = format!("futex {addr:#x}");
+        self.event(
+            out,
+            EventRecord {
+                ts: blocked_at,
+                category: KERNEL_LOCK,
+                thread: (call.tgid, tid),
+                name: &name,
+                args: &[
+                    ("addr", ArgValue::Pointer(addr)),
+                    ("woken_by", ArgValue::Koid(u64::from(waker))),
+                ],
+                kind: EventKind::DurationComplete { end_ts: woken_at },
+            },
+        )?;
+        self.counts.lock_waits += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trace_common::fxt::EventKind;
+
+    use crate::kernel::syscalls::SyscallTable;
+    use crate::kernel::translate::KernelTranslator;
+    use crate::kernel::translate::testing::{ev, events_and_names};
+    use crate::output::FxtStream;
+
+    const FUTEX: i64 = libc::SYS_futex;
+    const WAIT_PRIVATE: u64 = 128;
+    const WAKE_PRIVATE: u64 = 129;
+
+    #[test]
+    fn a_futex_wait_is_a_slice_and_its_wake_up_a_flow_between_the_calls() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_lock_waits(true);
+        let on = |t: &mut KernelTranslator, out: &mut FxtStream<Vec<u8>>, ts, cpu, tid| {
+            t.switch(
+                out,
+                &ev::switch(ts, cpu, (0, 0, 120, 0, "swapper"), (tid, 120, "t")),
+            )
+            .unwrap();
+        };
+        on(&mut t, &mut out, 100, 0, 42);
+        on(&mut t, &mut out, 100, 1, 7);
+        // 42 waits on 0x1000 and blocks; 7's wake call wakes it.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(1_000, 42, 40, FUTEX, [0x1000, WAIT_PRIVATE, 2, 0, 0, 0]),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(2_000, 0, (42, 40, 120, 1, "t"), (0, 120, "swapper")),
+        )
+        .unwrap();
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(5_000, 7, 7, FUTEX, [0x1000, WAKE_PRIVATE, 1, 0, 0, 0]),
+        )
+        .unwrap();
+        t.wakeup(&mut out, &ev::wakeup(6_000, 0, 42, 120, "t", 7, 1))
+            .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(7_000, 7, 7, FUTEX, 1))
+            .unwrap();
+        on(&mut t, &mut out, 8_000, 0, 42);
+        t.sys_exit(&mut out, &ev::sys_exit(9_000, 42, 40, FUTEX, 0))
+            .unwrap();
+        // A wait that never blocked, and one woken by an interrupt, are
+        // not flows; the second is still a wait.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(10_000, 42, 40, FUTEX, [0x2000, WAIT_PRIVATE, 2, 0, 0, 0]),
+        )
+        .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(11_000, 42, 40, FUTEX, -11))
+            .unwrap();
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(12_000, 42, 40, FUTEX, [0x3000, WAIT_PRIVATE, 2, 0, 0, 0]),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(13_000, 0, (42, 40, 120, 1, "t"), (0, 120, "swapper")),
+        )
+        .unwrap();
+        t.wakeup(&mut out, &ev::wakeup(14_000, 0, 42, 120, "t", 0, 0))
+            .unwrap();
+        on(&mut t, &mut out, 15_000, 0, 42);
+        t.sys_exit(&mut out, &ev::sys_exit(16_000, 42, 40, FUTEX, 0))
+            .unwrap();
+        // A waker's call that did not block comes whole after its wake-up.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(20_000, 42, 40, FUTEX, [0x4000, WAIT_PRIVATE, 2, 0, 0, 0]),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(20_500, 0, (42, 40, 120, 1, "t"), (0, 120, "swapper")),
+        )
+        .unwrap();
+        t.wakeup(&mut out, &ev::wakeup(22_000, 0, 42, 120, "t", 7, 1))
+            .unwrap();
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(21_000, 7, 7, FUTEX, [0x4000, WAKE_PRIVATE, 1, 0, 0, 0]),
+        )
+        .unwrap();
+        t.sys_exit(&mut out, &ev::sys_exit(23_000, 7, 7, FUTEX, 1))
+            .unwrap();
+        assert_eq!(t.counts().wake_flows, 2);
+        assert_eq!(t.counts().lock_waits, 2);
+        let (events, _) = events_and_names(&out.finish().unwrap());
+        let waits: Vec<(u64, u64, &str, EventKind)> = events
+            .iter()
+            .filter(|e| e.3.starts_with("futex "))
+            .map(|e| (e.0, e.2, e.3.as_str(), e.4))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                (
+                    2_000,
+                    42,
+                    "futex 0x1000",
+                    EventKind::DurationComplete { end_ts: 6_000 }
+                ),
+                (
+                    13_000,
+                    42,
+                    "futex 0x3000",
+                    EventKind::DurationComplete { end_ts: 14_000 }
+                ),
+            ]
+        );
+        let flows: Vec<(u64, u64, EventKind)> = events
+            .iter()
+            .filter(|e| e.3 == "wakeup")
+            .map(|e| (e.0, e.2, e.4))
+            .collect();
+        assert_eq!(
+            flows,
+            [
+                (6_000, 7, EventKind::FlowBegin { id: 1 }),
+                (6_000, 42, EventKind::FlowEnd { id: 1 }),
+                (22_000, 7, EventKind::FlowBegin { id: 2 }),
+                (22_000, 42, EventKind::FlowEnd { id: 2 }),
+            ]
+        );
+    }
+}
