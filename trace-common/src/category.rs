@@ -26,7 +26,9 @@ pub const KERNEL_SIGNAL: &str = "kernel:signal";
 
 /// The kernel provider's lock category: futex waits that blocked, as
 /// durations inside their system calls (with `kernel:syscall` and
-/// `kernel:sched`), named by address, with the thread that woke them.
+/// `kernel:sched`), named by address, with the thread that woke them; and
+/// kernel lock contention (`lock:contention_begin..lock:contention_end`),
+/// named by the kind of lock and its symbol or address.
 pub const KERNEL_LOCK: &str = "kernel:lock";
 
 /// The kernel provider's CPU profile: every CPU sampled on a `cpu-clock`
@@ -37,9 +39,10 @@ pub const KERNEL_PROFILE: &str = "kernel:profile";
 pub const KERNEL_OFFCPU: &str = "kernel:offcpu";
 
 /// Kernel categories an empty category list leaves out: recording stacks
-/// costs more than the other categories, so it is asked for by name (or
-/// by a glob such as `kernel:*`).
-pub const KERNEL_OPT_IN: &[&str] = &[KERNEL_PROFILE, KERNEL_OFFCPU];
+/// costs more than the other categories, and lock contention can come by
+/// the hundred thousand a second, so they are asked for by name (or by a
+/// glob such as `kernel:*`).
+pub const KERNEL_OPT_IN: &[&str] = &[KERNEL_PROFILE, KERNEL_OFFCPU, KERNEL_LOCK];
 
 /// Every category the kernel provider knows, with a one-line description.
 pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
@@ -73,7 +76,7 @@ pub const KERNEL_CATEGORIES: &[(&str, &str)] = &[
     ),
     (
         KERNEL_LOCK,
-        "futex waits that blocked, as durations named by address inside their calls, with the waker",
+        "lock waits as durations: futex waits by address (with the waker), kernel lock contention by lock",
     ),
     (
         KERNEL_PROFILE,

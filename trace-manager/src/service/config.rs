@@ -51,6 +51,7 @@ pub(super) fn record_config(
     let triggers = kernel_triggers(config)?;
     // The tracepoints of the signal and out-of-memory triggers, filtered.
     let mut specs = config.tracepoints.clone();
+    specs.extend(lock_contention(config));
     specs.extend(
         triggers
             .iter()
@@ -291,6 +292,27 @@ fn userspace_categories(all: &[String]) -> Vec<String> {
         list.truncate(MAX_CATEGORIES);
     }
     list
+}
+
+/// The pair of tracepoints `kernel:lock` adds, when the recording asks for
+/// it, the kernel has it, and `-e` does not select it already.
+fn lock_contention(config: &TraceConfig) -> Option<String> {
+    use crate::kernel::translate::LOCK_CONTENTION_PAIR;
+    let wanted = crate::kernel::recorder::kernel_categories(&config.categories)
+        .iter()
+        .any(|c| c == trace_common::category::KERNEL_LOCK);
+    if !wanted
+        || config
+            .tracepoints
+            .iter()
+            .any(|s| s.contains("lock:contention"))
+    {
+        return None;
+    }
+    let root = crate::kernel::tracefs::tracefs_root().ok()?;
+    root.join("events/lock/contention_begin")
+        .is_dir()
+        .then(|| LOCK_CONTENTION_PAIR.to_owned())
 }
 
 /// The tracepoints `specs` (`-e`) select, resolved against tracefs.

@@ -106,6 +106,23 @@ pub(super) struct CallWait {
     pub(super) blocked_at: u64,
     /// The last wake-up since: when, and the waker's koid.
     pub(super) woken: Option<(u64, u32)>,
+    /// The last slice written inside it (a tracepoint pair, a lock wait),
+    /// from and to, and how many there were: Perfetto binds a flow to the
+    /// innermost slice its thread began, ended or not.
+    pub(super) nested: Option<(u64, u64)>,
+    pub(super) nested_count: u32,
+}
+
+impl CallWait {
+    /// Whether a flow at `ts` would bind to a slice inside the call that
+    /// has ended (as far as the slices written so far tell).
+    pub(super) fn stale_at(&self, ts: u64) -> bool {
+        match self.nested {
+            Some((start, end)) if start <= ts => end < ts,
+            Some(_) => self.nested_count > 1,
+            None => false,
+        }
+    }
 }
 
 /// A system call entered and not yet returned.
@@ -298,7 +315,7 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         self.write_call(out, tid, call, end)?;
         self.write_call_wait(out, tid, &call)?;
-        self.call_written(out, (call.tgid, tid), call.ts, end.ts())
+        self.call_written(out, (call.tgid, tid), &call, end.ts())
     }
 
     fn write_call<W: Write>(

@@ -7,10 +7,12 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
+use trace_common::category::KERNEL_LOCK;
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::tracepoint::TracepointRecord;
 
 use super::irq::IRQ_PROCESS_KOID;
+use super::locks::lock_wait_name;
 use super::{EventRecord, KernelTranslator};
 use crate::kernel::tracepoints::{Decoded, Role, Selection, decode};
 use crate::output::{FxtStream, OutputError};
@@ -286,9 +288,16 @@ impl KernelTranslator {
     ) -> Result<(), OutputError> {
         let selection = Arc::clone(&self.tracepoints.selection);
         let pair = &selection.pairs[n];
-        let group = selection
-            .get(pair.entry)
-            .map_or("tracepoint", |t| t.group.as_str());
+        let entry = selection.get(pair.entry);
+        let group = entry.map_or("tracepoint", |t| t.group.as_str());
+        // `kernel:lock`'s pair: a lock wait, named by the lock.
+        let lock_wait = self.lock_waits()
+            && entry.is_some_and(|t| t.group == "lock" && t.event == "contention_begin");
+        let (category, name) = if lock_wait {
+            (KERNEL_LOCK, lock_wait_name(&open.args))
+        } else {
+            (group, pair.name.clone())
+        };
         let mut list: Vec<(String, Decoded)> = open.args;
         match exit_args {
             Some(exit) => {
@@ -315,14 +324,15 @@ impl KernelTranslator {
             out,
             EventRecord {
                 ts: open.ts,
-                category: group,
+                category,
                 thread: open.thread,
-                name: &pair.name,
+                name: &name,
                 args: &args,
                 kind,
             },
         )?;
         *self.tracepoints.written.entry(pair.entry).or_default() += 1;
+        self.nested_in_call(open.thread.1, open.ts, end.max(open.ts));
         Ok(())
     }
 

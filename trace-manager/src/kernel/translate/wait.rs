@@ -51,6 +51,26 @@ impl KernelTranslator {
         self.wait.lock_waits = on;
     }
 
+    /// Whether lock waits are written (`kernel:lock`).
+    pub(super) fn lock_waits(&self) -> bool {
+        self.wait.lock_waits
+    }
+
+    /// A slice from `start` to `end` was written on thread `tid`: inside its
+    /// call in progress, if it began in it.
+    pub(super) fn nested_in_call(&mut self, tid: u32, start: u64, end: u64) {
+        if let Some(call) = self
+            .syscall
+            .calls
+            .get_mut(&tid)
+            .and_then(|c| c.call.as_mut())
+            .filter(|c| c.ts <= start)
+        {
+            call.wait.nested = Some((start, end));
+            call.wait.nested_count += 1;
+        }
+    }
+
     /// Thread `tid` blocked at `ts`: so did its call in progress.
     pub(super) fn call_blocked(&mut self, tid: u32, ts: u64) {
         if let Some(call) = self
@@ -87,43 +107,59 @@ impl KernelTranslator {
         };
         call.wait.woken = Some((ts, waker));
         let tgid = call.tgid;
-        let waker_in_call = waker_tid != 0
-            && waker_tid != tid
-            && self
-                .syscall
-                .calls
-                .get(&waker_tid)
-                .is_some_and(|c| c.call.is_some_and(|w| w.ts <= ts));
-        if waker_in_call {
+        let stale = call.wait.stale_at(ts);
+        if self.wait.lock_waits {
+            // Its wait slice (if it is a futex wait) will end here.
+            call.wait.nested = Some((call.wait.blocked_at, ts));
+            call.wait.nested_count += 1;
+        }
+        if stale {
+            return Ok(());
+        }
+        let waker_call = self
+            .syscall
+            .calls
+            .get(&waker_tid)
+            .and_then(|c| c.call)
+            .filter(|w| w.ts <= ts);
+        if waker_tid == 0 || waker_tid == tid {
+            return Ok(());
+        }
+        if let Some(w) = waker_call {
+            if w.wait.stale_at(ts) {
+                return Ok(());
+            }
             return self.write_flow(out, ts, (waker_tgid, waker_tid), (tgid, tid));
         }
-        if waker_tid != 0 && waker_tid != tid {
-            // A call that did not block comes whole at its return.
-            let pending = self.wait.pending.entry(waker_tid).or_default();
-            if pending.len() == PENDING_FLOWS {
-                pending.remove(0);
-            }
-            pending.push(PendingFlow { ts, tid, tgid });
+        // A call that did not block comes whole at its return.
+        let pending = self.wait.pending.entry(waker_tid).or_default();
+        if pending.len() == PENDING_FLOWS {
+            pending.remove(0);
         }
+        pending.push(PendingFlow { ts, tid, tgid });
         Ok(())
     }
 
-    /// `tid`'s call from `from` to `to` was written: the wake-ups it made
-    /// in that time become flows; those before it are dropped.
+    /// `tid`'s `call`, which ended at `to`, was written: the wake-ups it
+    /// made in that time become flows; those before it are dropped.
     pub(super) fn call_written<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
         (tgid, tid): (u32, u32),
-        from: u64,
+        call: &PendingSyscall,
         to: u64,
     ) -> Result<(), OutputError> {
+        let from = call.ts;
         if self.wait.pending.is_empty() {
             return Ok(());
         }
         let Some(mut pending) = self.wait.pending.remove(&tid) else {
             return Ok(());
         };
-        for p in pending.iter().filter(|p| from <= p.ts && p.ts <= to) {
+        for p in pending
+            .iter()
+            .filter(|p| from <= p.ts && p.ts <= to && !call.wait.stale_at(p.ts))
+        {
             self.write_flow(out, p.ts, (tgid, tid), (p.tgid, p.tid))?;
         }
         pending.retain(|p| p.ts > to);
@@ -174,6 +210,7 @@ impl KernelTranslator {
         let CallWait {
             blocked_at,
             woken: Some((woken_at, waker)),
+            ..
         } = call.wait
         else {
             return Ok(());
