@@ -7,6 +7,9 @@
 //!   program's own clock.
 //! - `preempted`: a thread pinned to a CPU with two spinning threads: its
 //!   running time is its CPU time, the rest is runnable, behind the two.
+//! - `mmap_storm`: four threads mapping and unmapping memory contend on
+//!   their process's `mmap_lock`: `kernel:lock` writes the waits, named
+//!   `rwsem …`, and the critical path names waits by them.
 //!
 //! Each recording passes `trace-cli check`.
 
@@ -201,4 +204,40 @@ fn a_preempted_thread_is_runnable_behind_the_threads_that_held_its_cpu() {
     let hogs = v["runnable_behind"][0]["ns"].as_u64().unwrap()
         + v["runnable_behind"][1]["ns"].as_u64().unwrap();
     assert!(hogs * 10 >= runnable * 9, "{v}");
+}
+
+#[test]
+fn threads_contending_on_a_kernel_lock_wait_in_named_lock_waits() {
+    require_root();
+    let dir = temp_dir("critical-storm");
+    let (file, stdout) = record(
+        &dir,
+        &["-c", "kernel:sched,kernel:syscall,kernel:lock,app"],
+        &[env!("CARGO_BIN_EXE_mmap_storm")],
+    );
+    assert_eq!(numbers(&stdout)["threads"], 4, "{stdout}");
+    // The maps and unmaps of four threads contend on their process's
+    // mmap_lock (a read-write semaphore): lock waits named by kind.
+    let rows = tests::query(
+        &file,
+        "SELECT name, count(*) AS n FROM slices WHERE category = 'kernel:lock' GROUP BY name",
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["name"].as_str().is_some_and(|n| n.starts_with("rwsem "))),
+        "{rows:?}"
+    );
+    // The critical path of each thread's span names its waits by the lock.
+    let mut named = 0;
+    for nth in 1..=4 {
+        let p = critical_path(&file, "storm", &["--nth", &nth.to_string()]);
+        let blocked = p["path"]["blocked_in"].as_array().unwrap();
+        if blocked
+            .iter()
+            .any(|s| s["name"].as_str().unwrap().starts_with("rwsem "))
+        {
+            named += 1;
+        }
+    }
+    assert!(named > 0, "no span waited on the mmap_lock by name");
 }
