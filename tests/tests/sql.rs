@@ -764,7 +764,7 @@ fn every_sql_example_in_the_docs_runs_on_a_recording() {
     let r = record(
         &dir,
         "docs",
-        "kernel:sched,kernel:proc,kernel:syscall,kernel:block,kernel:profile,app",
+        "kernel:sched,kernel:proc,kernel:syscall,kernel:block,kernel:profile,kernel:lock,app",
     );
     let fleet = dir.join("fleet");
     export(&[&r.file], &fleet, &["--host", "web-1"]);

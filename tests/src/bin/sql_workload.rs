@@ -5,7 +5,8 @@
 //! trace enables the category, then prints `pid=P tid=T enabled=0|1` and
 //! on its main thread:
 //! - makes 1000 `getppid` and 10 `openat` of a missing file (ENOENT);
-//! - sleeps 10 x 20 ms (switches and wake-ups);
+//! - sleeps 10 x 20 ms (switches and wake-ups), and waits 20 ms for a
+//!   thread's message (a futex wait, woken by that thread);
 //! - writes 100 `step` durations, each enclosing one `inner` duration,
 //!   5 `mark` instants, 10 samples of counter `queue` (series `depth`,
 //!   values 0 to 9) and 3 `request` async spans;
@@ -131,6 +132,13 @@ fn main() {
     for _ in 0..10 {
         std::thread::sleep(Duration::from_millis(20));
     }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        tx.send(()).expect("the receiver");
+    });
+    rx.recv().expect("the message");
+    sender.join().expect("the sender");
     for seq in 0..100 {
         step(seq);
     }
