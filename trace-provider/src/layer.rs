@@ -5,9 +5,21 @@
 //! instants; the category is the target (`my_app::net`), the name is the
 //! span name or the event's message, and fields become arguments, with the
 //! level as a `level` argument.
+//!
+//! A span entered more than once — an instrumented future, polled each time
+//! it is woken, on whatever thread the runtime picks — is also an async
+//! slice from its creation to its close (on its own track, named by the
+//! span), with `polls`, `busy_ns` (time in its polls), `idle_ns` and the
+//! scheduling delays of its wakes as arguments; its polls are joined by a
+//! flow, poll to poll. A span that `follows_from` another gets a flow from
+//! the other's last poll to its first. Tokio's own instrumentation
+//! (`--cfg tokio_unstable`, target `tokio::task::waker`) tells when a task
+//! is woken: a wake from inside a poll is a flow to the task's next poll,
+//! and the time from the wake to that poll is its scheduling delay.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing_core::field::{Field, Visit};
 use tracing_core::span::{Attributes, Id, Record};
@@ -16,7 +28,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::__private::{event_type, now};
-use crate::engine::write_event_dyn;
+use crate::engine::{current_thread, write_event_dyn, write_event_on};
 use crate::{Callsite, StaticName, Value};
 
 /// The layer; add it with `tracing_subscriber::registry().with(TraceLayer)`.
@@ -79,9 +91,69 @@ impl Visit for Fields {
     }
 }
 
+/// A poll: when it began, on which thread (`(pid, tid)`).
+type Poll = (u64, (u64, u64));
+
 struct SpanData {
     fields: Fields,
     starts: Vec<u64>,
+    /// When the span was created.
+    created: u64,
+    /// Polls (enters) finished, and their time.
+    polls: u32,
+    busy_ns: u64,
+    /// Its first poll, until a second makes it a flow's begin.
+    first_poll: Option<Poll>,
+    /// Its last poll, for the spans that follow from it.
+    last_poll: Option<Poll>,
+    /// The flow joining its polls (0: none yet).
+    flow: u64,
+    /// Flows waiting to end in its next poll: from a wake, or from a span
+    /// it follows, each `(id, when it was woken)`.
+    incoming: Vec<(u64, Option<u64>)>,
+    /// The earliest wake since its last poll, for the scheduling delay.
+    woken_at: Option<u64>,
+    /// Scheduling delays: their sum, the longest and how many.
+    delay_ns: u64,
+    max_delay_ns: u64,
+    delays: u32,
+}
+
+impl SpanData {
+    fn new(fields: Fields) -> Self {
+        SpanData {
+            fields,
+            starts: Vec::new(),
+            created: now(),
+            polls: 0,
+            busy_ns: 0,
+            first_poll: None,
+            last_poll: None,
+            flow: 0,
+            incoming: Vec::new(),
+            woken_at: None,
+            delay_ns: 0,
+            max_delay_ns: 0,
+            delays: 0,
+        }
+    }
+}
+
+/// The next flow or async id of this process: its pid in the upper half,
+/// so that no two processes' ids meet in one trace.
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) + 1;
+    (u64::from(std::process::id()) << 32) | (n & 0xFFFF_FFFF)
+}
+
+/// A flow event of `kind` with `id` at `ts` on `thread` (the current one
+/// when `None`).
+fn flow(site: &'static Callsite, kind: u8, id: u64, ts: u64, thread: Option<(u64, u64)>) {
+    match thread {
+        Some(t) if t != current_thread() => write_event_on(t, site, kind, ts, &[], &[id]),
+        _ => write_event_dyn(site, kind, ts, &[], &[id]),
+    }
 }
 
 thread_local! {
@@ -120,14 +192,27 @@ fn write(
     ts: u64,
     meta: &Metadata<'_>,
     fields: &Fields,
+    extra: &[(&'static str, Value<'_>)],
     trailer: &[u64],
 ) {
-    let mut args: Vec<(&'static StaticName, Value<'_>)> = Vec::with_capacity(fields.args.len() + 1);
+    let mut args: Vec<(&'static StaticName, Value<'_>)> =
+        Vec::with_capacity(fields.args.len() + extra.len() + 1);
     args.push(level_arg(meta));
-    for (n, v) in fields.args.iter().take(crate::engine::MAX_ARGS - 1) {
+    for (n, v) in extra {
+        args.push((arg_name(n), *v));
+    }
+    for (n, v) in fields.args.iter() {
+        if args.len() == crate::engine::MAX_ARGS {
+            break;
+        }
         args.push((arg_name(n), v.value()));
     }
     write_event_dyn(site, kind, ts, &args, trailer);
+}
+
+/// The site of the flows joining polls and wakes.
+fn flow_site(target: &'static str) -> &'static Callsite {
+    site(target, "poll")
 }
 
 impl<S> Layer<S> for TraceLayer
@@ -142,10 +227,7 @@ where
         let mut fields = Fields::default();
         attrs.record(&mut fields);
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SpanData {
-                fields,
-                starts: Vec::new(),
-            });
+            span.extensions_mut().insert(SpanData::new(fields));
         }
     }
 
@@ -161,8 +243,80 @@ where
         if let Some(span) = ctx.span(id)
             && let Some(data) = span.extensions_mut().get_mut::<SpanData>()
         {
-            data.starts.push(now());
+            let ts = now();
+            if let Some(woken) = data.woken_at.take() {
+                let delay = ts.saturating_sub(woken);
+                data.delay_ns += delay;
+                data.max_delay_ns = data.max_delay_ns.max(delay);
+                data.delays += 1;
+            }
+            data.starts.push(ts);
         }
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {
+        let Some(from) = ctx
+            .span(follows)
+            .and_then(|s| s.extensions().get::<SpanData>().and_then(|d| d.last_poll))
+        else {
+            return;
+        };
+        let Some(span) = ctx.span(id) else { return };
+        let meta = span.metadata();
+        let site = flow_site(meta.target());
+        if !site.enabled() {
+            return;
+        }
+        if let Some(data) = span.extensions_mut().get_mut::<SpanData>() {
+            let id = next_id();
+            flow(site, event_type::FLOW_BEGIN, id, from.0 + 1, Some(from.1));
+            data.incoming.push((id, None));
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let meta = span.metadata();
+        let site = site(meta.target(), meta.name());
+        let ext = span.extensions();
+        let Some(data) = ext.get::<SpanData>() else {
+            return;
+        };
+        if data.polls < 2 || !site.enabled() {
+            return;
+        }
+        // Polled more than once: one async slice from creation to close.
+        let end = now();
+        let id = next_id();
+        let idle = end
+            .saturating_sub(data.created)
+            .saturating_sub(data.busy_ns);
+        let extra = [
+            ("polls", Value::U64(u64::from(data.polls))),
+            ("busy_ns", Value::U64(data.busy_ns)),
+            ("idle_ns", Value::U64(idle)),
+            ("wakes", Value::U64(u64::from(data.delays))),
+            ("sched_delay_ns", Value::U64(data.delay_ns)),
+            ("max_sched_delay_ns", Value::U64(data.max_delay_ns)),
+        ];
+        write(
+            site,
+            event_type::ASYNC_BEGIN,
+            data.created,
+            meta,
+            &data.fields,
+            &[],
+            &[id],
+        );
+        write(
+            site,
+            event_type::ASYNC_END,
+            end,
+            meta,
+            &Fields::default(),
+            &extra,
+            &[id],
+        );
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
@@ -176,21 +330,59 @@ where
         let Some(start) = data.starts.pop() else {
             return;
         };
-        if site.enabled() {
-            write(
-                site,
-                event_type::DURATION_COMPLETE,
-                start,
-                meta,
-                &data.fields,
-                &[now()],
-            );
+        let end = now();
+        if !site.enabled() {
+            return;
         }
+        write(
+            site,
+            event_type::DURATION_COMPLETE,
+            start,
+            meta,
+            &data.fields,
+            &[],
+            &[end],
+        );
+        if !data.starts.is_empty() {
+            // A re-entry inside itself: not a poll.
+            return;
+        }
+        let here = (start, current_thread());
+        data.polls += 1;
+        data.busy_ns += end.saturating_sub(start);
+        // Flows bind to the innermost slice on their thread at their time:
+        // one nanosecond into the poll it is this poll's.
+        let fsite = flow_site(meta.target());
+        if fsite.enabled() {
+            for (id, _) in data.incoming.drain(..) {
+                flow(fsite, event_type::FLOW_END, id, start + 1, None);
+            }
+            match data.polls {
+                1 => data.first_poll = Some(here),
+                _ => {
+                    if let Some(first) = data.first_poll.take() {
+                        data.flow = next_id();
+                        flow(
+                            fsite,
+                            event_type::FLOW_BEGIN,
+                            data.flow,
+                            first.0 + 1,
+                            Some(first.1),
+                        );
+                    }
+                    flow(fsite, event_type::FLOW_STEP, data.flow, start + 1, None);
+                }
+            }
+        }
+        data.last_poll = Some(here);
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let meta = event.metadata();
         let target = meta.target();
+        if target == TOKIO_WAKER {
+            woken(event, &ctx);
+        }
         if !site(target, meta.name()).enabled() {
             return;
         }
@@ -205,7 +397,7 @@ where
             }
             None => site(target, meta.name()),
         };
-        write(site, event_type::INSTANT, now(), meta, &fields, &[]);
+        write(site, event_type::INSTANT, now(), meta, &fields, &[], &[]);
     }
 }
 
@@ -235,6 +427,84 @@ fn site_dynamic(target: &'static str, name: &'static str) -> &'static Callsite {
     // Registers the new site so it knows whether its category is enabled.
     let _ = s.enabled();
     s
+}
+
+/// The target of tokio's waker events (`--cfg tokio_unstable`): `op` is
+/// `waker.wake`, `waker.wake_by_ref`, `waker.clone` or `waker.drop`,
+/// `task.id` the task's span.
+const TOKIO_WAKER: &str = "tokio::task::waker";
+
+/// What a tokio waker event says: the op and the task's span id.
+#[derive(Default)]
+struct WakerOp {
+    op: Option<String>,
+    task: Option<u64>,
+}
+
+impl Visit for WakerOp {
+    fn record_u64(&mut self, f: &Field, v: u64) {
+        if f.name() == "task.id" {
+            self.task = Some(v);
+        }
+    }
+    fn record_str(&mut self, f: &Field, v: &str) {
+        if f.name() == "op" {
+            self.op = Some(v.to_owned());
+        }
+    }
+    fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+        match f.name() {
+            "op" => self.op = Some(format!("{v:?}").trim_matches('"').to_owned()),
+            "task.id" => self.task = format!("{v:?}").parse().ok(),
+            _ => {}
+        }
+    }
+}
+
+/// A tokio task was woken: the time waits for its next poll (its
+/// scheduling delay), and a wake from inside a span is a flow from there to
+/// that poll.
+fn woken<S>(event: &Event<'_>, ctx: &Context<'_, S>)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let mut w = WakerOp::default();
+    event.record(&mut w);
+    let (Some(op), Some(task)) = (w.op, w.task) else {
+        return;
+    };
+    if op != "waker.wake" && op != "waker.wake_by_ref" {
+        return;
+    }
+    let Some(span) = std::num::NonZeroU64::new(task)
+        .map(Id::from_non_zero_u64)
+        .and_then(|id| ctx.span(&id))
+    else {
+        return;
+    };
+    let ts = now();
+    // The waking span's current slice began at its last enter: a flow one
+    // nanosecond in binds to it, not to a slice nested in it since.
+    let waking = ctx.lookup_current().and_then(|cur| {
+        let ext = cur.extensions();
+        ext.get::<SpanData>().and_then(|d| d.starts.last().copied())
+    });
+    let fsite = flow_site(span.metadata().target());
+    let mut ext = span.extensions_mut();
+    let Some(data) = ext.get_mut::<SpanData>() else {
+        return;
+    };
+    if data.woken_at.is_some() {
+        return;
+    }
+    data.woken_at = Some(ts);
+    if let Some(start) = waking
+        && fsite.enabled()
+    {
+        let id = next_id();
+        flow(fsite, event_type::FLOW_BEGIN, id, start + 1, None);
+        data.incoming.push((id, Some(ts)));
+    }
 }
 
 /// Spans and events of a program instrumented with the `tracing` crate,
@@ -337,5 +607,160 @@ mod tests {
         assert_eq!(seen[1].1, "send");
         assert!(matches!(seen[1].2, EventKind::DurationComplete { .. }));
         assert_eq!(seen[1].4, "Uint64(7)");
+    }
+
+    /// An event written: category, name, kind and arguments (as text).
+    type Written = (String, String, EventKind, Vec<(String, String)>);
+
+    /// What `f` writes through the layer with `layer_test*` enabled.
+    fn recorded(f: impl FnOnce()) -> Vec<Written> {
+        let _g = engine::serial();
+        let mut words = vec![0u64; (1 << 20) / 8];
+        let len = words.len() * 8;
+        // SAFETY: `words` outlives the trace: the engine is terminated below.
+        unsafe {
+            engine::initialize(
+                words.as_mut_ptr().cast(),
+                len,
+                BufferingMode::Oneshot,
+                vec!["layer_test*".to_owned()],
+                None,
+            )
+        }
+        .unwrap();
+        engine::start(BufferDisposition::ClearEntire, vec![]);
+        let subscriber = tracing_subscriber::registry().with(TraceLayer);
+        tracing::subscriber::with_default(subscriber, f);
+        engine::stop();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        engine::terminate();
+        let layout = Layout::new(BufferingMode::Oneshot, len as u64).unwrap();
+        let h = Header::read(bytes[..HEADER_BYTES].try_into().unwrap());
+        let mut fxt = Vec::new();
+        encode(&Record::Magic, &mut fxt).unwrap();
+        let d = layout.durable_offset() as usize;
+        for r in RecordWalk::new(
+            &bytes[d..d + h.durable_data_end as usize],
+            WalkMode::Durable,
+        ) {
+            fxt.extend_from_slice(r.bytes);
+        }
+        let r0 = layout.rolling_offset(0) as usize;
+        for r in RecordWalk::new(
+            &bytes[r0..r0 + h.rolling_data_end[0] as usize],
+            WalkMode::Chunked,
+        ) {
+            fxt.extend_from_slice(r.bytes);
+        }
+        let mut state = TraceState::new();
+        let mut seen = Vec::new();
+        for r in Reader::new(&fxt) {
+            let (_, rec) = r.unwrap();
+            state.apply(&rec);
+            if let Record::Event {
+                category,
+                name,
+                args,
+                kind,
+                ..
+            } = &rec
+            {
+                let args = args
+                    .iter()
+                    .map(|a| {
+                        let v = match &a.value {
+                            ArgValue::String(s) => state.string(s).unwrap().to_owned(),
+                            ArgValue::Uint64(v) => v.to_string(),
+                            v => format!("{v:?}"),
+                        };
+                        (state.string(&a.name).unwrap().to_owned(), v)
+                    })
+                    .collect();
+                seen.push((
+                    state.string(category).unwrap().to_owned(),
+                    state.string(name).unwrap().to_owned(),
+                    *kind,
+                    args,
+                ));
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn a_span_polled_again_is_an_async_slice_with_flows_between_its_polls_and_wakes() {
+        let seen = recorded(|| {
+            let task = tracing::info_span!(target: "layer_test::rt", "request", n = 1u64);
+            let task_id = task.id().unwrap().into_u64();
+            drop(task.enter());
+            // Woken from outside any span (a timer): a delay, no flow.
+            tracing::trace!(target: "tokio::task::waker", op = "waker.wake", task.id = task_id);
+            drop(task.enter());
+            // Woken from inside another task's poll: a flow from it.
+            let other = tracing::info_span!(target: "layer_test::rt", "sender");
+            {
+                let _p = other.enter();
+                tracing::trace!(target: "tokio::task::waker", op = "waker.wake_by_ref", task.id = task_id);
+            }
+            drop(task.enter());
+            // Once only: a plain duration.
+            drop(other);
+            drop(task);
+        });
+        let flows: Vec<(EventKind, &str)> = seen
+            .iter()
+            .filter(|e| e.1 == "poll")
+            .map(|e| (e.2, e.0.as_str()))
+            .collect();
+        let ids = |pick: fn(&EventKind) -> Option<u64>| -> Vec<u64> {
+            flows.iter().filter_map(|(k, _)| pick(k)).collect()
+        };
+        let begins = ids(|k| match k {
+            EventKind::FlowBegin { id } => Some(*id),
+            _ => None,
+        });
+        let steps = ids(|k| match k {
+            EventKind::FlowStep { id } => Some(*id),
+            _ => None,
+        });
+        let ends = ids(|k| match k {
+            EventKind::FlowEnd { id } => Some(*id),
+            _ => None,
+        });
+        // The polls' chain: begun at the first, a step at each later one.
+        assert_eq!(steps.len(), 2, "{seen:?}");
+        assert!(steps.iter().all(|s| *s == steps[0]) && begins.contains(&steps[0]));
+        // The wake from `sender` ends in the third poll.
+        assert_eq!(ends.len(), 1, "{seen:?}");
+        assert!(begins.contains(&ends[0]) && ends[0] != steps[0]);
+        assert_eq!(begins.len(), 2);
+        let polls = seen
+            .iter()
+            .filter(|e| e.1 == "request" && matches!(e.2, EventKind::DurationComplete { .. }))
+            .count();
+        assert_eq!(polls, 3);
+        let asyncs: Vec<_> = seen
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.2,
+                    EventKind::AsyncBegin { .. } | EventKind::AsyncEnd { .. }
+                )
+            })
+            .collect();
+        assert_eq!(
+            asyncs.len(),
+            2,
+            "only the task is an async slice: {asyncs:?}"
+        );
+        assert!(asyncs.iter().all(|e| e.1 == "request"));
+        let end = asyncs
+            .iter()
+            .find(|e| matches!(e.2, EventKind::AsyncEnd { .. }))
+            .unwrap();
+        let arg = |n: &str| end.3.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(arg("polls"), Some("3"));
+        assert_eq!(arg("wakes"), Some("2"));
+        assert!(arg("busy_ns").is_some() && arg("sched_delay_ns").is_some());
     }
 }

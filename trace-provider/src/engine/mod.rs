@@ -30,7 +30,9 @@ pub use lifecycle::{buffer_len, dropped, is_started};
 pub use names::Name;
 pub(crate) use state::Notify;
 pub use words::Words;
-pub use write::{MAX_ARGS, write_blob, write_event, write_event_dyn};
+pub use write::{
+    MAX_ARGS, current_thread, write_blob, write_event, write_event_dyn, write_event_on,
+};
 
 /// Holds the engine for one test: it is one per process, so tests that
 /// attach it take turns.

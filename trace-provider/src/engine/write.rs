@@ -57,8 +57,40 @@ pub fn write_event_dyn(
         return;
     };
     if !write_indexed(slot, epoch, site, event_type, ts, args, trailer) {
-        write_event_general(slot, epoch, site, event_type, ts, args, trailer);
+        write_event_general(slot, epoch, site, event_type, ts, args, trailer, None);
     }
+}
+
+/// [`write_event_dyn`] for an event of another thread of this process,
+/// `(pid, tid)`: written with the thread inline (the `tracing` layer's
+/// flows, which begin in a poll that ran on another thread).
+pub fn write_event_on(
+    thread: (u64, u64),
+    site: &'static Callsite,
+    event_type: u8,
+    ts: u64,
+    args: &[(&'static StaticName, Value<'_>)],
+    trailer: &[u64],
+) {
+    let Some((slot, epoch)) = enter() else {
+        return;
+    };
+    write_event_general(
+        slot,
+        epoch,
+        site,
+        event_type,
+        ts,
+        args,
+        trailer,
+        Some(thread),
+    );
+}
+
+/// This thread's process and thread ids, as records name them.
+pub fn current_thread() -> (u64, u64) {
+    let s = slot();
+    (s.pid.load(Ordering::Relaxed), s.tid.load(Ordering::Relaxed))
 }
 
 /// Marks this thread busy and returns its slot and the write epoch, or
@@ -137,13 +169,18 @@ fn write_event_general_owned<const N: usize>(
     args: [(&'static StaticName, Value<'_>); N],
     trailer: &[u64],
 ) {
-    write_event_general(slot, epoch, site, event_type, ts, &args, trailer);
+    write_event_general(slot, epoch, site, event_type, ts, &args, trailer, None);
 }
 
 /// [`write_event`] for records with inline strings or threads, or names not
-/// yet in the tables. Called with `busy` set and `epoch` current.
+/// yet in the tables; `on`: another thread's `(pid, tid)`, written inline.
+/// Called with `busy` set and `epoch` current.
 #[cold]
 #[inline(never)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one record's parts, passed as the hot path has them"
+)]
 fn write_event_general(
     slot: &ThreadSlot,
     epoch: u64,
@@ -152,6 +189,7 @@ fn write_event_general(
     ts: u64,
     args: &[(&'static StaticName, Value<'_>)],
     trailer: &[u64],
+    on: Option<(u64, u64)>,
 ) {
     let generation = GENERATION.load(Ordering::Relaxed);
     let s = site.strings.load(Ordering::Relaxed);
@@ -164,7 +202,9 @@ fn write_event_general(
         site_names_slow(site, generation)
     };
     let t = slot.thread_ref.load(Ordering::Relaxed);
-    let thread = if (t >> 8) as u32 == generation {
+    let thread = if on.is_some() {
+        0
+    } else if (t >> 8) as u32 == generation {
         t as u8
     } else {
         thread_slow(slot, generation)
@@ -192,8 +232,14 @@ fn write_event_general(
     };
     w.push(ts);
     if thread == 0 {
-        w.push(slot.pid.load(Ordering::Relaxed));
-        w.push(slot.tid.load(Ordering::Relaxed));
+        let (pid, tid) = on.unwrap_or_else(|| {
+            (
+                slot.pid.load(Ordering::Relaxed),
+                slot.tid.load(Ordering::Relaxed),
+            )
+        });
+        w.push(pid);
+        w.push(tid);
     }
     cat.write_inline(&mut w);
     name.write_inline(&mut w);

@@ -106,23 +106,6 @@ pub(super) struct CallWait {
     pub(super) blocked_at: u64,
     /// The last wake-up since: when, and the waker's koid.
     pub(super) woken: Option<(u64, u32)>,
-    /// The last slice written inside it (a tracepoint pair, a lock wait),
-    /// from and to, and how many there were: Perfetto binds a flow to the
-    /// innermost slice its thread began, ended or not.
-    pub(super) nested: Option<(u64, u64)>,
-    pub(super) nested_count: u32,
-}
-
-impl CallWait {
-    /// Whether a flow at `ts` would bind to a slice inside the call that
-    /// has ended (as far as the slices written so far tell).
-    pub(super) fn stale_at(&self, ts: u64) -> bool {
-        match self.nested {
-            Some((start, end)) if start <= ts => end < ts,
-            Some(_) => self.nested_count > 1,
-            None => false,
-        }
-    }
 }
 
 /// A system call entered and not yet returned.

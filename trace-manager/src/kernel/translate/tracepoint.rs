@@ -332,7 +332,6 @@ impl KernelTranslator {
             },
         )?;
         *self.tracepoints.written.entry(pair.entry).or_default() += 1;
-        self.nested_in_call(open.thread.1, open.ts, end.max(open.ts));
         Ok(())
     }
 

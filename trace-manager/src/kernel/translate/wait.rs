@@ -24,6 +24,12 @@ struct PendingFlow {
     tgid: u32,
 }
 
+/// The kernel's flow ids have the top bit set: Perfetto matches a flow's
+/// end in another process than its begin by the id alone, so the ids the
+/// kernel gives (a waker's process to the woken one's) must be no
+/// provider's.
+pub const KERNEL_FLOW_IDS: u64 = 1 << 63;
+
 /// How many wake-ups one waker keeps waiting for its call.
 const PENDING_FLOWS: usize = 16;
 
@@ -54,21 +60,6 @@ impl KernelTranslator {
     /// Whether lock waits are written (`kernel:lock`).
     pub(super) fn lock_waits(&self) -> bool {
         self.wait.lock_waits
-    }
-
-    /// A slice from `start` to `end` was written on thread `tid`: inside its
-    /// call in progress, if it began in it.
-    pub(super) fn nested_in_call(&mut self, tid: u32, start: u64, end: u64) {
-        if let Some(call) = self
-            .syscall
-            .calls
-            .get_mut(&tid)
-            .and_then(|c| c.call.as_mut())
-            .filter(|c| c.ts <= start)
-        {
-            call.wait.nested = Some((start, end));
-            call.wait.nested_count += 1;
-        }
     }
 
     /// Thread `tid` blocked at `ts`: so did its call in progress.
@@ -107,15 +98,6 @@ impl KernelTranslator {
         };
         call.wait.woken = Some((ts, waker));
         let tgid = call.tgid;
-        let stale = call.wait.stale_at(ts);
-        if self.wait.lock_waits {
-            // Its wait slice (if it is a futex wait) will end here.
-            call.wait.nested = Some((call.wait.blocked_at, ts));
-            call.wait.nested_count += 1;
-        }
-        if stale {
-            return Ok(());
-        }
         let waker_call = self
             .syscall
             .calls
@@ -125,10 +107,7 @@ impl KernelTranslator {
         if waker_tid == 0 || waker_tid == tid {
             return Ok(());
         }
-        if let Some(w) = waker_call {
-            if w.wait.stale_at(ts) {
-                return Ok(());
-            }
+        if waker_call.is_some() {
             return self.write_flow(out, ts, (waker_tgid, waker_tid), (tgid, tid));
         }
         // A call that did not block comes whole at its return.
@@ -150,26 +129,26 @@ impl KernelTranslator {
         to: u64,
     ) -> Result<(), OutputError> {
         let from = call.ts;
-        if self.wait.pending.is_empty() {
-            return Ok(());
-        }
-        let Some(mut pending) = self.wait.pending.remove(&tid) else {
-            return Ok(());
-        };
-        for p in pending
-            .iter()
-            .filter(|p| from <= p.ts && p.ts <= to && !call.wait.stale_at(p.ts))
-        {
-            self.write_flow(out, p.ts, (tgid, tid), (p.tgid, p.tid))?;
-        }
-        pending.retain(|p| p.ts > to);
-        if !pending.is_empty() {
-            self.wait.pending.insert(tid, pending);
+        if let Some(mut pending) = self.wait.pending.remove(&tid) {
+            for p in pending.iter().filter(|p| from <= p.ts && p.ts <= to) {
+                self.write_flow(out, p.ts, (tgid, tid), (p.tgid, p.tid))?;
+            }
+            pending.retain(|p| p.ts > to);
+            if !pending.is_empty() {
+                self.wait.pending.insert(tid, pending);
+            }
         }
         Ok(())
     }
 
     /// A flow at `ts` from thread `from` to thread `to` (each `(tgid, tid)`).
+    ///
+    /// Perfetto binds a flow to the innermost slice on its thread at its
+    /// time, ended or not: an instant or a lock wait written inside the
+    /// call since would take it, and a file cut (a snapshot, a rotated
+    /// file) can hold the flow without the call. So each end has a slice of
+    /// its own, `wakeup`, from 1 to 3 ns after the wake-up, the flow at 2 ns
+    /// inside it, all written together.
     fn write_flow<W: Write>(
         &mut self,
         out: &mut FxtStream<W>,
@@ -178,22 +157,27 @@ impl KernelTranslator {
         to: (u32, u32),
     ) -> Result<(), OutputError> {
         self.wait.flow_id += 1;
-        let id = self.wait.flow_id;
+        let id = KERNEL_FLOW_IDS | self.wait.flow_id;
         for (thread, kind) in [
             (from, EventKind::FlowBegin { id }),
             (to, EventKind::FlowEnd { id }),
         ] {
-            self.event(
-                out,
-                EventRecord {
-                    ts,
-                    category: KERNEL_SCHED,
-                    thread,
-                    name: "wakeup",
-                    args: &[],
-                    kind,
-                },
-            )?;
+            for (at, kind) in [
+                (ts + 1, EventKind::DurationComplete { end_ts: ts + 3 }),
+                (ts + 2, kind),
+            ] {
+                self.event(
+                    out,
+                    EventRecord {
+                        ts: at,
+                        category: KERNEL_SCHED,
+                        thread,
+                        name: "wakeup",
+                        args: &[],
+                        kind,
+                    },
+                )?;
+            }
         }
         self.counts.wake_flows += 1;
         Ok(())
@@ -248,6 +232,7 @@ impl KernelTranslator {
 mod tests {
     use trace_common::fxt::EventKind;
 
+    use super::KERNEL_FLOW_IDS;
     use crate::kernel::syscalls::SyscallTable;
     use crate::kernel::translate::KernelTranslator;
     use crate::kernel::translate::testing::{ev, events_and_names};
@@ -338,8 +323,11 @@ mod tests {
         .unwrap();
         t.sys_exit(&mut out, &ev::sys_exit(23_000, 7, 7, FUTEX, 1))
             .unwrap();
+        on(&mut t, &mut out, 24_000, 0, 42);
+        t.sys_exit(&mut out, &ev::sys_exit(25_000, 42, 40, FUTEX, 0))
+            .unwrap();
         assert_eq!(t.counts().wake_flows, 2);
-        assert_eq!(t.counts().lock_waits, 2);
+        assert_eq!(t.counts().lock_waits, 3);
         let (events, _) = events_and_names(&out.finish().unwrap());
         let waits: Vec<(u64, u64, &str, EventKind)> = events
             .iter()
@@ -361,21 +349,33 @@ mod tests {
                     "futex 0x3000",
                     EventKind::DurationComplete { end_ts: 14_000 }
                 ),
+                (
+                    20_500,
+                    42,
+                    "futex 0x4000",
+                    EventKind::DurationComplete { end_ts: 22_000 }
+                ),
             ]
         );
-        let flows: Vec<(u64, u64, EventKind)> = events
+        let wakeup: Vec<(u64, u64, EventKind)> = events
             .iter()
             .filter(|e| e.3 == "wakeup")
             .map(|e| (e.0, e.2, e.4))
             .collect();
-        assert_eq!(
-            flows,
+        let at = |ts: u64, tid: u64, flow: EventKind| {
             [
-                (6_000, 7, EventKind::FlowBegin { id: 1 }),
-                (6_000, 42, EventKind::FlowEnd { id: 1 }),
-                (22_000, 7, EventKind::FlowBegin { id: 2 }),
-                (22_000, 42, EventKind::FlowEnd { id: 2 }),
+                (ts + 1, tid, EventKind::DurationComplete { end_ts: ts + 3 }),
+                (ts + 2, tid, flow),
             ]
-        );
+        };
+        let (one, two) = (KERNEL_FLOW_IDS | 1, KERNEL_FLOW_IDS | 2);
+        let want: Vec<(u64, u64, EventKind)> = [
+            at(6_000, 7, EventKind::FlowBegin { id: one }),
+            at(6_000, 42, EventKind::FlowEnd { id: one }),
+            at(22_000, 7, EventKind::FlowBegin { id: two }),
+            at(22_000, 42, EventKind::FlowEnd { id: two }),
+        ]
+        .concat();
+        assert_eq!(wakeup, want);
     }
 }
