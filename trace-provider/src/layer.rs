@@ -99,7 +99,8 @@ struct SpanData {
     starts: Vec<u64>,
     /// When the span was created.
     created: u64,
-    /// Polls (enters) finished, and their time.
+    /// Polls (enters) finished, and their time (clock ticks, as the
+    /// delays below).
     polls: u32,
     busy_ns: u64,
     /// Its first poll, until a second makes it a flow's begin.
@@ -210,6 +211,32 @@ fn write(
     write_event_dyn(site, kind, ts, &args, trailer);
 }
 
+/// The name tokio gives the task a `runtime.spawn` span is (`task.name`,
+/// from `tokio::task::Builder::name`), if any.
+fn task_name<'a>(meta: &Metadata<'_>, fields: &'a Fields) -> Option<&'a str> {
+    if meta.target() != "tokio::task" || meta.name() != "runtime.spawn" {
+        return None;
+    }
+    fields.args.iter().find_map(|(n, v)| match v {
+        Owned::Str(s) if *n == "task.name" && !s.is_empty() => Some(s.as_str()),
+        _ => None,
+    })
+}
+
+/// `ticks` of the clock in nanoseconds.
+fn ns(ticks: u64) -> u64 {
+    let tps = u128::from(crate::clock::ticks_per_second().max(1));
+    u64::try_from(u128::from(ticks) * 1_000_000_000 / tps).unwrap_or(u64::MAX)
+}
+
+/// Clock ticks for two nanoseconds (at least one): how far into a poll its
+/// flows are put, so that they lie inside it once ticks are nanoseconds.
+fn nudge() -> u64 {
+    (crate::clock::ticks_per_second() * 2)
+        .div_ceil(1_000_000_000)
+        .max(1)
+}
+
 /// The site of the flows joining polls and wakes.
 fn flow_site(target: &'static str) -> &'static Callsite {
     site(target, "poll")
@@ -269,7 +296,13 @@ where
         }
         if let Some(data) = span.extensions_mut().get_mut::<SpanData>() {
             let id = next_id();
-            flow(site, event_type::FLOW_BEGIN, id, from.0 + 1, Some(from.1));
+            flow(
+                site,
+                event_type::FLOW_BEGIN,
+                id,
+                from.0 + nudge(),
+                Some(from.1),
+            );
             data.incoming.push((id, None));
         }
     }
@@ -285,7 +318,12 @@ where
         if data.polls < 2 || !site.enabled() {
             return;
         }
-        // Polled more than once: one async slice from creation to close.
+        // Polled more than once: one async slice from creation to close,
+        // a tokio task's named by its name.
+        let site = match task_name(meta, &data.fields) {
+            Some(name) => site_dynamic(meta.target(), leak_message(name)),
+            None => site,
+        };
         let end = now();
         let id = next_id();
         let idle = end
@@ -293,11 +331,11 @@ where
             .saturating_sub(data.busy_ns);
         let extra = [
             ("polls", Value::U64(u64::from(data.polls))),
-            ("busy_ns", Value::U64(data.busy_ns)),
-            ("idle_ns", Value::U64(idle)),
+            ("busy_ns", Value::U64(ns(data.busy_ns))),
+            ("idle_ns", Value::U64(ns(idle))),
             ("wakes", Value::U64(u64::from(data.delays))),
-            ("sched_delay_ns", Value::U64(data.delay_ns)),
-            ("max_sched_delay_ns", Value::U64(data.max_delay_ns)),
+            ("sched_delay_ns", Value::U64(ns(data.delay_ns))),
+            ("max_sched_delay_ns", Value::U64(ns(data.max_delay_ns))),
         ];
         write(
             site,
@@ -351,11 +389,11 @@ where
         data.polls += 1;
         data.busy_ns += end.saturating_sub(start);
         // Flows bind to the innermost slice on their thread at their time:
-        // one nanosecond into the poll it is this poll's.
+        // two nanoseconds into the poll it is this poll's.
         let fsite = flow_site(meta.target());
         if fsite.enabled() {
             for (id, _) in data.incoming.drain(..) {
-                flow(fsite, event_type::FLOW_END, id, start + 1, None);
+                flow(fsite, event_type::FLOW_END, id, start + nudge(), None);
             }
             match data.polls {
                 1 => data.first_poll = Some(here),
@@ -366,11 +404,17 @@ where
                             fsite,
                             event_type::FLOW_BEGIN,
                             data.flow,
-                            first.0 + 1,
+                            first.0 + nudge(),
                             Some(first.1),
                         );
                     }
-                    flow(fsite, event_type::FLOW_STEP, data.flow, start + 1, None);
+                    flow(
+                        fsite,
+                        event_type::FLOW_STEP,
+                        data.flow,
+                        start + nudge(),
+                        None,
+                    );
                 }
             }
         }
@@ -483,8 +527,8 @@ where
         return;
     };
     let ts = now();
-    // The waking span's current slice began at its last enter: a flow one
-    // nanosecond in binds to it, not to a slice nested in it since.
+    // The waking span's current slice began at its last enter: a flow two
+    // nanoseconds in binds to it, not to a slice nested in it since.
     let waking = ctx.lookup_current().and_then(|cur| {
         let ext = cur.extensions();
         ext.get::<SpanData>().and_then(|d| d.starts.last().copied())
@@ -502,7 +546,7 @@ where
         && fsite.enabled()
     {
         let id = next_id();
-        flow(fsite, event_type::FLOW_BEGIN, id, start + 1, None);
+        flow(fsite, event_type::FLOW_BEGIN, id, start + nudge(), None);
         data.incoming.push((id, Some(ts)));
     }
 }

@@ -1,6 +1,8 @@
 //! The `userspace` section: what instrumented programs wrote, per provider
 //! and event name: durations (count, total, p50, p99, max), instants,
-//! counters (last and peak values) and async spans (latency).
+//! counters (last and peak values), async spans (latency), and tasks: the
+//! async spans of spans polled more than once (the `tracing` layer's, tokio
+//! tasks), with their time polled and idle and their scheduling delays.
 
 use foldhash::HashMap;
 
@@ -29,6 +31,22 @@ struct Series {
     min: f64,
 }
 
+/// Async spans of polled tasks: the arguments the `tracing` layer gives
+/// them at their end.
+#[derive(Debug, Default)]
+struct Tasks {
+    latency: Latency,
+    polls: u64,
+    busy: u64,
+    idle: u64,
+    /// Each task's mean scheduling delay (from a wake to its poll).
+    delay: Latency,
+    max_delay: u64,
+}
+
+/// The arguments a task's async span carries.
+const TASK_ARGS: [&str; 5] = ["polls", "busy_ns", "idle_ns", "sched_delay_ns", "wakes"];
+
 /// Userspace events of a trace.
 #[derive(Debug, Default)]
 pub struct Userspace {
@@ -36,7 +54,24 @@ pub struct Userspace {
     instants: HashMap<Key, u64>,
     counters: HashMap<(u32, Sym, Sym), Series>,
     asyncs: HashMap<Key, Spans>,
+    tasks: HashMap<Key, Tasks>,
     seen: u64,
+}
+
+/// The task figures of async span `args`, if it is a task's.
+fn task_figures(args: &crate::event::Args, cx: &Context) -> Option<([u64; 5], u64)> {
+    let get = |name: &str| {
+        cx.strings
+            .lookup(name)
+            .and_then(|sym| crate::event::arg(args, sym))
+            .and_then(|v| v.as_i64())
+            .and_then(|v| u64::try_from(v).ok())
+    };
+    let mut out = [0; 5];
+    for (slot, name) in out.iter_mut().zip(TASK_ARGS) {
+        *slot = get(name)?;
+    }
+    Some((out, get("max_sched_delay_ns").unwrap_or(0)))
 }
 
 fn is_kernel(track: &Track, cx: &Context) -> bool {
@@ -100,6 +135,22 @@ impl Userspace {
                     .or_default();
                 d.latency.record(a.dur);
                 d.unfinished += u64::from(a.unfinished);
+                if let Some(([polls, busy, idle, delay, wakes], max_delay)) =
+                    task_figures(&a.args, cx)
+                {
+                    let t = self
+                        .tasks
+                        .entry((track.provider, a.category, a.name))
+                        .or_default();
+                    t.latency.record(a.dur);
+                    t.polls += polls;
+                    t.busy += busy;
+                    t.idle += idle;
+                    if wakes > 0 {
+                        t.delay.record(delay / wakes);
+                    }
+                    t.max_delay = t.max_delay.max(max_delay);
+                }
             }
             _ => {}
         }
@@ -187,6 +238,9 @@ impl Userspace {
                 self.asyncs,
                 "From each async begin to the end with the same category, name and id.",
             ));
+        }
+        if !self.tasks.is_empty() {
+            section.tables.push(tasks_table(self.tasks, end, &provider));
         }
         if !self.instants.is_empty() {
             let mut rows: Vec<(Key, u64)> = self.instants.into_iter().collect();
@@ -326,4 +380,68 @@ mod tests {
             Some(&Cell::Count(1))
         );
     }
+}
+
+/// The table of tasks: per name, their latency, time polled and idle, and
+/// scheduling delay.
+fn tasks_table(
+    tasks: HashMap<Key, Tasks>,
+    end: &Finish<'_>,
+    provider: &dyn Fn(u32) -> String,
+) -> Table {
+    let s = |sym: Sym| end.cx.strings.get(sym).to_owned();
+    let mut rows: Vec<(Key, Tasks)> = tasks.into_iter().collect();
+    rows.sort_by(|a, b| {
+        b.1.latency
+            .sum
+            .cmp(&a.1.latency.sum)
+            .then_with(|| s(a.0.2).cmp(&s(b.0.2)))
+    });
+    let mut t = Table::new(
+        "tasks",
+        "Tasks (spans polled more than once) by total time",
+        vec![
+            Column::new("provider", "provider", Kind::Text),
+            Column::new("category", "category", Kind::Text),
+            Column::new("name", "name", Kind::Text),
+            Column::new("count", "count", Kind::Count),
+            Column::new("p50", "p50", Kind::Duration),
+            Column::new("p99", "p99", Kind::Duration),
+            Column::new("max", "max", Kind::Duration),
+            Column::new("polls", "polls", Kind::Count),
+            Column::new("busy", "busy", Kind::Duration),
+            Column::new("idle", "idle", Kind::Duration),
+            Column::new("delay_p50", "delay p50", Kind::Duration),
+            Column::new("delay_p99", "delay p99", Kind::Duration),
+            Column::new("delay_max", "delay max", Kind::Duration),
+        ],
+    )
+    .diffed(
+        &["provider", "category", "name"],
+        &["p99", "count", "busy", "delay_p99"],
+    )
+    .peaks(&["p99", "max", "delay_p99", "delay_max"]);
+    for ((p, c, n), task) in rows {
+        let l = &task.latency;
+        t.push(vec![
+            Cell::Text(provider(p)),
+            Cell::Text(s(c)),
+            Cell::Text(s(n)),
+            Cell::Count(l.count),
+            l.cell(0.5),
+            l.cell(0.99),
+            l.max_cell(),
+            Cell::Count(task.polls),
+            Cell::Ns(task.busy),
+            Cell::Ns(task.idle),
+            task.delay.cell(0.5),
+            task.delay.cell(0.99),
+            Cell::Ns(task.max_delay),
+        ]);
+    }
+    t.truncate(end.top);
+    t.note(
+        "From each task's creation to its close; busy: in its polls, idle: the rest; delay: from a wake to the poll it led to (each task's mean; max: the longest of any).".to_owned(),
+    );
+    t
 }
