@@ -146,8 +146,8 @@ impl Userspace {
                     t.polls += polls;
                     t.busy += busy;
                     t.idle += idle;
-                    if wakes > 0 {
-                        t.delay.record(delay / wakes);
+                    if let Some(mean) = delay.checked_div(wakes) {
+                        t.delay.record(mean);
                     }
                     t.max_delay = t.max_delay.max(max_delay);
                 }
