@@ -308,6 +308,70 @@ impl Userspace {
     }
 }
 
+/// The table of tasks: per name, their latency, time polled and idle, and
+/// scheduling delay.
+fn tasks_table(
+    tasks: HashMap<Key, Tasks>,
+    end: &Finish<'_>,
+    provider: &dyn Fn(u32) -> String,
+) -> Table {
+    let s = |sym: Sym| end.cx.strings.get(sym).to_owned();
+    let mut rows: Vec<(Key, Tasks)> = tasks.into_iter().collect();
+    rows.sort_by(|a, b| {
+        b.1.latency
+            .sum
+            .cmp(&a.1.latency.sum)
+            .then_with(|| s(a.0.2).cmp(&s(b.0.2)))
+    });
+    let mut t = Table::new(
+        "tasks",
+        "Tasks (spans polled more than once) by total time",
+        vec![
+            Column::new("provider", "provider", Kind::Text),
+            Column::new("category", "category", Kind::Text),
+            Column::new("name", "name", Kind::Text),
+            Column::new("count", "count", Kind::Count),
+            Column::new("p50", "p50", Kind::Duration),
+            Column::new("p99", "p99", Kind::Duration),
+            Column::new("max", "max", Kind::Duration),
+            Column::new("polls", "polls", Kind::Count),
+            Column::new("busy", "busy", Kind::Duration),
+            Column::new("idle", "idle", Kind::Duration),
+            Column::new("delay_p50", "delay p50", Kind::Duration),
+            Column::new("delay_p99", "delay p99", Kind::Duration),
+            Column::new("delay_max", "delay max", Kind::Duration),
+        ],
+    )
+    .diffed(
+        &["provider", "category", "name"],
+        &["p99", "count", "busy", "delay_p99"],
+    )
+    .peaks(&["p99", "max", "delay_p99", "delay_max"]);
+    for ((p, c, n), task) in rows {
+        let l = &task.latency;
+        t.push(vec![
+            Cell::Text(provider(p)),
+            Cell::Text(s(c)),
+            Cell::Text(s(n)),
+            Cell::Count(l.count),
+            l.cell(0.5),
+            l.cell(0.99),
+            l.max_cell(),
+            Cell::Count(task.polls),
+            Cell::Ns(task.busy),
+            Cell::Ns(task.idle),
+            task.delay.cell(0.5),
+            task.delay.cell(0.99),
+            Cell::Ns(task.max_delay),
+        ]);
+    }
+    t.truncate(end.top);
+    t.note(
+        "From each task's creation to its close; busy: in its polls, idle: the rest; delay: from a wake to the poll it led to (each task's mean; max: the longest of any).".to_owned(),
+    );
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use trace_common::fxt::{Arg, ArgValue, EventKind};
@@ -380,68 +444,4 @@ mod tests {
             Some(&Cell::Count(1))
         );
     }
-}
-
-/// The table of tasks: per name, their latency, time polled and idle, and
-/// scheduling delay.
-fn tasks_table(
-    tasks: HashMap<Key, Tasks>,
-    end: &Finish<'_>,
-    provider: &dyn Fn(u32) -> String,
-) -> Table {
-    let s = |sym: Sym| end.cx.strings.get(sym).to_owned();
-    let mut rows: Vec<(Key, Tasks)> = tasks.into_iter().collect();
-    rows.sort_by(|a, b| {
-        b.1.latency
-            .sum
-            .cmp(&a.1.latency.sum)
-            .then_with(|| s(a.0.2).cmp(&s(b.0.2)))
-    });
-    let mut t = Table::new(
-        "tasks",
-        "Tasks (spans polled more than once) by total time",
-        vec![
-            Column::new("provider", "provider", Kind::Text),
-            Column::new("category", "category", Kind::Text),
-            Column::new("name", "name", Kind::Text),
-            Column::new("count", "count", Kind::Count),
-            Column::new("p50", "p50", Kind::Duration),
-            Column::new("p99", "p99", Kind::Duration),
-            Column::new("max", "max", Kind::Duration),
-            Column::new("polls", "polls", Kind::Count),
-            Column::new("busy", "busy", Kind::Duration),
-            Column::new("idle", "idle", Kind::Duration),
-            Column::new("delay_p50", "delay p50", Kind::Duration),
-            Column::new("delay_p99", "delay p99", Kind::Duration),
-            Column::new("delay_max", "delay max", Kind::Duration),
-        ],
-    )
-    .diffed(
-        &["provider", "category", "name"],
-        &["p99", "count", "busy", "delay_p99"],
-    )
-    .peaks(&["p99", "max", "delay_p99", "delay_max"]);
-    for ((p, c, n), task) in rows {
-        let l = &task.latency;
-        t.push(vec![
-            Cell::Text(provider(p)),
-            Cell::Text(s(c)),
-            Cell::Text(s(n)),
-            Cell::Count(l.count),
-            l.cell(0.5),
-            l.cell(0.99),
-            l.max_cell(),
-            Cell::Count(task.polls),
-            Cell::Ns(task.busy),
-            Cell::Ns(task.idle),
-            task.delay.cell(0.5),
-            task.delay.cell(0.99),
-            Cell::Ns(task.max_delay),
-        ]);
-    }
-    t.truncate(end.top);
-    t.note(
-        "From each task's creation to its close; busy: in its polls, idle: the rest; delay: from a wake to the poll it led to (each task's mean; max: the longest of any).".to_owned(),
-    );
-    t
 }
