@@ -36,6 +36,18 @@ pub struct KernelWorkload {
     steps: &'static [&'static str],
     /// The hooks whose programs take the steps.
     step_hooks: &'static [&'static str],
+    /// More trace-cli rows: other categories, or the same with a part of
+    /// the translation turned off.
+    variants: &'static [Variant],
+}
+
+/// A trace-cli row besides the main one: its name, what it records, and
+/// the environment it runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    name: &'static str,
+    trace_cli: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
 }
 
 impl KernelWorkload {
@@ -54,6 +66,21 @@ impl KernelWorkload {
             floor: &["sched_switch", "sched_waking", "sched_wakeup_new"],
             steps: &["clock", "ring"],
             step_hooks: &["sched_switch", "sched_waking", "sched_wakeup_new"],
+            // Every wake-up of a pipe end is from one thread's call to
+            // another's: with system calls each is a flow, whose cost the
+            // last row leaves out.
+            variants: &[
+                Variant {
+                    name: "+syscall",
+                    trace_cli: &["-c", "kernel:sched,kernel:syscall"],
+                    env: &[],
+                },
+                Variant {
+                    name: "+syscall no flow",
+                    trace_cli: &["-c", "kernel:sched,kernel:syscall"],
+                    env: &[("TRACE_WAKE_FLOWS", "0")],
+                },
+            ],
         }
     }
 
@@ -68,6 +95,7 @@ impl KernelWorkload {
             floor: &["sys_enter", "sys_exit", "sched_switch"],
             steps: &["store", "clock", "ids"],
             step_hooks: &["sys_enter", "sys_exit"],
+            variants: &[],
         }
     }
 
@@ -102,6 +130,8 @@ enum Tracer {
     Step(&'static str),
     /// `trace-cli record -a`.
     TraceCli,
+    /// `trace-cli record -a` as a variant says.
+    Variant(Variant),
     /// Another trace-cli binary.
     Baseline,
     /// `trace-cmd record`: ftrace's own ring buffer.
@@ -123,6 +153,7 @@ impl Tracer {
             Tracer::Step("ring") => "floor + clock+ring",
             Tracer::Step(_) => "floor + step",
             Tracer::TraceCli => "trace-cli",
+            Tracer::Variant(v) => v.name,
             Tracer::Baseline => "baseline",
             Tracer::TraceCmd => "trace-cmd",
             Tracer::Bpftrace => "bpftrace (count)",
@@ -160,6 +191,7 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
         tracers.extend(w.steps.iter().map(|&s| Tracer::Step(s)));
     }
     tracers.push(Tracer::TraceCli);
+    tracers.extend(w.variants.iter().map(|&v| Tracer::Variant(v)));
     if baseline.is_some() {
         tracers.push(Tracer::Baseline);
     }
@@ -172,8 +204,11 @@ pub fn bench(rounds: usize, w: KernelWorkload, baseline: Option<&Path>) -> Resul
                 Tracer::None => run_untraced(&w)?,
                 Tracer::Floor => run_floor(floor.as_deref().unwrap_or(&cli), &w, None)?,
                 Tracer::Step(step) => run_floor(floor.as_deref().unwrap_or(&cli), &w, Some(step))?,
-                Tracer::TraceCli => run_trace_cli(&cli, &dir, &w)?,
-                Tracer::Baseline => run_trace_cli(baseline.unwrap_or(&cli), &dir, &w)?,
+                Tracer::TraceCli => run_trace_cli(&cli, &dir, &w, w.trace_cli, &[])?,
+                Tracer::Variant(v) => run_trace_cli(&cli, &dir, &w, v.trace_cli, v.env)?,
+                Tracer::Baseline => {
+                    run_trace_cli(baseline.unwrap_or(&cli), &dir, &w, w.trace_cli, &[])?
+                }
                 Tracer::TraceCmd => run_trace_cmd(&dir, &w)?,
                 Tracer::Bpftrace => run_bpftrace(&w)?,
                 Tracer::Perf => run_perf(&dir, &w)?,
@@ -495,14 +530,21 @@ fn run_bpftrace(w: &KernelWorkload) -> Result<Sample> {
     })
 }
 
-fn run_trace_cli(cli: &Path, dir: &Path, w: &KernelWorkload) -> Result<Sample> {
+fn run_trace_cli(
+    cli: &Path,
+    dir: &Path,
+    w: &KernelWorkload,
+    what: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Sample> {
     let file = dir.join("bench.fxt");
     // Every process (`-a`), as `perf record -a`.
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .arg(cli)
         .args(["record", "-a"])
-        .args(w.trace_cli)
+        .args(what)
+        .envs(env.iter().copied())
         .arg("-o")
         .arg(&file)
         .arg("--")

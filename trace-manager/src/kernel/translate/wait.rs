@@ -50,6 +50,13 @@ const FUTEX_WAIT_COMMANDS: [u64; 5] = [0, 6, 9, 11, 13];
 /// `FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME`, around the command.
 const FUTEX_FLAGS: u64 = 128 | 256;
 
+/// Whether wake-ups become flows: unless `TRACE_WAKE_FLOWS=0` (for the
+/// benchmark that measures what they cost).
+fn wake_flows_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var_os("TRACE_WAKE_FLOWS").is_none_or(|v| v != "0"))
+}
+
 impl KernelTranslator {
     /// Sets whether futex waits are written as `kernel:lock` slices inside
     /// their system calls.
@@ -104,7 +111,7 @@ impl KernelTranslator {
             .get(&waker_tid)
             .and_then(|c| c.call)
             .filter(|w| w.ts <= ts);
-        if waker_tid == 0 || waker_tid == tid {
+        if waker_tid == 0 || waker_tid == tid || !wake_flows_wanted() {
             return Ok(());
         }
         if waker_call.is_some() {
