@@ -683,12 +683,15 @@ pub fn copy_program(from: impl AsRef<Path>, to: &Path) {
 }
 
 /// `trace-cli record ARGS -o OUT -- COMMAND...`, which must succeed, and
-/// `trace-cli check OUT`, which must pass: what `record` printed.
+/// `trace-cli check OUT`, which must pass: what `record` printed. The
+/// manager it runs listens beside OUT (`TRACE_MANAGER_SOCKET`), so that the
+/// command's providers find it and not another test's.
 pub fn record_checked<S: AsRef<std::ffi::OsStr>>(
     out: &Path,
     args: &[&str],
     command: &[S],
 ) -> std::process::Output {
+    let socket = out.with_extension("sock");
     let output = Command::new(trace_cli())
         .arg("record")
         .args(args)
@@ -696,6 +699,7 @@ pub fn record_checked<S: AsRef<std::ffi::OsStr>>(
         .arg(out)
         .arg("--")
         .args(command)
+        .env("TRACE_MANAGER_SOCKET", &socket)
         .output()
         .unwrap();
     assert!(

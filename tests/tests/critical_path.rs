@@ -17,49 +17,22 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use tests::{check, require_root, temp_dir, trace_cli, workload::numbers};
+use tests::{record_checked, require_root, temp_dir, trace_cli, workload::numbers};
 
-/// `trace-cli record ARGS -o DIR/trace.fxt -- COMMAND` with a manager of
-/// its own (the programs' providers find it by `TRACE_MANAGER_SOCKET`, not
-/// another test's), which must succeed and pass `trace-cli check`: the
-/// file and the command's last line of output.
+/// `trace-cli record ARGS -o DIR/trace.fxt -- COMMAND`, checked
+/// ([`tests::record_checked`]): the file and the command's last line.
 fn record(dir: &Path, args: &[&str], command: &[&str]) -> (std::path::PathBuf, String) {
     let file = dir.join("trace.fxt");
-    let output = Command::new(trace_cli())
-        .arg("record")
-        .args(args)
-        .arg("-o")
-        .arg(&file)
-        .arg("--")
-        .args(command)
-        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "trace-cli record failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let (ok, report) = check(&file);
-    assert!(ok, "trace-cli check:\n{report}");
+    let output = record_checked(&file, args, command);
     let stdout = String::from_utf8_lossy(&output.stdout);
     (file, stdout.lines().last().unwrap_or_default().to_owned())
 }
 
 /// `trace-cli report --critical-path TARGET --json ARGS FILE`, parsed.
 fn critical_path(file: &Path, target: &str, args: &[&str]) -> Value {
-    let out = Command::new(trace_cli())
-        .args(["report", "--json", "--critical-path", target])
-        .args(args)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "trace-cli report --critical-path failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut all = vec!["--critical-path", target];
+    all.extend_from_slice(args);
+    tests::report_json(&all, &[file])
 }
 
 /// The same as text.

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tests::{check, parse, require_root, temp_dir, trace_cli, workload::numbers};
+use tests::{parse, record_checked, require_root, temp_dir, workload::numbers};
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 
 /// Builds `tests/tokio_app` with `--cfg tokio_unstable` (its own
@@ -57,24 +57,10 @@ fn tokio_tasks_are_async_slices_with_their_polls_wakes_and_latencies() {
     let program = tokio_app();
     let dir = temp_dir("tasks-tokio");
     let file = dir.join("trace.fxt");
-    let output = Command::new(trace_cli())
-        .args(["record", "-c", "kernel:sched,tokio::task", "-o"])
-        .arg(&file)
-        .arg("--")
-        .arg(&program)
-        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "trace-cli record failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = record_checked(&file, &["-c", "kernel:sched,tokio::task"], &[&program]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let m = numbers(stdout.lines().last().unwrap_or_default());
     assert_eq!(m["requests"], 100, "{stdout}");
-    let (ok, findings) = check(&file);
-    assert!(ok, "trace-cli check:\n{findings}");
 
     let t = parse(&file);
     // Each request task: one async slice, its polls inside it on workers.
