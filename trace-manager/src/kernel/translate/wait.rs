@@ -32,6 +32,8 @@ pub const KERNEL_FLOW_IDS: u64 = 1 << 63;
 
 /// How many wake-ups one waker keeps waiting for its call.
 const PENDING_FLOWS: usize = 16;
+/// How many wakers keep wake-ups waiting for their calls.
+const PENDING_WAKERS: usize = 4096;
 
 /// What the wait translation keeps.
 #[derive(Debug, Default)]
@@ -117,7 +119,13 @@ impl KernelTranslator {
         if waker_call.is_some() {
             return self.write_flow(out, ts, (waker_tgid, waker_tid), (tgid, tid));
         }
-        // A call that did not block comes whole at its return.
+        // A call that did not block comes whole at its return. Wakers that
+        // never make one (kernel threads) would keep theirs for good: past
+        // `PENDING_WAKERS` wakers, all are forgotten (their flows not drawn).
+        if self.wait.pending.len() >= PENDING_WAKERS && !self.wait.pending.contains_key(&waker_tid)
+        {
+            self.wait.pending.clear();
+        }
         let pending = self.wait.pending.entry(waker_tid).or_default();
         if pending.len() == PENDING_FLOWS {
             pending.remove(0);
