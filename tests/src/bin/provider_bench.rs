@@ -226,12 +226,19 @@ impl Manager {
     }
 
     /// Waits for the provider's next FIFO packet.
+    /// The provider's next packet but the threads it announces (which a
+    /// manager in another PID namespace maps; this one has nothing to do).
     fn packet(&mut self) -> FromProvider {
-        let mut p = [0u8; PACKET_BYTES];
-        // SAFETY: receiving into a buffer we own.
-        let n = unsafe { libc::recv(self.fifo, p.as_mut_ptr().cast(), p.len(), 0) };
-        assert_eq!(n, PACKET_BYTES as isize, "a FIFO packet from the provider");
-        FromProvider::parse(&Packet::from_bytes(&p)).expect("a valid FIFO packet")
+        loop {
+            let mut p = [0u8; PACKET_BYTES];
+            // SAFETY: receiving into a buffer we own.
+            let n = unsafe { libc::recv(self.fifo, p.as_mut_ptr().cast(), p.len(), 0) };
+            assert_eq!(n, PACKET_BYTES as isize, "a FIFO packet from the provider");
+            let p = FromProvider::parse(&Packet::from_bytes(&p)).expect("a valid FIFO packet");
+            if !matches!(p, FromProvider::NewThread { .. }) {
+                return p;
+            }
+        }
     }
 
     /// Starts the trace; returns once the provider writes.
