@@ -1,7 +1,8 @@
 //! What the stack-sampling test programs (`stack_spin`, `stack_spin_c`,
 //! `offcpu_pipe`, `stack_callers`) share: their flags, the CPU clocks, the
 //! start handshake, the `key=value` lines they print, and the two spinning
-//! threads of `stack_spin` and its C twin.
+//! threads of `stack_spin` and its C twin; and pinning a thread to a CPU,
+//! which other test programs share.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -423,5 +424,21 @@ mod tests {
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_ne!(r.chain_tid, r.direct_tid);
         assert!(r.process_cpu_ns >= r.chain_cpu_ns);
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it
+    // (a CPU past the set's size is ignored).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -140,6 +140,37 @@ fn a_wait_on_a_mutex_is_followed_to_the_holders_write_fsync_and_block_requests()
     let text = critical_path_text(&file, "request", &["--min-wait-us", "200"]);
     assert!(text.contains("woken by holder ("), "{text}");
     assert!(text.contains("block I/O:"), "{text}");
+    // The same in SQL: the documented critical-path query, its target the
+    // span, finds the wait in the futex call, woken by the holder in its
+    // own futex call, and below it the holder blocked in its fsync.
+    let rows = tests::query(&file, &documented_critical_path("slices", "request"));
+    let first = &rows[0];
+    assert_eq!(first["depth"], 0, "{rows:#?}");
+    assert_eq!(first["tid"], m["requester"], "{rows:#?}");
+    assert_eq!(first["in_call"], "futex", "{rows:#?}");
+    assert_eq!(first["woken_by"], "holder", "{rows:#?}");
+    assert_eq!(first["waker_in"], "futex", "{rows:#?}");
+    let overlap = (first["overlap_ms"].as_f64().unwrap() * 1e6) as u64;
+    assert!(near(overlap, m["wait_ns"]), "{rows:#?}\n{stdout}");
+    assert!(
+        rows.iter()
+            .any(|r| r["depth"] == 1 && r["tid"] == m["holder"] && r["in_call"] == "fsync"),
+        "{rows:#?}"
+    );
+}
+
+/// The critical-path example of docs/SQL.md, its target the longest slice
+/// named `name` of `table` instead of the longest `futex` call.
+fn documented_critical_path(table: &str, name: &str) -> String {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/SQL.md")).unwrap();
+    let at = doc
+        .find("WITH RECURSIVE")
+        .expect("the critical-path example");
+    let sql = &doc[at..at + doc[at..].find(';').unwrap()];
+    let target = "FROM syscalls\n  WHERE name = 'futex'";
+    assert!(sql.contains(target), "{sql}");
+    sql.replace(target, &format!("FROM {table} WHERE name = '{name}'"))
 }
 
 #[test]
@@ -177,6 +208,25 @@ fn a_preempted_thread_is_runnable_behind_the_threads_that_held_its_cpu() {
     let hogs = v["runnable_behind"][0]["ns"].as_u64().unwrap()
         + v["runnable_behind"][1]["ns"].as_u64().unwrap();
     assert!(hogs * 10 >= runnable * 9, "{v}");
+    // In SQL: the victim's preemptions, by the thread that took its CPU,
+    // add up to the same runnable time, nearly all behind the hogs.
+    let rows = tests::query(
+        &file,
+        &format!(
+            "SELECT coalesce(t.name, 'idle') AS by, sum(w.dur) AS ns FROM waits w \
+             LEFT JOIN threads t ON t.trace_id = w.trace_id AND t.tid = w.next_tid \
+             WHERE w.tid = {} AND w.state = 'R' GROUP BY 1 ORDER BY ns DESC",
+            m["victim"]
+        ),
+    );
+    let total: u64 = rows.iter().map(|r| r["ns"].as_u64().unwrap()).sum();
+    let by_hogs: u64 = rows
+        .iter()
+        .filter(|r| r["by"].as_str().unwrap().starts_with("hog-"))
+        .map(|r| r["ns"].as_u64().unwrap())
+        .sum();
+    assert!(near(total, runnable), "{rows:?} vs {runnable}");
+    assert!(by_hogs * 10 >= total * 9, "{rows:?}");
 }
 
 #[test]

@@ -237,7 +237,11 @@ fn tracefs_unmounted_and_btf_hidden_are_named_and_the_rest_still_works() {
     let dir = temp_dir("doctor-namespace");
     let socket = dir.join("no-daemon.sock");
     let out = in_mount_namespace(
-        "umount /sys/kernel/tracing; mount --bind /dev/null /sys/kernel/btf/vmlinux",
+        // Every tracefs goes, and debugfs with it: its `tracing` directory
+        // would mount tracefs again the moment the doctor looked there.
+        "for m in $(awk '$3 == \"tracefs\" || $3 == \"debugfs\" { print $2 }' /proc/self/mounts \
+            | sort -r); do umount \"$m\"; done; \
+         mount --bind /dev/null /sys/kernel/btf/vmlinux",
         &["doctor", "--json"],
         &socket,
     );

@@ -16,18 +16,7 @@ const WORK: Duration = Duration::from_millis(150);
 
 /// Pins the calling thread to `cpu`.
 fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below the number of CPUs, inside the set.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size given.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-    assert_eq!(
-        rc,
-        0,
-        "sched_setaffinity: {}",
-        std::io::Error::last_os_error()
-    );
+    tests::workload::pin(cpu).expect("sched_setaffinity");
 }
 
 /// The calling thread's CPU time.

@@ -41,12 +41,7 @@ const FLOOR_BYTES: usize = BUFFER_BYTES;
 
 /// Pins the calling thread to `cpu`; failure (fewer CPUs, a cpuset) is fine.
 fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let _ = tests::workload::pin(cpu);
 }
 
 /// The engine's timestamp source: the TSC on x86-64, else CLOCK_BOOTTIME.

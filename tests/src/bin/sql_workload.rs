@@ -11,6 +11,8 @@
 //!   5 `mark` instants, 10 samples of counter `queue` (series `depth`,
 //!   values 0 to 9) and 3 `request` async spans;
 //! - spins 300 ms in `sql_spin` (CPU profile samples);
+//! - spins 30 ms more with a `sql-rival` thread pinned to its CPU, which
+//!   preempt each other (waits in state `R`);
 //! - writes 4 MiB to FILE with direct I/O, so that the block requests are
 //!   its own whatever the page cache's writeback does, flushes it to disk
 //!   and removes it.
@@ -112,6 +114,24 @@ fn sql_spin(until: Instant) -> u64 {
     std::hint::black_box(x)
 }
 
+/// Spins for `wall` on this thread's CPU with a `sql-rival` thread pinned
+/// to it, so that each preempts the other.
+fn contend(wall: Duration) {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
+    tests::workload::pin(cpu).expect("sched_setaffinity");
+    let until = Instant::now() + wall;
+    let rival = std::thread::Builder::new()
+        .name("sql-rival".into())
+        .spawn(move || {
+            tests::workload::pin(cpu).expect("sched_setaffinity");
+            sql_spin(until)
+        })
+        .expect("the rival thread");
+    sql_spin(until);
+    rival.join().expect("the rival");
+}
+
 fn main() {
     let file = std::env::args().nth(1).expect("usage: sql_workload FILE");
     let _provider = trace_provider::init_with_categories("sql-app", &["app"]);
@@ -154,6 +174,7 @@ fn main() {
         trace_provider::async_end!("app", "request", id);
     }
     sql_spin(Instant::now() + Duration::from_millis(300));
+    contend(Duration::from_millis(30));
 
     write_to_disk(std::path::Path::new(&file));
     std::fs::remove_file(&file).ok();

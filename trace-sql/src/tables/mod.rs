@@ -21,6 +21,7 @@ pub mod slices;
 pub mod syscalls;
 pub mod threads;
 pub mod track;
+pub mod waits;
 pub mod wakeups;
 
 use std::sync::Arc;
@@ -99,6 +100,7 @@ pub fn all() -> Vec<Box<dyn Table>> {
         Box::new(async_spans::AsyncSpans::default()),
         Box::new(context_switches::ContextSwitches::default()),
         Box::new(wakeups::Wakeups::default()),
+        Box::new(waits::Waits::default()),
         Box::new(syscalls::Syscalls::default()),
         Box::new(block_requests::BlockRequests::default()),
         Box::new(samples::Samples::default()),
