@@ -328,6 +328,22 @@ fn spin_thread(f: &dyn Fn(u64) -> u64, amount: Amount, start: &Barrier) -> (u64,
     (thread_cpu_ns() - from, gettid())
 }
 
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it
+    // (a CPU past the set's size is ignored).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,21 +440,5 @@ mod tests {
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
         assert_ne!(r.chain_tid, r.direct_tid);
         assert!(r.process_cpu_ns >= r.chain_cpu_ns);
-    }
-}
-
-/// Pins the calling thread to `cpu`.
-pub fn pin(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it
-    // (a CPU past the set's size is ignored).
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size given.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }

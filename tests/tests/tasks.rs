@@ -157,4 +157,31 @@ fn tokio_tasks_are_async_slices_with_their_polls_wakes_and_latencies() {
     assert!(request["polls"].as_u64().unwrap() >= 200, "{request}");
     assert!(request["delay_p50"].as_u64().is_some(), "{request}");
     assert!(request["busy"].as_u64().unwrap() > 0, "{request}");
+    // The slowest request as a critical-path target: its polls, found by
+    // its task.id on the workers that ran them, and its awaits; it slept
+    // 2 ms and then awaited its sender's 8 ms timer.
+    let p = tests::report_json(&["--critical-path", "task:request"], &[&file]);
+    assert_eq!(p["target"]["instances"], 100, "{p}");
+    let dur = p["target"]["dur"].as_u64().unwrap();
+    let task = &p["task"];
+    let polls = task["polls"].as_u64().unwrap();
+    assert!(polls >= 2, "{task}");
+    assert_eq!(task["polls_recorded"], polls, "every poll found: {task}");
+    let (polled, awaiting) = (
+        task["polled_ns"].as_u64().unwrap(),
+        task["awaiting_ns"].as_u64().unwrap(),
+    );
+    assert_eq!(polled + awaiting, dur, "{task}");
+    assert!(awaiting >= 7_000_000, "{task}");
+    let times = task["poll_times"].as_array().unwrap();
+    assert_eq!(times.len() as u64, polls);
+    for poll in times {
+        assert_eq!(poll["thread"], "app-worker", "{poll}");
+        let whole = poll["to"].as_u64().unwrap() - poll["from"].as_u64().unwrap();
+        let split = ["running_ns", "runnable_ns", "blocked_ns", "unknown_ns"]
+            .iter()
+            .map(|k| poll[k].as_u64().unwrap())
+            .sum::<u64>();
+        assert_eq!(split, whole, "{poll}");
+    }
 }

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use trace_analysis::critical_path::task::TaskTime;
 use trace_analysis::critical_path::walk::{ThreadTime, Wait};
 use trace_analysis::critical_path::{CriticalPath, Options, critical_path};
 use trace_analysis::report::units;
@@ -74,7 +75,12 @@ pub fn render(p: &CriticalPath) -> String {
         units::duration(p.min_wait_ns)
     );
     s.push('\n');
-    thread(&mut s, &p.path, 0, p.path.from);
+    if let Some(path) = &p.path {
+        thread(&mut s, path, 0, path.from);
+    }
+    if let Some(t) = &p.task {
+        task(&mut s, p, t);
+    }
     if !p.gaps.is_empty() {
         s.push('\n');
         for g in &p.gaps {
@@ -189,5 +195,63 @@ fn wait(s: &mut String, w: &Wait, indent: usize, origin: u64) {
     }
     if let Some(k) = &w.waker {
         thread(s, k, indent + 2, origin);
+    }
+}
+
+/// A task's polls and awaits; each poll that did more than run (waited
+/// for a CPU or blocked for at least the threshold) as its thread's tree.
+fn task(s: &mut String, p: &CriticalPath, t: &TaskTime) {
+    let f = &p.target;
+    let recorded = match t.polls_recorded {
+        Some(n) if n as usize != t.polls => format!(" (its span says {n})"),
+        _ => String::new(),
+    };
+    let delay = match (t.sched_delay_ns, t.wakes) {
+        (Some(d), Some(w)) => format!(
+            ", of which woken and waiting to be polled {} ({w} wake(s))",
+            units::duration(d)
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "task {:?} of process {}: {} — {} poll(s){recorded} on {} thread(s): polled {} ({}), awaiting {} ({}){delay}; longest await {}",
+        f.name,
+        f.pid,
+        units::duration(f.dur),
+        t.polls,
+        t.threads.len(),
+        units::duration(t.polled_ns),
+        percent(t.polled_ns, f.dur),
+        units::duration(t.awaiting_ns),
+        percent(t.awaiting_ns, f.dur),
+        units::duration(t.longest_await_ns),
+    );
+    if !t.threads.is_empty() {
+        let _ = writeln!(s, "  polled on: {}", shares(&t.threads));
+    }
+    let mut only_ran = (0, 0);
+    for (i, poll) in t.poll_times.iter().enumerate() {
+        let off_cpu = poll.runnable_ns + poll.blocked_ns;
+        if off_cpu < p.min_wait_ns && poll.waits.is_empty() {
+            only_ran = (only_ran.0 + 1, only_ran.1 + (poll.to - poll.from));
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  poll {} at +{}:",
+            i + 1,
+            units::duration(poll.from.saturating_sub(f.ts))
+        );
+        thread(s, poll, 4, f.ts);
+    }
+    if only_ran.0 > 0 {
+        let _ = writeln!(
+            s,
+            "  {} poll(s) ran on their CPU throughout (or waited less than {}): {}",
+            only_ran.0,
+            units::duration(p.min_wait_ns),
+            units::duration(only_ran.1)
+        );
     }
 }

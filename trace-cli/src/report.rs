@@ -92,10 +92,12 @@ pub struct ReportArgs {
     diff_by: Option<DiffByArg>,
     /// Explain why one thing took as long as it did instead of the tables:
     /// `NAME` or `span:NAME` (a userspace duration, the longest unless
-    /// --nth), `syscall:NAME` (a system call), or `thread:TID` (over
-    /// --time). Prints its wall time as running, waiting for a CPU (behind
-    /// whom) and blocked (in what), each wait followed to the thread that
-    /// ended it, as a tree.
+    /// --nth), `syscall:NAME` (a system call), `thread:TID` (over
+    /// --time), or `task:NAME` (an async span: a `tracing` span polled more
+    /// than once, a tokio task, split into its polls and its awaits).
+    /// Prints its wall time as running, waiting for a CPU (behind whom) and
+    /// blocked (in what), each wait followed to the thread that ended it,
+    /// as a tree.
     #[arg(long, value_name = "TARGET", conflicts_with_all = ["sections", "by", "diff_by"])]
     critical_path: Option<trace_analysis::critical_path::Target>,
     /// With --critical-path: the Nth instance of the target in order of

@@ -61,9 +61,9 @@ fn visit_wait(w: &Wait, l: &mut Lacks) {
     }
 }
 
-/// Sentences naming what the trace lacks for `path`, each with what would
-/// record it.
-pub(super) fn gaps(w: &Window, path: &ThreadTime) -> Vec<String> {
+/// Sentences naming what the trace lacks for `paths`, each with what
+/// would record it.
+pub(super) fn gaps(w: &Window, paths: &[&ThreadTime]) -> Vec<String> {
     let mut out = Vec::new();
     let s = &w.seen;
     if s.switches == 0 {
@@ -84,7 +84,9 @@ pub(super) fn gaps(w: &Window, path: &ThreadTime) -> Vec<String> {
         ));
     }
     let mut l = Lacks::default();
-    visit(path, &mut l);
+    for path in paths {
+        visit(path, &mut l);
+    }
     if l.waits > 0 && s.syscalls == 0 {
         out.push("The trace has no system calls: record kernel:syscall to name what each wait was in (and a futex's address).".into());
     }

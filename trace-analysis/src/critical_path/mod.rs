@@ -3,7 +3,8 @@
 //! and blocked (in what), each wait followed to the thread that ended it
 //! and that thread's own time over the wait, as deep as the trace allows.
 //!
-//! [`critical_path`] reads a trace twice: once to find the [`Target`]
+//! [`critical_path`] reads a trace twice (three times for a task, whose
+//! polls are found in between: [`task`]): once to find the [`Target`]
 //! ([`target`]), once to gather what happened during it ([`window`]):
 //! context switches and wake-ups of every thread, system calls, block
 //! requests, interrupts, lock waits and off-CPU stacks. [`walk`] then
@@ -13,6 +14,7 @@
 
 mod gaps;
 pub mod target;
+pub mod task;
 pub mod walk;
 pub mod window;
 
@@ -66,8 +68,12 @@ impl Default for Options {
 pub struct CriticalPath {
     /// What was explained.
     pub target: Found,
-    /// The target thread's time over the target, with every wait followed.
-    pub path: walk::ThreadTime,
+    /// The target thread's time over the target, with every wait followed
+    /// (none for a task: its polls' are in `task`).
+    pub path: Option<walk::ThreadTime>,
+    /// A task's polls and awaits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<task::TaskTime>,
     /// Waits shorter than this, ns, were summed, not followed.
     pub min_wait_ns: u64,
     /// What the trace lacks for a fuller answer, and what records it.
@@ -115,11 +121,35 @@ pub fn critical_path<R: Read>(
     mut open: impl FnMut() -> std::io::Result<R>,
     options: &Options,
 ) -> Result<(CriticalPath, ReadStats), CriticalPathError> {
-    let (found, origin) = target::find(open().map_err(ReadTraceError::Io)?, options)?;
+    let target::Located {
+        found,
+        origin,
+        args,
+    } = target::find(open().map_err(ReadTraceError::Io)?, options)?;
+    let polls = match options.target.kind {
+        TargetKind::Task => task::polls(open().map_err(ReadTraceError::Io)?, &found, &args)?,
+        _ => Vec::new(),
+    };
     let window = window::gather(open().map_err(ReadTraceError::Io)?, &found)?;
     let min_wait = options.min_wait.unwrap_or(found.dur / 100).max(1);
-    let path = walk::walk(&window, &found, min_wait, options.max_depth);
-    let gaps = gaps::gaps(&window, &path);
+    let (path, task) = match options.target.kind {
+        TargetKind::Task => {
+            let t = task::explain(&window, &found, &polls, &args, min_wait, options.max_depth);
+            (None, Some(t))
+        }
+        _ => {
+            let path = walk::walk(&window, &found, min_wait, options.max_depth);
+            (Some(path), None)
+        }
+    };
+    let explained: Vec<&walk::ThreadTime> = match &task {
+        Some(t) => t.poll_times.iter().collect(),
+        None => path.iter().collect(),
+    };
+    let mut gaps = gaps::gaps(&window, &explained);
+    if let Some(t) = &task {
+        gaps.extend(task_gaps(t));
+    }
     let stats = window.stats.clone();
     Ok((
         CriticalPath {
@@ -128,9 +158,30 @@ pub fn critical_path<R: Read>(
                 ..found
             },
             path,
+            task,
             min_wait_ns: min_wait,
             gaps,
         },
         stats,
     ))
+}
+
+/// What a task's explanation lacks: polls not found, and the wakes its
+/// awaits ended with, which are drawn (as flows) but not followed.
+fn task_gaps(t: &task::TaskTime) -> Vec<String> {
+    let mut out = Vec::new();
+    match t.polls_recorded {
+        Some(n) if n as usize != t.polls => out.push(format!(
+            "The task's span says {n} poll(s) and {} were found by its fields: give its spans a field that tells tasks apart (a tokio task carries its task.id).",
+            t.polls
+        )),
+        _ => {}
+    }
+    if t.polls == 0 {
+        out.push("No poll of the task was found: its polls are the durations its span writes on each entry (the trace-provider `tracing` layer).".into());
+    }
+    if t.awaiting_ns > 0 {
+        out.push("Which task or thread woke each await is in the trace as flows (tokio's waker events, `--cfg tokio_unstable`), not followed here: follow the arrows in Perfetto, or give the poll that woke it as a target.".into());
+    }
+    out
 }

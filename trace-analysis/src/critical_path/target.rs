@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use super::{CriticalPathError, Found, Options};
-use crate::event::Event;
+use crate::event::{Args, Event, Value};
 use crate::reader::{Context, Wants, read_trace_wanting};
 use crate::report::Filter;
 
@@ -18,9 +18,13 @@ pub enum TargetKind {
     Syscall,
     /// A thread, by tid, over the selection's time range.
     Thread,
+    /// An async span of a userspace provider, by name: a `tracing` span
+    /// polled more than once, a tokio task; its polls may hop threads.
+    Task,
 }
 
-/// What to explain: `NAME` or `span:NAME`, `syscall:NAME`, `thread:TID`.
+/// What to explain: `NAME` or `span:NAME`, `syscall:NAME`, `thread:TID`,
+/// `task:NAME`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Target {
     /// How it is named.
@@ -32,7 +36,7 @@ pub struct Target {
 /// A target that does not parse.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error(
-    "{0:?} is not a target: give NAME or span:NAME (a userspace duration), syscall:NAME, or thread:TID"
+    "{0:?} is not a target: give NAME or span:NAME (a userspace duration), syscall:NAME, thread:TID, or task:NAME (an async span)"
 )]
 pub struct TargetError(String);
 
@@ -44,6 +48,7 @@ impl std::str::FromStr for Target {
         let (kind, name) = match s.split_once(':') {
             Some(("span", n)) => (TargetKind::Span, n),
             Some(("syscall", n)) => (TargetKind::Syscall, n),
+            Some(("task", n)) => (TargetKind::Task, n),
             Some(("thread", n)) => {
                 n.trim().parse::<u64>().map_err(|_| err())?;
                 (TargetKind::Thread, n.trim())
@@ -66,33 +71,54 @@ impl Target {
             TargetKind::Span => "span",
             TargetKind::Syscall => "syscall",
             TargetKind::Thread => "thread",
+            TargetKind::Task => "task",
         }
     }
 }
 
 /// One instance that matches.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Candidate {
     ts: u64,
     dur: u64,
     pid: u64,
     tid: u64,
     category: crate::strings::Sym,
+    /// An async span's arguments.
+    args: Args,
 }
 
-/// Reads `input` for the instance of `options.target` to explain; returns
-/// it and the time relative bounds counted from.
-pub(super) fn find(input: impl Read, options: &Options) -> Result<(Found, u64), CriticalPathError> {
+/// The instance to explain, found.
+#[derive(Debug)]
+pub(super) struct Located {
+    /// It.
+    pub found: Found,
+    /// The time relative bounds count from, ns.
+    pub origin: u64,
+    /// An async span's arguments (its polls carry its fields), by name.
+    pub args: Vec<(String, Value)>,
+}
+
+/// Reads `input` for the instance of `options.target` to explain.
+pub(super) fn find(input: impl Read, options: &Options) -> Result<Located, CriticalPathError> {
     let target = &options.target;
     let mut filter = Filter::new(options.selection.clone());
     let mut found: Vec<Candidate> = Vec::new();
     let want_name = target.name.as_str();
     let mut name_sym = None;
     let mut sink = |e: &Event, cx: &Context| {
-        let Event::Slice(s) = e else { return };
         if target.kind == TargetKind::Thread {
             return;
         }
+        let (ts, dur, track, category, name, args) = match e {
+            Event::Slice(s) if target.kind != TargetKind::Task => {
+                (s.ts, s.dur, s.track, s.category, s.name, None)
+            }
+            Event::Async(a) if target.kind == TargetKind::Task && !a.unfinished => {
+                (a.ts, a.dur, a.track, a.category, a.name, Some(&a.args))
+            }
+            _ => return,
+        };
         let sym = match name_sym {
             Some(sym) => sym,
             None => match cx.strings.lookup(want_name) {
@@ -100,28 +126,30 @@ pub(super) fn find(input: impl Read, options: &Options) -> Result<(Found, u64), 
                 None => return,
             },
         };
-        if s.name != sym {
+        if name != sym {
             return;
         }
-        let syscall = s.category == cx.kernel.syscall;
-        let kernel = cx.strings.get(s.category).starts_with("kernel:");
+        let syscall = category == cx.kernel.syscall;
+        let kernel = cx.strings.get(category).starts_with("kernel:");
         let wanted = match target.kind {
             TargetKind::Syscall => syscall,
-            TargetKind::Span => !kernel,
+            TargetKind::Span | TargetKind::Task => !kernel,
             TargetKind::Thread => false,
         };
-        if wanted && filter.thread(s.track.pid, s.track.tid, cx) {
+        if wanted && filter.thread(track.pid, track.tid, cx) {
             found.push(Candidate {
-                ts: s.ts,
-                dur: s.dur,
-                pid: s.track.pid,
-                tid: s.track.tid,
-                category: s.category,
+                ts,
+                dur,
+                pid: track.pid,
+                tid: track.tid,
+                category,
+                args: args.cloned().unwrap_or_default(),
             });
         }
     };
     let wants = Wants {
-        durations: true,
+        durations: target.kind != TargetKind::Task,
+        asyncs: target.kind == TargetKind::Task,
         end_time: true,
         ..Wants::default()
     };
@@ -156,7 +184,11 @@ pub(super) fn find(input: impl Read, options: &Options) -> Result<(Found, u64), 
             instances: 1,
             nth: 1,
         };
-        return Ok((found, origin));
+        return Ok(Located {
+            found,
+            origin,
+            args: Vec::new(),
+        });
     }
     found.retain(|c| from <= c.ts && c.ts < to);
     found.sort_by_key(|c| (c.ts, c.tid));
@@ -185,26 +217,37 @@ pub(super) fn find(input: impl Read, options: &Options) -> Result<(Found, u64), 
                     "the trace has no {what} in the selection{}",
                     match target.kind {
                         TargetKind::Syscall => " (was kernel:syscall recorded?)",
+                        TargetKind::Task => {
+                            " (a task is an async span: a `tracing` span polled more than once that closed before the trace ended)"
+                        }
                         _ => "",
                     }
                 )));
             }
         },
     };
-    let c = found[index];
-    Ok((
-        Found {
-            kind: target.kind_name(),
-            name: target.name.clone(),
-            category: cx.strings.get(c.category).to_owned(),
-            ts: c.ts,
-            dur: c.dur,
-            relative_ts: 0,
-            pid: c.pid,
-            tid: c.tid,
-            instances: found.len(),
-            nth: index + 1,
-        },
+    let instances = found.len();
+    let c = found.swap_remove(index);
+    let args = c
+        .args
+        .iter()
+        .map(|(n, v)| (cx.strings.get(*n).to_owned(), v.clone()))
+        .collect();
+    let found = Found {
+        kind: target.kind_name(),
+        name: target.name.clone(),
+        category: cx.strings.get(c.category).to_owned(),
+        ts: c.ts,
+        dur: c.dur,
+        relative_ts: 0,
+        pid: c.pid,
+        tid: c.tid,
+        instances,
+        nth: index + 1,
+    };
+    Ok(Located {
+        found,
         origin,
-    ))
+        args,
+    })
 }

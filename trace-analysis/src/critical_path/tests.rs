@@ -145,7 +145,7 @@ fn a_futex_wait_is_followed_to_the_holder_and_its_fsync() {
     let p = run(&mutex_trace(), "request").unwrap();
     assert_eq!(p.target.tid, A);
     assert_eq!(p.target.dur, 40 * MS);
-    let a: &ThreadTime = &p.path;
+    let a: &ThreadTime = p.path.as_ref().unwrap();
     assert_eq!(a.thread, "requester");
     assert_eq!(a.running_ns, 4 * MS);
     assert_eq!(a.runnable_ns, 38 * MS - (36 * MS + 550_000));
@@ -191,7 +191,7 @@ fn a_system_call_and_a_thread_range_are_targets_too() {
     let t = mutex_trace();
     let p = run(&t, "syscall:fsync").unwrap();
     assert_eq!((p.target.tid, p.target.dur), (B, 26 * MS));
-    assert_eq!(p.path.blocked_ns, 24 * MS);
+    assert_eq!(p.path.as_ref().unwrap().blocked_ns, 24 * MS);
     // The longest futex call is A's; the second in time is B's.
     let p = run(&t, "syscall:futex").unwrap();
     assert_eq!(p.target.tid, A);
@@ -212,7 +212,7 @@ fn a_system_call_and_a_thread_range_are_targets_too() {
     };
     let (p, _) = critical_path(|| Ok(&t.bytes[..]), &options).unwrap();
     assert_eq!(p.target.name, "hog");
-    assert_eq!(p.path.running_ns, 8 * MS);
+    assert_eq!(p.path.as_ref().unwrap().running_ns, 8 * MS);
     assert!(matches!(
         run(&t, "nothing"),
         Err(CriticalPathError::NotFound(_))
@@ -242,8 +242,11 @@ fn a_wake_up_inside_an_interrupt_is_the_interrupts() {
     wake(&mut t, 5 * MS + 1000, 1, A, B);
     t.switch(5 * MS + 2000, 0, 0, 3, A);
     let p = run(&t, "work").unwrap();
-    assert_eq!(p.path.waits[0].woken_by, "interrupt eth0 on CPU 1");
-    assert!(p.path.waits[0].waker.is_none());
+    assert_eq!(
+        p.path.as_ref().unwrap().waits[0].woken_by,
+        "interrupt eth0 on CPU 1"
+    );
+    assert!(p.path.as_ref().unwrap().waits[0].waker.is_none());
 }
 
 #[test]
@@ -263,10 +266,89 @@ fn waits_that_wake_each_other_stop_at_the_cycle() {
     wake(&mut t, 10 * MS, 1, A, B);
     t.switch(11 * MS, 0, 0, 3, A);
     let p = run(&t, "work").unwrap();
-    let b = p.path.waits[0].waker.as_deref().unwrap();
+    let b = p.path.as_ref().unwrap().waits[0].waker.as_deref().unwrap();
     assert_eq!(b.tid, B);
     // B's wait was ended by A, which is being explained above: not again.
     assert_eq!(b.waits[0].waker_tid, Some(A));
     assert!(b.waits[0].waker.is_none());
     assert!(b.waits[0].waker_above);
+}
+
+#[test]
+fn a_task_is_its_polls_on_the_threads_that_ran_them_and_its_awaits() {
+    use trace_common::fxt::EventKind;
+    // Task 7 ("req") from 1 to 30 ms: polled on A (2–4 ms), then on B
+    // (20–25 ms), where its poll blocks in a read that A's write ends.
+    // Task 8's poll on A (10–12 ms) is not one of its polls.
+    let mut t = Fxt::new();
+    t.process(APP, "app")
+        .thread(APP, A, "worker-0")
+        .thread(APP, B, "worker-1");
+    t.switch(0, 0, 0, 3, A);
+    t.switch(0, 1, 0, 3, B);
+    let id = |n: u64| vec![Arg::new("task.id", ArgValue::Uint64(n))];
+    let spawn = "runtime.spawn";
+    t.slice(2 * MS, 4 * MS, APP, A, "tokio::task", spawn, id(7));
+    t.slice(10 * MS, 12 * MS, APP, A, "tokio::task", spawn, id(8));
+    t.slice(20 * MS, 25 * MS, APP, B, "kernel:syscall", "read", vec![]);
+    t.switch(21 * MS, 1, B, 3, 0);
+    t.slice(
+        22 * MS,
+        22 * MS + 100,
+        APP,
+        A,
+        "kernel:syscall",
+        "write",
+        vec![],
+    );
+    wake(&mut t, 22 * MS + 50, 1, B, A);
+    t.switch(23 * MS, 1, 0, 3, B);
+    t.slice(20 * MS, 25 * MS, APP, B, "tokio::task", spawn, id(7));
+    let begin = id(7);
+    t.event(
+        MS,
+        APP,
+        B,
+        "tokio::task",
+        "req",
+        EventKind::AsyncBegin { id: 1 },
+        begin,
+    );
+    let mut end = vec![Arg::new("polls", ArgValue::Uint64(2))];
+    end.push(Arg::new("sched_delay_ns", ArgValue::Uint64(MS)));
+    end.push(Arg::new("wakes", ArgValue::Uint64(1)));
+    t.event(
+        30 * MS,
+        APP,
+        B,
+        "tokio::task",
+        "req",
+        EventKind::AsyncEnd { id: 1 },
+        end,
+    );
+    let p = run(&t, "task:req").unwrap();
+    assert_eq!(p.target.dur, 29 * MS);
+    assert!(p.path.is_none());
+    let task = p.task.expect("the task's time");
+    assert_eq!((task.polls, task.polls_recorded), (2, Some(2)));
+    assert_eq!(task.polled_ns, 7 * MS);
+    assert_eq!(task.awaiting_ns, 22 * MS);
+    assert_eq!(task.longest_await_ns, 16 * MS);
+    assert_eq!((task.sched_delay_ns, task.wakes), (Some(MS), Some(1)));
+    assert_eq!(task.threads[0].name, "worker-1 (102)");
+    assert_eq!(task.threads[0].ns, 5 * MS);
+    // The second poll blocked in its read, woken by worker-0 in its write.
+    let second = &task.poll_times[1];
+    assert_eq!(second.tid, B);
+    assert_eq!(second.blocked_ns, 22 * MS + 50 - 21 * MS);
+    let wait = &second.waits[0];
+    assert_eq!(wait.syscall.as_deref(), Some("read"));
+    assert_eq!(wait.waker_tid, Some(A));
+    assert_eq!(wait.waker_in.as_deref(), Some("write"));
+    assert!(matches!(
+        run(&t, "task:nothing"),
+        Err(CriticalPathError::NotFound(_))
+    ));
+    let parsed: Target = "task:req".parse().unwrap();
+    assert_eq!(parsed.kind, TargetKind::Task);
 }

@@ -583,11 +583,24 @@ impl Walker<'_> {
 /// `target`'s thread over its time, every wait of at least `min_wait` ns
 /// followed to its waker, `max_depth` wake-ups deep.
 pub(super) fn walk(w: &Window, target: &Found, min_wait: u64, max_depth: usize) -> ThreadTime {
+    walk_range(w, target.tid, w.t0, w.t1, min_wait, max_depth)
+}
+
+/// Thread `tid`'s time over [a, b] inside the window, each wait of at
+/// least `min_wait` ns followed to its waker, `max_depth` wake-ups deep.
+pub(super) fn walk_range(
+    w: &Window,
+    tid: u64,
+    a: u64,
+    b: u64,
+    min_wait: u64,
+    max_depth: usize,
+) -> ThreadTime {
     let mut walker = Walker {
         w,
         min_wait,
         max_depth,
         stack: Vec::new(),
     };
-    walker.thread(target.tid, w.t0, w.t1, 0)
+    walker.thread(tid, a, b, 0)
 }
