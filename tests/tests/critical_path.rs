@@ -17,15 +17,27 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use tests::{record_checked, require_root, temp_dir, trace_cli, workload::numbers};
+use tests::{no_ring_drops, record_checked, require_root, temp_dir, trace_cli, workload::numbers};
 
 /// `trace-cli record ARGS -o DIR/trace.fxt -- COMMAND`, checked
-/// ([`tests::record_checked`]): the file and the command's last line.
+/// ([`tests::record_checked`]): the file and the command's last line. A
+/// recording that lost events to full ring buffers (a machine busy with
+/// more than the test: `-a` records all of it) is made again, twice at
+/// most: the figures compared need every wake-up and call.
 fn record(dir: &Path, args: &[&str], command: &[&str]) -> (std::path::PathBuf, String) {
     let file = dir.join("trace.fxt");
-    let output = record_checked(&file, args, command);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    (file, stdout.lines().last().unwrap_or_default().to_owned())
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let output = record_checked(&file, args, command);
+        let summary = String::from_utf8_lossy(&output.stderr);
+        if attempts < 3 && !no_ring_drops(&summary) {
+            eprintln!("the recording lost events, recording again:\n{summary}");
+            continue;
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        return (file, stdout.lines().last().unwrap_or_default().to_owned());
+    }
 }
 
 /// `trace-cli report --critical-path TARGET --json ARGS FILE`, parsed.
@@ -207,9 +219,19 @@ fn a_preempted_thread_is_runnable_behind_the_threads_that_held_its_cpu() {
     assert!(behind[1].starts_with("hog-"), "{behind:?}");
     let hogs = v["runnable_behind"][0]["ns"].as_u64().unwrap()
         + v["runnable_behind"][1]["ns"].as_u64().unwrap();
-    assert!(hogs * 10 >= runnable * 9, "{v}");
+    // Other work of a busy machine that took the CPU is outside the
+    // recording (filtered by process): named as such, not as the hogs.
+    let outside: u64 = v["runnable_behind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("tasks outside"))
+        .map(|s| s["ns"].as_u64().unwrap())
+        .sum();
+    assert!(hogs * 10 >= (runnable - outside) * 9, "{v}");
     // In SQL: the victim's preemptions, by the thread that took its CPU,
-    // add up to the same runnable time, nearly all behind the hogs.
+    // add up to the same runnable time, nearly all behind the hogs (a task
+    // outside the recording is written as idle).
     let rows = tests::query(
         &file,
         &format!(
@@ -225,8 +247,13 @@ fn a_preempted_thread_is_runnable_behind_the_threads_that_held_its_cpu() {
         .filter(|r| r["by"].as_str().unwrap().starts_with("hog-"))
         .map(|r| r["ns"].as_u64().unwrap())
         .sum();
+    let hidden: u64 = rows
+        .iter()
+        .filter(|r| r["by"] == "idle")
+        .map(|r| r["ns"].as_u64().unwrap())
+        .sum();
     assert!(near(total, runnable), "{rows:?} vs {runnable}");
-    assert!(by_hogs * 10 >= total * 9, "{rows:?}");
+    assert!(by_hogs * 10 >= (total - hidden) * 9, "{rows:?}");
 }
 
 #[test]

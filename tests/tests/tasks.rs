@@ -184,4 +184,22 @@ fn tokio_tasks_are_async_slices_with_their_polls_wakes_and_latencies() {
             .sum::<u64>();
         assert_eq!(split, whole, "{poll}");
     }
+    // Its await for the channel ends with a wake from a sender's poll
+    // (the wake flows): so for nearly every request.
+    let woken_by_sender = |p: &serde_json::Value| {
+        p["task"]["awaits"].as_array().unwrap().iter().any(|a| {
+            a["woken_by"].as_str().is_some_and(|by| {
+                by.starts_with("task \"sender\" (task.id ") && by.contains("app-worker")
+            })
+        })
+    };
+    let mut named = usize::from(woken_by_sender(&p));
+    for nth in ["1", "2", "3"] {
+        let p = tests::report_json(&["--critical-path", "task:request", "--nth", nth], &[&file]);
+        named += usize::from(woken_by_sender(&p));
+    }
+    assert!(
+        named >= 3,
+        "{named} of 4 requests name the sender that woke them: {p}"
+    );
 }

@@ -242,6 +242,35 @@ pub struct Switch {
     pub inferred: bool,
 }
 
+/// Which end of a flow a flow event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowPhase {
+    /// Where it starts.
+    Begin,
+    /// A point it passes through.
+    Step,
+    /// Where it ends.
+    End,
+}
+
+/// One point of a flow: an arrow from the slice open on its thread at its
+/// begin to the slices at its steps and end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flow {
+    /// Time, ns.
+    pub ts: u64,
+    /// Where it is.
+    pub track: Track,
+    /// Category.
+    pub category: Sym,
+    /// Name.
+    pub name: Sym,
+    /// The flow's id (a provider's flows are told apart by it).
+    pub id: u64,
+    /// Which point.
+    pub phase: FlowPhase,
+}
+
 /// A thread made runnable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wakeup {
@@ -375,4 +404,6 @@ pub enum Event {
     Sample(Sample),
     /// A loss of records.
     Loss(Loss),
+    /// A point of a flow.
+    Flow(Flow),
 }

@@ -14,8 +14,8 @@ use trace_perfetto::{BLOB_TYPE_PERFETTO, SampleReader};
 
 pub use crate::context::{Context, ProcessLabels, ReadStats};
 use crate::event::{
-    Args, AsyncSpan, Counter, Dropped, Event, Frame, Instant, Loss, OutState, Sample, Scope, Slice,
-    Switch, Track, Value, Wakeup, unnamed_frame,
+    Args, AsyncSpan, Counter, Dropped, Event, Flow, FlowPhase, Frame, Instant, Loss, OutState,
+    Sample, Scope, Slice, Switch, Track, Value, Wakeup, unnamed_frame,
 };
 use crate::nesting::Nesting;
 use crate::strings::Sym;
@@ -59,6 +59,8 @@ pub struct Wants {
     pub wakeups: bool,
     /// Stack samples ([`Event::Sample`]).
     pub samples: bool,
+    /// Flows ([`Event::Flow`]).
+    pub flows: bool,
     /// The trace's last timestamp, which ends the spans still open at its
     /// end (an unfinished slice's or async span's `dur`): every record
     /// with a time is then looked at for it, skipped or not, so that those
@@ -76,6 +78,7 @@ impl Wants {
         switches: true,
         wakeups: true,
         samples: true,
+        flows: true,
         end_time: true,
     };
 
@@ -89,6 +92,7 @@ impl Wants {
             switches: self.switches || other.switches,
             wakeups: self.wakeups || other.wakeups,
             samples: self.samples || other.samples,
+            flows: self.flows || other.flows,
             end_time: self.end_time || other.end_time,
         }
     }
@@ -101,7 +105,8 @@ impl Wants {
             e::COUNTER => self.counters,
             e::DURATION_BEGIN | e::DURATION_END | e::DURATION_COMPLETE => self.durations,
             e::ASYNC_BEGIN | e::ASYNC_END => self.asyncs,
-            // Async instants and flows make no event.
+            e::FLOW_BEGIN | e::FLOW_STEP | e::FLOW_END => self.flows,
+            // Async instants make no event.
             _ => false,
         }
     }
@@ -789,10 +794,40 @@ impl TraceReader {
                     self.stats.unmatched_ends += 1;
                 }
             }
-            EventKind::AsyncInstant { .. }
-            | EventKind::FlowBegin { .. }
-            | EventKind::FlowStep { .. }
-            | EventKind::FlowEnd { .. } => self.stats.skipped += 1,
+            EventKind::FlowBegin { id } => {
+                let flow = Flow {
+                    ts,
+                    track,
+                    category,
+                    name,
+                    id,
+                    phase: FlowPhase::Begin,
+                };
+                sink.event(&Event::Flow(flow), &self.cx);
+            }
+            EventKind::FlowStep { id } => {
+                let flow = Flow {
+                    ts,
+                    track,
+                    category,
+                    name,
+                    id,
+                    phase: FlowPhase::Step,
+                };
+                sink.event(&Event::Flow(flow), &self.cx);
+            }
+            EventKind::FlowEnd { id } => {
+                let flow = Flow {
+                    ts,
+                    track,
+                    category,
+                    name,
+                    id,
+                    phase: FlowPhase::End,
+                };
+                sink.event(&Event::Flow(flow), &self.cx);
+            }
+            EventKind::AsyncInstant { .. } => self.stats.skipped += 1,
         }
     }
 }

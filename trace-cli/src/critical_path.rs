@@ -230,8 +230,23 @@ fn task(s: &mut String, p: &CriticalPath, t: &TaskTime) {
     if !t.threads.is_empty() {
         let _ = writeln!(s, "  polled on: {}", shares(&t.threads));
     }
+    // Awaits and polls in order of time.
+    let mut awaits = t.awaits.iter().peekable();
     let mut only_ran = (0, 0);
     for (i, poll) in t.poll_times.iter().enumerate() {
+        while let Some(a) = awaits.next_if(|a| a.from <= poll.from) {
+            let by = match &a.woken_by {
+                Some(by) => format!("woken by {by}"),
+                None if a.first => "from its creation to its first poll".to_owned(),
+                None => "no waker recorded".to_owned(),
+            };
+            let _ = writeln!(
+                s,
+                "  await at +{}: {}, {by}",
+                units::duration(a.from.saturating_sub(f.ts)),
+                units::duration(a.ns)
+            );
+        }
         let off_cpu = poll.runnable_ns + poll.blocked_ns;
         if off_cpu < p.min_wait_ns && poll.waits.is_empty() {
             only_ran = (only_ran.0 + 1, only_ran.1 + (poll.to - poll.from));
@@ -244,6 +259,14 @@ fn task(s: &mut String, p: &CriticalPath, t: &TaskTime) {
             units::duration(poll.from.saturating_sub(f.ts))
         );
         thread(s, poll, 4, f.ts);
+    }
+    if t.short_awaits > 0 {
+        let _ = writeln!(
+            s,
+            "  {} shorter await(s): {}",
+            t.short_awaits,
+            units::duration(t.short_awaits_ns)
+        );
     }
     if only_ran.0 > 0 {
         let _ = writeln!(

@@ -113,6 +113,9 @@ pub(super) fn gaps(w: &Window, paths: &[&ThreadTime]) -> Vec<String> {
     if l.unknown_ns > 0 {
         out.push("Some time is unknown: a thread had no switch in or before the window (it ran, or slept, throughout; or the recording began inside it).".into());
     }
+    if s.hidden_tasks > 0 {
+        out.push("The recording was filtered by process: the tasks outside it are written as the idle task, so waiting for a CPU behind them shows as `tasks outside the recording's selection`; record with -a to name them.".into());
+    }
     if s.lost > 0 {
         out.push(format!(
             "The trace lost {} event(s) to full buffers: waits may lack their wake-ups; record with a larger --buffer-size.",

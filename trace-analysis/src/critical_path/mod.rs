@@ -126,15 +126,15 @@ pub fn critical_path<R: Read>(
         origin,
         args,
     } = target::find(open().map_err(ReadTraceError::Io)?, options)?;
-    let polls = match options.target.kind {
-        TargetKind::Task => task::polls(open().map_err(ReadTraceError::Io)?, &found, &args)?,
-        _ => Vec::new(),
+    let polled = match options.target.kind {
+        TargetKind::Task => task::gather(open().map_err(ReadTraceError::Io)?, &found, &args)?,
+        _ => task::Polled::default(),
     };
     let window = window::gather(open().map_err(ReadTraceError::Io)?, &found)?;
     let min_wait = options.min_wait.unwrap_or(found.dur / 100).max(1);
     let (path, task) = match options.target.kind {
         TargetKind::Task => {
-            let t = task::explain(&window, &found, &polls, &args, min_wait, options.max_depth);
+            let t = task::explain(&window, &found, &polled, &args, min_wait, options.max_depth);
             (None, Some(t))
         }
         _ => {
@@ -180,8 +180,13 @@ fn task_gaps(t: &task::TaskTime) -> Vec<String> {
     if t.polls == 0 {
         out.push("No poll of the task was found: its polls are the durations its span writes on each entry (the trace-provider `tracing` layer).".into());
     }
-    if t.awaiting_ns > 0 {
-        out.push("Which task or thread woke each await is in the trace as flows (tokio's waker events, `--cfg tokio_unstable`), not followed here: follow the arrows in Perfetto, or give the poll that woke it as a target.".into());
+    let unknown = t
+        .awaits
+        .iter()
+        .filter(|a| a.woken_by.is_none() && !a.first)
+        .count();
+    if unknown > 0 {
+        out.push(format!("{unknown} await(s) name no waker: woken from outside any poll (tokio's timer or I/O driver), or the program was built without tokio's waker events (`--cfg tokio_unstable`)."));
     }
     out
 }

@@ -304,6 +304,18 @@ fn a_task_is_its_polls_on_the_threads_that_ran_them_and_its_awaits() {
     wake(&mut t, 22 * MS + 50, 1, B, A);
     t.switch(23 * MS, 1, 0, 3, B);
     t.slice(20 * MS, 25 * MS, APP, B, "tokio::task", spawn, id(7));
+    // Task 9 ("sender") wakes it from its poll on A; its own polls are
+    // chained by a flow too, which is no wake.
+    let mut sender = id(9);
+    sender.push(Arg::new("task.name", ArgValue::String("sender".into())));
+    t.slice(15 * MS, 16 * MS, APP, A, "tokio::task", spawn, sender);
+    let flow = |t: &mut Fxt, ts: u64, tid: u64, kind: EventKind| {
+        t.event(ts, APP, tid, "tokio::task", "poll", kind, vec![]);
+    };
+    flow(&mut t, 15 * MS + 2, A, EventKind::FlowBegin { id: 50 });
+    flow(&mut t, 20 * MS + 2, B, EventKind::FlowEnd { id: 50 });
+    flow(&mut t, 2 * MS + 2, A, EventKind::FlowBegin { id: 60 });
+    flow(&mut t, 20 * MS + 2, B, EventKind::FlowStep { id: 60 });
     let begin = id(7);
     t.event(
         MS,
@@ -337,6 +349,18 @@ fn a_task_is_its_polls_on_the_threads_that_ran_them_and_its_awaits() {
     assert_eq!((task.sched_delay_ns, task.wakes), (Some(MS), Some(1)));
     assert_eq!(task.threads[0].name, "worker-1 (102)");
     assert_eq!(task.threads[0].ns, 5 * MS);
+    // Its awaits: from its creation (no waker), then until the sender's
+    // wake.
+    assert_eq!(task.awaits.len(), 2);
+    assert_eq!((task.awaits[0].from, task.awaits[0].ns), (MS, MS));
+    assert_eq!(task.awaits[0].woken_by, None);
+    assert!(task.awaits[0].first && !task.awaits[1].first);
+    assert_eq!(task.awaits[1].ns, 16 * MS);
+    assert_eq!(
+        task.awaits[1].woken_by.as_deref(),
+        Some("task \"sender\" (task.id 9) on worker-0 (101)")
+    );
+    assert_eq!(task.awaits[1].waker_tid, Some(A));
     // The second poll blocked in its read, woken by worker-0 in its write.
     let second = &task.poll_times[1];
     assert_eq!(second.tid, B);

@@ -409,7 +409,9 @@ impl Walker<'_> {
     }
 
     fn occupant(&self, tid: u64, cpu: u32) -> String {
-        if tid == 0 {
+        if tid == 0 && self.w.seen.hidden_tasks > 0 {
+            format!("tasks outside the recording's selection, or CPU {cpu} idle")
+        } else if tid == 0 {
             format!("nothing: CPU {cpu} idle (waking it up)")
         } else {
             self.thread_label(tid)

@@ -126,6 +126,9 @@ pub struct Seen {
     pub locks: u64,
     /// Events lost.
     pub lost: u64,
+    /// Preemptions by the idle task: a recording filtered by process,
+    /// which writes the tasks outside it as idle.
+    pub hidden_tasks: u64,
 }
 
 /// What happened during the window.
@@ -195,6 +198,11 @@ impl Window {
         match e {
             Event::Switch(s) => {
                 self.seen.switches += 1;
+                // The idle task never preempts a runnable thread: the
+                // recording wrote a task outside its selection as idle.
+                if s.next_tid == 0 && s.prev_tid != 0 && s.prev_state == OutState::Runnable {
+                    self.seen.hidden_tasks += 1;
+                }
                 self.change(
                     s.prev_tid,
                     s.ts,

@@ -427,6 +427,7 @@ fn event_ts(e: &Event) -> Option<u64> {
         Event::Async(a) => Some(a.ts),
         Event::Switch(s) => Some(s.ts),
         Event::Wakeup(w) => Some(w.ts),
+        Event::Flow(f) => Some(f.ts),
         Event::Sample(s) => Some(s.ts),
         Event::Process { .. } | Event::Thread { .. } | Event::Loss(_) => None,
     }
