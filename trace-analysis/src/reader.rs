@@ -794,36 +794,21 @@ impl TraceReader {
                     self.stats.unmatched_ends += 1;
                 }
             }
-            EventKind::FlowBegin { id } => {
-                let flow = Flow {
-                    ts,
-                    track,
-                    category,
-                    name,
-                    id,
-                    phase: FlowPhase::Begin,
+            EventKind::FlowBegin { id }
+            | EventKind::FlowStep { id }
+            | EventKind::FlowEnd { id } => {
+                let phase = match kind {
+                    EventKind::FlowBegin { .. } => FlowPhase::Begin,
+                    EventKind::FlowStep { .. } => FlowPhase::Step,
+                    _ => FlowPhase::End,
                 };
-                sink.event(&Event::Flow(flow), &self.cx);
-            }
-            EventKind::FlowStep { id } => {
                 let flow = Flow {
                     ts,
                     track,
                     category,
                     name,
                     id,
-                    phase: FlowPhase::Step,
-                };
-                sink.event(&Event::Flow(flow), &self.cx);
-            }
-            EventKind::FlowEnd { id } => {
-                let flow = Flow {
-                    ts,
-                    track,
-                    category,
-                    name,
-                    id,
-                    phase: FlowPhase::End,
+                    phase,
                 };
                 sink.event(&Event::Flow(flow), &self.cx);
             }

@@ -2,12 +2,15 @@
 //! its switch back in, split at its wake-up, with the waker: the edges
 //! `report --critical-path` follows, as rows.
 
+use std::collections::VecDeque;
+
 use foldhash::HashMap;
 
 use datafusion::arrow::array::{StringBuilder, UInt32Builder, UInt64Builder};
 use trace_analysis::critical_path::window::irq_cpu;
-use trace_analysis::event::{OutState, Switch, Wakeup};
-use trace_analysis::{Context, Event, Wants};
+use trace_analysis::event::{OutState, Slice, Switch, Wakeup};
+use trace_analysis::{Context, Event, Sym, Wants};
+use trace_common::category::KERNEL_IRQ;
 
 use super::Table;
 use super::declare::table;
@@ -51,10 +54,14 @@ table! {
         waker_tid: UInt64Builder nullable,
         /// The CPU the waker ran on (an interrupt's CPU), when known.
         waker_cpu: UInt32Builder nullable,
+        /// The interrupt handler that woke it (`-c kernel:irq`), when known.
+        waker_irq: StringBuilder nullable,
     }
     state {
         /// Each thread's scheduling state so far.
         threads: HashMap<u64, ThreadState>,
+        /// Each CPU's latest interrupt handlers: start, end, name.
+        irqs: HashMap<u32, VecDeque<(u64, u64, Sym)>>,
     }
 }
 
@@ -69,9 +76,17 @@ pub struct ThreadState {
     early: Option<Woken>,
 }
 
+/// Interrupt handlers kept per CPU, to find the one a wake-up happened
+/// in: a wake-up is read before the handler's slice (written as it
+/// returns), and the woken thread runs after it returns.
+const IRQS_KEPT: usize = 64;
+
 /// A wake-up: when, by whom, and the CPU the waking thread was on.
 #[derive(Clone, Copy, Debug)]
 struct Woken {
+    /// As recorded.
+    at: u64,
+    /// No earlier than the switch out it ended.
     ts: u64,
     waker: Option<u64>,
     waker_cpu: Option<u32>,
@@ -126,6 +141,7 @@ impl Waits {
             None => None,
         };
         let woken = Woken {
+            at: w.ts,
             ts: w.ts,
             waker: w.waker_tid,
             waker_cpu,
@@ -167,18 +183,47 @@ impl Waits {
         self.woken_ts.append_option(woken.map(|w| w.ts.min(end)));
         self.blocked_ns.append_option(blocked);
         self.runnable_ns.append_option(runnable);
+        let cpu = woken.and_then(|w| w.waker_cpu);
+        // A wake-up inside an interrupt handler is the interrupt's, whichever
+        // thread it interrupted.
+        let irq = woken.zip(cpu).and_then(|(w, cpu)| self.irq_at(cpu, w.at));
         let (kind, tid) = match woken.and_then(|w| w.waker) {
             None => (None, None),
-            Some(t) if t == 0 || irq_cpu(t).is_some() => (Some("interrupt"), None),
+            Some(t) if t == 0 || irq_cpu(t).is_some() || irq.is_some() => (Some("interrupt"), None),
             Some(t) => (Some("thread"), Some(t)),
         };
-        let cpu = woken.and_then(|w| w.waker_cpu);
         self.waker_kind.append_option(kind);
         self.waker_pid
             .append_option(tid.and_then(|t| cx.process_of(t)));
         self.waker_tid.append_option(tid);
         self.waker_cpu.append_option(cpu);
+        self.waker_irq
+            .append_option(irq.map(|name| cx.strings.get(name)));
         self.rows += 1;
+    }
+
+    /// The innermost interrupt handler running on `cpu` at `ts`.
+    fn irq_at(&self, cpu: u32, ts: u64) -> Option<Sym> {
+        self.irqs
+            .get(&cpu)?
+            .iter()
+            .filter(|(from, to, _)| *from <= ts && ts <= *to)
+            .max_by_key(|(from, _, _)| *from)
+            .map(|(_, _, name)| *name)
+    }
+
+    fn irq(&mut self, s: &Slice, cx: &Context) {
+        let Some(cpu) = irq_cpu(s.track.tid) else {
+            return;
+        };
+        if cx.strings.get(s.category) != KERNEL_IRQ {
+            return;
+        }
+        let kept = self.irqs.entry(cpu).or_default();
+        if kept.len() == IRQS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((s.ts, s.ts.saturating_add(s.dur), s.name));
     }
 }
 
@@ -187,6 +232,7 @@ impl Table for Waits {
         Wants {
             switches: true,
             wakeups: true,
+            durations: true,
             ..Wants::default()
         }
     }
@@ -195,6 +241,7 @@ impl Table for Waits {
         match event {
             Event::Switch(s) => self.switch(s, cx),
             Event::Wakeup(w) => self.wakeup(w),
+            Event::Slice(s) => self.irq(s, cx),
             _ => {}
         }
     }
@@ -269,6 +316,53 @@ mod tests {
         assert_eq!(column(&batch, "waker_tid"), ["12", "", "", ""]);
         // 12 was on CPU 1 when it woke 11; the interrupt was CPU 1's.
         assert_eq!(column(&batch, "waker_cpu"), ["1", "", "1", ""]);
+    }
+
+    #[test]
+    fn a_wake_up_inside_an_interrupt_is_the_interrupts() {
+        use crate::tables::testing::{sym, track};
+        let mut cx = cx();
+        let irq = |cx: &mut Context, ts: u64, dur: u64, cpu: u64, name: &str| {
+            Event::Slice(Slice {
+                id: ts,
+                ts,
+                dur,
+                track: track(0x7FFF_0000, 0x7FFF_0001 + cpu),
+                category: sym(cx, KERNEL_IRQ),
+                name: sym(cx, name),
+                depth: 0,
+                parent: None,
+                args: Vec::new(),
+                unfinished: false,
+            })
+        };
+        let events = [
+            sw(100, 0, 0, OutState::Runnable, 11),
+            sw(100, 1, 0, OutState::Runnable, 12),
+            // 12 is interrupted on CPU 1 by a timer that wakes 11: the
+            // wake-up names 12, but it is the timer's.
+            sw(200, 0, 11, OutState::Blocked, 0),
+            wake(300, 11, Some(12)),
+            irq(&mut cx, 290, 20, 1, "timer"),
+            sw(350, 0, 0, OutState::Runnable, 11),
+            // Then 12 itself wakes it, outside any interrupt.
+            sw(400, 0, 11, OutState::Blocked, 0),
+            wake(500, 11, Some(12)),
+            sw(550, 0, 0, OutState::Runnable, 11),
+            // And the idle CPU 0's interrupt track names the handler too.
+            sw(600, 0, 11, OutState::Blocked, 0),
+            irq(&mut cx, 690, 20, 0, "vda"),
+            wake(700, 11, Some(0x7FFF_0001)),
+            sw(750, 0, 0, OutState::Runnable, 11),
+        ];
+        let batch = build(&mut Waits::default(), &cx, &events);
+        assert_eq!(
+            column(&batch, "waker_kind"),
+            ["interrupt", "thread", "interrupt"]
+        );
+        assert_eq!(column(&batch, "waker_tid"), ["", "12", ""]);
+        assert_eq!(column(&batch, "waker_cpu"), ["1", "1", "0"]);
+        assert_eq!(column(&batch, "waker_irq"), ["timer", "", "vda"]);
     }
 
     #[test]
