@@ -19,6 +19,7 @@ pub mod nesting;
 pub mod reader;
 pub mod report;
 pub mod strings;
+mod wants;
 
 pub use event::{Event, Value};
 pub use reader::{
