@@ -139,6 +139,11 @@ impl StreamState {
         }
     }
 
+    /// The provider the records seen last belong to.
+    pub fn provider(&self) -> u32 {
+        self.current
+    }
+
     /// Records seen that could not be decoded.
     pub fn undecodable(&self) -> u64 {
         self.undecodable

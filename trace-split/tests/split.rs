@@ -569,3 +569,73 @@ fn a_truncated_stream_keeps_what_was_written() {
     let bytes = std::fs::read(&summary.files[0]).unwrap();
     assert!(!bytes.is_empty() && bytes.len() < whole.len());
 }
+
+#[test]
+fn a_rotated_file_holds_no_flow_end_whose_begin_is_in_an_earlier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = vec![rec(Record::Magic)];
+    r.push(rec(Record::ProviderInfo {
+        id: 1,
+        name: "kernel".into(),
+    }));
+    r.push(string(1, "sched"));
+    r.push(string(2, "wakeup"));
+    let (a, b) = (
+        ThreadRef::Inline {
+            process: 100,
+            thread: 101,
+        },
+        ThreadRef::Inline {
+            process: 100,
+            thread: 102,
+        },
+    );
+    // Flows written as the recorder writes them: each end beside its
+    // begin, so that a size limit falls between the two now and then.
+    for id in 0..200u64 {
+        let ts = 1000 + id * 10;
+        r.push(event(ts, a, 1, 2, EventKind::FlowBegin { id }, id));
+        r.push(event(ts, b, 1, 2, EventKind::FlowEnd { id }, id));
+        if id % 3 == 0 {
+            r.push(event(ts + 1, a, 1, 2, EventKind::Instant, id));
+        }
+    }
+    let whole = r.concat();
+    let summary = Rotator::new(Rotation {
+        base: dir.path().join("t.fxt"),
+        limit: Limit::Bytes(1000),
+        max_files: None,
+    })
+    .copy_from(whole.as_slice());
+    assert!(summary.error.is_none(), "{:?}", summary.error);
+    assert!(summary.files.len() > 3);
+    let mut ends = 0;
+    for f in &summary.files {
+        let bytes = std::fs::read(f).unwrap();
+        let mut begun = std::collections::HashSet::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (record, len) = decode(&bytes[at..]).unwrap();
+            at += len;
+            match record {
+                Record::Event {
+                    kind: EventKind::FlowBegin { id },
+                    ..
+                } => {
+                    begun.insert(id);
+                }
+                Record::Event {
+                    kind: EventKind::FlowEnd { id },
+                    ..
+                } => {
+                    assert!(begun.contains(&id), "{}: flow {id}", f.display());
+                    ends += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    // The ends left out are those whose begin closed a file.
+    assert!(summary.flows_cut > 0);
+    assert_eq!(ends + summary.flows_cut, 200);
+}
