@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
-use trace_split::{RecordReader, StreamState};
+use trace_split::{FlowFilter, RecordReader, StreamState};
 
 /// Bytes of a chunk at most (a single larger write makes a chunk of its
 /// own).
@@ -64,6 +64,8 @@ pub struct Written {
     pub bytes: u64,
     /// Records written.
     pub records: u64,
+    /// Flow steps and ends left out: their flow began before the window.
+    pub flows_cut: u64,
 }
 
 impl Window {
@@ -216,26 +218,33 @@ impl Contents {
         let preamble = self.state.preamble();
         let n = count(&preamble);
         put(&preamble, n, out)?;
-        for (_, chunk) in std::mem::take(&mut self.chunks) {
-            let mut n = 0;
-            let mut records = RecordReader::new(chunk.as_slice());
+        // A flow begun before the window has nothing to be drawn from in
+        // the file: its steps and end are left out. A run of records that
+        // leaves out none is written as it is.
+        let (mut flows, mut cut) = (FlowFilter::new(), 0);
+        let chunks = std::mem::take(&mut self.chunks);
+        for bytes in chunks.iter().map(|(_, c)| c.as_slice()).chain([tail]) {
+            let (mut n, mut kept_to, mut from) = (0, 0, 0);
+            let mut records = RecordReader::new(bytes);
             while let Ok(Some(record)) = records.next_record() {
-                self.state.observe(record);
-                n += 1;
+                let at = from;
+                from += record.len();
+                if flows.keep(self.state.provider(), record) {
+                    self.state.observe(record);
+                    n += 1;
+                    continue;
+                }
+                put(&bytes[kept_to..at], n, out)?;
+                (n, kept_to) = (0, from);
+                cut += 1;
             }
-            put(&chunk, n, out)?;
+            put(&bytes[kept_to..], n, out)?;
         }
-        let mut n = 0;
-        let mut records = RecordReader::new(tail);
-        while let Ok(Some(record)) = records.next_record() {
-            self.state.observe(record);
-            n += 1;
-        }
-        put(tail, n, out)?;
         let ends = self.state.close_open();
         let n = count(&ends);
         put(&ends, n, out)?;
         out.flush()?;
+        written.flows_cut = cut;
         Ok(written)
     }
 }
@@ -293,6 +302,56 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_snapshot_holds_no_flow_end_whose_begin_was_dropped() {
+        let mut out = FxtStream::new(Window::new(1_000, 1 << 30)).unwrap();
+        out.write(&Record::ProviderInfo {
+            id: 2,
+            name: "app".into(),
+        })
+        .unwrap();
+        let flow = |out: &mut FxtStream<Window>, id: u64, kind: EventKind| {
+            out.write(&Record::Event {
+                ts: 1000 + id,
+                thread: ThreadRef::Inline {
+                    process: 10,
+                    thread: 11,
+                },
+                category: StringRef::inline("app"),
+                name: StringRef::inline("wake"),
+                args: Vec::new().into(),
+                kind,
+            })
+            .unwrap();
+        };
+        // Flow 1 begins in a chunk the window drops, and ends in one it
+        // keeps; flow 2 lies inside the window.
+        flow(&mut out, 1, EventKind::FlowBegin { id: 1 });
+        out.get_mut().expire(10_000);
+        flow(&mut out, 2, EventKind::FlowBegin { id: 2 });
+        flow(&mut out, 1, EventKind::FlowEnd { id: 1 });
+        flow(&mut out, 2, EventKind::FlowEnd { id: 2 });
+        out.get_mut().expire(12_000);
+        let mut file = Vec::new();
+        let written = out
+            .get_mut()
+            .contents(12_000)
+            .write_to(&mut file, &[])
+            .unwrap();
+        assert_eq!(written.bytes, file.len() as u64);
+        assert_eq!(written.flows_cut, 1);
+        let kinds: Vec<EventKind> = Reader::new(&file[..])
+            .filter_map(|item| match item.unwrap().1 {
+                Record::Event { kind, .. } => Some(kind),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [EventKind::FlowBegin { id: 2 }, EventKind::FlowEnd { id: 2 }]
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! [`Rotator`] writes a stream into a series of files by size or by time,
 //! each complete and valid on its own, keeping at most a given number of
 //! them: `trace-cli record --rotate`. Its files, and any written through
-//! [`WholeFile`], end on a whole record whatever fails (a full disk).
+//! [`WholeFile`], end on a whole record whatever fails (a full disk). A
+//! [`FlowFilter`] leaves out of a file the flow steps and ends whose flow
+//! began before it.
 //!
 //! ```
 //! use trace_split::{Limit, Rotation, Rotator};
@@ -29,6 +31,7 @@
 //! assert_eq!(summary.files, [dir.path().join("trace-0001.fxt")]);
 //! ```
 
+mod flows;
 mod frame;
 mod rotate;
 mod state;
@@ -36,6 +39,7 @@ mod whole;
 
 use thiserror::Error;
 
+pub use flows::FlowFilter;
 pub use frame::{MAX_RECORD_BYTES, RecordReader};
 pub use rotate::{Limit, Rotation, RotationSummary, Rotator, numbered, parse_limit};
 pub use state::{MAX_OBJECTS, StreamState};

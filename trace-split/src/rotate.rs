@@ -1,12 +1,12 @@
 //! A stream written into a series of files, each standing alone.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{RecordReader, SplitError, StreamState, WholeFile};
+use crate::{FlowFilter, RecordReader, SplitError, StreamState, WholeFile};
 
 /// When a file is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,38 +99,12 @@ struct Current {
 pub struct Rotator {
     rotation: Rotation,
     state: StreamState,
-    /// The flows begun in the current file: (provider, flow id).
-    flows: HashSet<(u32, u64)>,
+    /// The flows begun in the current file.
+    flows: FlowFilter,
     current: Option<Current>,
     next_number: u32,
     files: VecDeque<PathBuf>,
     summary: RotationSummary,
-}
-
-/// Which point of a flow a record is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FlowPoint {
-    /// Its begin.
-    Begin,
-    /// A step or its end.
-    Later,
-}
-
-/// The flow point `record` is, and the flow's id, read from its header and
-/// its last word (a flow event's id) without decoding the rest.
-fn flow_point(record: &[u8]) -> Option<(FlowPoint, u64)> {
-    use trace_common::fxt::wire::{event_type, record_type};
-    let header = u64::from_le_bytes(record.get(..8)?.try_into().ok()?);
-    if (header & 0xF) as u8 != record_type::EVENT {
-        return None;
-    }
-    let point = match ((header >> 16) & 0xF) as u8 {
-        event_type::FLOW_BEGIN => FlowPoint::Begin,
-        event_type::FLOW_STEP | event_type::FLOW_END => FlowPoint::Later,
-        _ => return None,
-    };
-    let last = record.get(record.len().checked_sub(8)?..)?;
-    Some((point, u64::from_le_bytes(last.try_into().ok()?)))
 }
 
 /// The `n`th file of a rotation over `base`.
@@ -152,7 +126,7 @@ impl Rotator {
         Rotator {
             rotation,
             state: StreamState::new(),
-            flows: HashSet::new(),
+            flows: FlowFilter::new(),
             current: None,
             next_number: 1,
             files: VecDeque::new(),
@@ -189,7 +163,7 @@ impl Rotator {
             return Err(Self::io("writing", &path, e));
         }
         self.summary.written_bytes += preamble.len() as u64;
-        self.flows.clear();
+        self.flows = FlowFilter::new();
         self.files.push_back(path.clone());
         self.current = Some(Current {
             out,
@@ -245,16 +219,10 @@ impl Rotator {
         }
         // A flow is drawn from its begin: one that began in an earlier file
         // has nothing to start from in this one.
-        match flow_point(record) {
-            Some((FlowPoint::Begin, id)) => {
-                self.flows.insert((self.state.provider(), id));
-            }
-            Some((FlowPoint::Later, id)) if !self.flows.contains(&(self.state.provider(), id)) => {
-                self.summary.flows_cut += 1;
-                self.summary.stream_bytes += len;
-                return Ok(());
-            }
-            _ => {}
+        if !self.flows.keep(self.state.provider(), record) {
+            self.summary.flows_cut += 1;
+            self.summary.stream_bytes += len;
+            return Ok(());
         }
         let Some(c) = self.current.as_mut() else {
             return Ok(());

@@ -719,6 +719,7 @@ impl Manager {
             Ok(Written {
                 bytes: (kernel.len() + providers.len()) as u64,
                 records: crate::window::count(&kernel) + crate::window::count(&providers),
+                flows_cut: 0,
             })
         });
     }
