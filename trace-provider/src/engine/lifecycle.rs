@@ -16,7 +16,7 @@ use super::region::{
     set_header, set_wrapped,
 };
 use super::slot::{WRITE_EPOCH, bump_generation, quiesce};
-use super::state::{Notify, State, state};
+use super::state::{Notify, State, set_notify, state};
 use crate::{callsite, clock};
 
 /// The categories the running trace enables (empty: all).
@@ -69,7 +69,7 @@ pub(crate) unsafe fn initialize(
     st.len = len;
     st.categories = categories;
     st.extra_categories.clear();
-    st.notify = notify;
+    set_notify(notify);
     clear(&mut st, &layout, BufferDisposition::ClearEntire);
     Ok(())
 }
@@ -154,7 +154,7 @@ pub(crate) fn terminate() {
     quiesce(0);
     BASE.store(ptr::null_mut(), Ordering::Release);
     st.layout = None;
-    st.notify = None;
+    set_notify(None);
     bump_generation();
 }
 

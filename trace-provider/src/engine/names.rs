@@ -15,7 +15,7 @@ use trace_common::provider::fifo::FromProvider;
 
 use super::region::durable_write;
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, bump_generation};
-use super::state::state;
+use super::state::notify;
 use super::words::Words;
 use crate::callsite::Callsite;
 
@@ -162,9 +162,7 @@ pub(super) fn thread_slow(slot: &ThreadSlot, generation: u32) -> u8 {
     write_thread_names(pid, tid);
     // The manager maps the ids of a provider in a PID namespace to the
     // host's, which it can only look up while the thread lives: now.
-    if let Some(f) = &state().notify {
-        f(FromProvider::NewThread { tid: tid as u32 });
-    }
+    notify(FromProvider::NewThread { tid: tid as u32 });
     slot.thread_ref.store(
         (u64::from(generation) << 8) | u64::from(index),
         Ordering::Relaxed,

@@ -17,7 +17,7 @@ use trace_common::provider::buffer::{CHUNK_BYTES, HEADER_BYTES, Layout, offset};
 use trace_common::provider::fifo::FromProvider;
 
 use super::slot::{GENERATION, NOT_READY, ThreadSlot, WRITE_EPOCH, quiesce};
-use super::state::{State, state};
+use super::state::{State, notify, state};
 
 /// Start of the shared mapping.
 pub(super) static BASE: AtomicPtr<u8> = AtomicPtr::new(ptr::null_mut());
@@ -294,12 +294,10 @@ fn buffer_full(wrapped: u64, need: usize) -> Full {
             if layout.mode == BufferingMode::Streaming {
                 st.save_pending = true;
                 let durable = DURABLE_NEXT.load(Ordering::Relaxed).min(layout.durable);
-                if let Some(f) = &st.notify {
-                    f(FromProvider::SaveBuffer {
-                        wrapped_count: before,
-                        durable_data_end: durable,
-                    });
-                }
+                notify(FromProvider::SaveBuffer {
+                    wrapped_count: before,
+                    durable_data_end: durable,
+                });
             }
             Full::Retry
         }

@@ -21,7 +21,6 @@ pub(super) struct State {
     pub(super) wrapped: u32,
     pub(super) full: bool,
     pub(super) save_pending: bool,
-    pub(super) notify: Option<Notify>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -34,8 +33,26 @@ static STATE: Mutex<State> = Mutex::new(State {
     wrapped: 0,
     full: false,
     save_pending: false,
-    notify: None,
 });
+
+/// The notifier, kept apart from [`State`]: a writer announcing its thread
+/// calls it from inside a write, where waiting for the state's lock could
+/// wait for ever — a full buffer is switched under that lock, once every
+/// writer inside a write has left. It is never held while writers are
+/// waited for.
+static NOTIFY: Mutex<Option<Notify>> = Mutex::new(None);
+
+/// Sends `packet` to the manager, if a trace set a notifier.
+pub(super) fn notify(packet: FromProvider) {
+    if let Some(f) = &*NOTIFY.lock().unwrap_or_else(|e| e.into_inner()) {
+        f(packet);
+    }
+}
+
+/// Sets the notifier (`None`: no trace).
+pub(super) fn set_notify(notify: Option<Notify>) {
+    *NOTIFY.lock().unwrap_or_else(|e| e.into_inner()) = notify;
+}
 
 /// The engine's state, locked.
 pub(super) fn state() -> MutexGuard<'static, State> {
