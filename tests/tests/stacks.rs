@@ -416,9 +416,9 @@ fn a_stripped_programs_stacks_unwind_whole_with_their_addresses() {
     // exit before the recorder reads its mappings (the documented limit:
     // its stacks then have their instruction pointers only). The subject
     // here is unwinding a stripped program, so a run that lost that race is
-    // recorded once more.
+    // recorded again, up to five times in all.
     let mut folded = String::new();
-    for _ in 0..2 {
+    for _ in 0..5 {
         let (file, _) = record(
             &dir,
             &["-c", "kernel:offcpu"],
