@@ -10,6 +10,7 @@ use std::process::Command;
 use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
 
+pub mod cgroup;
 pub mod workload;
 
 /// The directory holding the workspace's built binaries (`target/debug`).

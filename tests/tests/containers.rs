@@ -13,114 +13,16 @@
 //! - `--unit` finds a service's cgroup; unknown names list what is there.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
+use tests::cgroup::Tree;
 use tests::{
     assert_durations_on_cpu, bin_dir, check, parse, query, report_json, report_rows, require_root,
     samples, temp_dir, trace_cli,
 };
 use trace_common::fxt::EventKind;
-
-/// The cgroup v2 mount point, from the mount table.
-fn v2_root() -> PathBuf {
-    trace_manager::CgroupHierarchy::find()
-        .expect("a cgroup v2 hierarchy is mounted")
-        .root()
-        .to_path_buf()
-}
-
-/// A cgroup tree of the test's own under the v2 root, removed (its
-/// processes killed first) when dropped.
-struct Tree {
-    root: PathBuf,
-    /// Its path from the hierarchy's root.
-    name: String,
-    children: Vec<Child>,
-}
-
-impl Tree {
-    fn new(name: &str) -> Tree {
-        let name = format!("/{name}-{}", std::process::id());
-        let root = v2_root().join(name.trim_start_matches('/'));
-        let _ = std::fs::create_dir(&root);
-        Tree {
-            root,
-            name,
-            children: Vec::new(),
-        }
-    }
-
-    /// Makes cgroup `sub` below the tree's root.
-    fn cgroup(&self, sub: &str) -> PathBuf {
-        let dir = self.root.join(sub);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    /// Starts `program ARGS` inside cgroup `dir` (it moves itself there
-    /// before it executes the program): returns its pid.
-    fn start_in(&mut self, dir: Option<&Path>, program: &str, args: &[&str]) -> u32 {
-        self.start_with(dir, program, args, &[])
-    }
-
-    fn start_with(
-        &mut self,
-        dir: Option<&Path>,
-        program: &str,
-        args: &[&str],
-        env: &[(&str, &Path)],
-    ) -> u32 {
-        let script = match dir {
-            Some(d) => format!("echo $$ > {}/cgroup.procs && exec \"$@\"", d.display()),
-            None => "exec \"$@\"".to_owned(),
-        };
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", &script, "sh", program])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().unwrap();
-        let pid = child.id();
-        self.children.push(child);
-        pid
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // Deepest first; a cgroup goes once its last task has.
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        let mut stack = vec![self.root.clone()];
-        while let Some(d) = stack.pop() {
-            if let Ok(entries) = std::fs::read_dir(&d) {
-                stack.extend(
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path()),
-                );
-            }
-            dirs.push(d);
-        }
-        for d in dirs.iter().rev() {
-            for _ in 0..50 {
-                if std::fs::remove_dir(d).is_ok() || !d.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
 
 /// Runs `trace-cli record ARGS -o FILE` with the manager's socket at
 /// `socket` until it ends by itself (`-d`); returns its standard error.

@@ -12,6 +12,7 @@ mod dump;
 mod events;
 mod export;
 mod flamegraph;
+mod hosts;
 mod providers;
 mod query;
 mod record;
@@ -106,6 +107,10 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// The clock of this machine, for `record --host` on another machine
+    /// (an ssh session's standard input and output).
+    #[command(hide = true)]
+    ClockServer,
     /// Print the manual page, in roff (e.g. `trace-cli man | man -l -`).
     Man {
         /// Write one page per command into this folder instead
@@ -221,6 +226,7 @@ fn main() -> ExitCode {
             print_all(&completions::script(shell, &mut Cli::command()))
         }
         Command::Man { dir } => man(dir.as_deref()),
+        Command::ClockServer => hosts::clock_server(),
     };
     match result {
         Ok(code) => code,

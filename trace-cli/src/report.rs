@@ -360,10 +360,46 @@ fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
     if !providers.is_empty() {
         let _ = write!(s, "; providers: {}", providers.join(", "));
     }
+    for m in machines_of(file) {
+        let _ = write!(s, "\n  {m}");
+    }
     for n in &info.notes {
         let _ = write!(s, "\n  {n}");
     }
     s
+}
+
+/// A line per machine of a trace recorded on several (`record --host`):
+/// which CPUs and ids are its, and how well its clock is known.
+fn machines_of(file: &Path) -> Vec<String> {
+    let Ok(f) = std::fs::File::open(file) else {
+        return Vec::new();
+    };
+    trace_hosts::read_machines(std::io::BufReader::new(f))
+        .iter()
+        .map(|m| {
+            let cpus = format!("CPUs {}-{}", m.cpu_base, m.cpu_base + m.cpus.max(1) - 1);
+            if m.index == 0 {
+                format!(
+                    "machine {} (the recording one): {cpus}, pids as they are",
+                    m.name
+                )
+            } else {
+                let map = trace_hosts::ClockMap::new(m.clock.clone());
+                format!(
+                    "machine {} ({}): {cpus}, pids {}+N, clock mapped within {}",
+                    m.name,
+                    m.destination,
+                    m.ids().pid_base(),
+                    if map.is_empty() {
+                        "(unknown)".to_owned()
+                    } else {
+                        units::duration(map.bound_ns())
+                    }
+                )
+            }
+        })
+        .collect()
 }
 
 /// `text` wrapped at spaces to lines of at most `width` columns, the

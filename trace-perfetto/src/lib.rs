@@ -23,6 +23,8 @@
 //! - [`process_labels`]: a process's labels (its cgroup, container, PID
 //!   namespace id) as a `TrackDescriptor` packet, which the UI shows under
 //!   the process's name ([`read_process_labels`] reads them back).
+//! - [`remap_payload`]: packets moved into a trace merged from several
+//!   machines (times, ids, CPUs, sequences, the machine's label).
 //! - [`protos`]: the protobuf messages.
 //!
 //! ```
@@ -186,11 +188,13 @@
 mod process;
 pub mod protos;
 mod reader;
+mod remap;
 mod restart;
 mod writer;
 
 pub use process::{process_labels, process_track_uuid, read_process_labels};
 pub use reader::{DecodedFrame, DecodedSample, PerfettoError, SampleReader};
+pub use remap::{PacketMap, UndecodablePayload, remap_payload};
 pub use restart::SequenceRestart;
 pub use writer::{
     CpuMode, Frame, MAX_BLOB_PAYLOAD, MAX_FRAMES, MAX_FUNCTION_NAME_LEN, MAX_INTERNED, Mapping,

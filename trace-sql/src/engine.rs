@@ -35,7 +35,7 @@ pub fn session() -> SessionContext {
 
 /// The trace info of the file at `path`: `trace_id` as given or computed
 /// from the file ([`trace_id::of_file`]), `host` as given or the file's
-/// name without its extension.
+/// name without its extension, and the machines a trace of several declares.
 pub fn trace_info(
     path: &Path,
     host: Option<&str>,
@@ -52,7 +52,14 @@ pub fn trace_info(
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
     };
-    Ok(TraceInfo { trace_id, host })
+    let machines = std::fs::File::open(path)
+        .map(|f| trace_hosts::read_machines(std::io::BufReader::new(f)))
+        .unwrap_or_default();
+    Ok(TraceInfo {
+        trace_id,
+        host,
+        machines,
+    })
 }
 
 /// Registers the tables of the trace file at `path` in `ctx`, each read

@@ -41,7 +41,9 @@ const EBPF_PACKAGES: &[&str] = &["build-essential", "zlib1g-dev"];
 /// (`systemtap-sdt-dev`: `sys/sdt.h`); `strace`, which the tests compare
 /// system call counts with, and `xz-utils`, with which they build a
 /// stripped program's `.gnu_debugdata`; `debootstrap`, which makes the clean
-/// Debian root the packages are checked on.
+/// Debian root the packages are checked on; `openssh-server` (and its
+/// client), through which the several-machines tests reach the machines
+/// they make in network namespaces.
 const TEST_PACKAGES: &[&str] = &[
     "systemtap-sdt-dev",
     "strace",
@@ -53,6 +55,8 @@ const TEST_PACKAGES: &[&str] = &[
     "nodejs",
     "protobuf-compiler",
     "python3-protobuf",
+    "openssh-server",
+    "openssh-client",
 ];
 
 /// Runs every setup step: what the tests need.

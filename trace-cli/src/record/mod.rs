@@ -10,10 +10,12 @@
 //! - `rotation`: the trace cut into a series of files (`--rotate`).
 //! - `window`: only the time around a trigger kept (`--pre`).
 //! - `summary`: what is said at the end.
+//! - `forward`: what other machines (`--host`) are asked to record.
 
 mod command;
 mod config;
 mod connect;
+mod forward;
 mod output;
 mod progress;
 mod rotation;
@@ -230,6 +232,12 @@ pub struct RecordArgs {
     /// (`--cgroup`, `--unit`, `--container`) says what to record.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
+    #[command(flatten)]
+    hosts: crate::hosts::HostArgs,
+    /// Stop when standard input ends: how the recording machine of
+    /// `--host` ends a remote machine's recording.
+    #[arg(long, hide = true)]
+    stop_on_stdin_eof: bool,
 }
 
 /// Runs `trace-cli record`.
@@ -273,6 +281,26 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     if (args.rotate.is_some() || args.pre.is_some()) && to_stdout {
         bail!("--rotate and --pre write files: they cannot go with -o -");
     }
+    if args.hosts.any() && (args.rotate.is_some() || args.pre.is_some()) {
+        bail!("--host merges whole traces: it cannot go with --rotate or --pre");
+    }
+    // Other machines are reached, and their recordings started, first:
+    // one that cannot be reached fails the recording before it begins.
+    let mut hosts = if args.hosts.any() {
+        let (dir, stem) = spool_place(&args.output, to_stdout);
+        Some(crate::hosts::Hosts::start(
+            &args.hosts,
+            &forward::options(&args),
+            &forward::selection(&args),
+            &dir,
+            &stem,
+        )?)
+    } else {
+        None
+    };
+    // A remote machine of a test with an offset on its clock.
+    let shifted = args.stop_on_stdin_eof && to_stdout && crate::hosts::test_offset_ns() != 0;
+    let mut shifter = None;
     // Watched from now on, so that a pid reused later is not taken for
     // them.
     let targets = (args.command.is_empty() && !args.keep_going)
@@ -296,10 +324,22 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             })?;
             (Pending::Made(output), Some(rotation))
         }
-        None => (
-            Pending::Plain(output::Output::open(&args.output, to_stdout)?),
-            None,
-        ),
+        None if shifted => {
+            let (fd, thread) = shift_output(crate::hosts::test_offset_ns())?;
+            shifter = Some(thread);
+            (Pending::Made(fd), None)
+        }
+        None => match &hosts {
+            // This machine's part waits beside the output for the merge.
+            Some(h) => (
+                Pending::Plain(output::Output::open(&h.local_spool(), false)?),
+                None,
+            ),
+            None => (
+                Pending::Plain(output::Output::open(&args.output, to_stdout)?),
+                None,
+            ),
+        },
     };
     // A delayed start: the command runs now and is followed by its pid once
     // recording starts.
@@ -342,6 +382,9 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         Reply::StartResult(Err(e)) => bail!("starting: {e}"),
         other => return Err(failed("starting", other)),
     }
+    if let Some(h) = hosts.as_mut() {
+        h.wait_ready().await;
+    }
 
     let launched = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
     // A command that could not be run ends the recording at once, with the
@@ -362,6 +405,16 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     let reason = match unrunnable {
         Some(status) => StopReason::CommandExited(Some(status)),
         None => {
+            let other = async {
+                match hosts.as_mut() {
+                    Some(h) => StopReason::HostTrigger(h.triggered().await),
+                    None if args.stop_on_stdin_eof => {
+                        stdin_closed().await;
+                        StopReason::Asked
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             run_loop::wait_for_stop(
                 ctl,
                 child.as_mut(),
@@ -369,6 +422,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 duration,
                 &mut interrupted,
                 &args.triggers,
+                other,
             )
             .await?
         }
@@ -391,6 +445,12 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             _ = interrupted.wait_for(|&n| n > 0) => {}
         }
     }
+    if let StopReason::HostTrigger(why) = &reason {
+        eprintln!("trace-cli: stopped: {why}");
+    }
+    if let Some(h) = hosts.as_mut() {
+        h.stop();
+    }
     let ended = ctl.call(Request::TerminateTracing, None).await?;
     drop(conn.ctl);
     if let Some(task) = conn.embedded {
@@ -401,6 +461,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             eprintln!("trace-cli: removing {open} probes (the kernel takes a while for each)");
         }
         trace_manager::wait_probes_detached();
+    }
+    if let Some(t) = shifter {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("the clock shift failed"))?
+            .context("writing the shifted trace")?;
     }
     if let StopReason::TargetsExited = &reason {
         eprintln!(
@@ -459,6 +524,15 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         command,
         &mut cause,
     )?;
+    if let Some(h) = hosts {
+        if to_stdout {
+            h.finish(&mut std::io::stdout().lock(), &destination)?;
+        } else {
+            let file = File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?;
+            h.finish(&mut std::io::BufWriter::new(file), &destination)?;
+        }
+    }
     if let Some(rotated) = rotated {
         // Its failure is said here unless it was the recording's.
         rotation::report(&rotated, cause.is_some());
@@ -542,6 +616,65 @@ async fn initialize(
         } => bail!("{message}; try again when it ends"),
         other => Err(failed("initializing", other)),
     }
+}
+
+/// Where the spool files of `--host` go (the output's folder, or the
+/// temporary one for standard output), and the name they start with.
+fn spool_place(output: &std::path::Path, to_stdout: bool) -> (PathBuf, String) {
+    let dir = match output.parent() {
+        _ if to_stdout => std::env::temp_dir(),
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let stem = match output.file_name() {
+        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
+        _ => "trace.fxt".to_owned(),
+    };
+    (dir, stem)
+}
+
+/// Resolves when standard input ends (or fails).
+async fn stdin_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        use std::io::Read as _;
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = [0u8; 64];
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+}
+
+/// Standard output behind a pipe whose trace is moved `offset_ns` later
+/// (the tests' offset on a remote machine's clock): the pipe's writing end,
+/// and the thread that copies.
+fn shift_output(
+    offset_ns: i64,
+) -> Result<(
+    OwnedFd,
+    std::thread::JoinHandle<Result<(), trace_hosts::RemapError>>,
+)> {
+    use std::io::Write as _;
+    let (read, write) = nix::unistd::pipe().context("making a pipe")?;
+    let thread = std::thread::spawn(move || {
+        let mut out = std::io::stdout().lock();
+        let mut magic = Vec::new();
+        let _ = trace_common::fxt::write::encode(&trace_common::fxt::Record::Magic, &mut magic);
+        out.write_all(&magic)?;
+        trace_hosts::Remapper::new(
+            trace_hosts::MachineIds::local(),
+            trace_hosts::ClockMap::constant(-offset_ns),
+            None,
+        )
+        .copy(File::from(read), out)?;
+        Ok(())
+    });
+    Ok((write, thread))
 }
 
 /// `s` seconds; an error when it is too long to wait for.

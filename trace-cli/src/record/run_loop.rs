@@ -25,12 +25,16 @@ pub(super) enum StopReason {
     Signal,
     /// The manager aborted the session (why): its output failed, say.
     Aborted(String),
+    /// Another machine of `--host` stopped on its trigger (what it said).
+    HostTrigger(String),
+    /// The recording machine of `--host` asked (standard input ended).
+    Asked,
 }
 
 /// Waits until the recording should stop, and says why: after `duration`,
 /// when `child` exits, when every process of `targets` has exited, when
-/// `interrupted`, on one of the `triggers` alerts, or when the manager
-/// aborts the session.
+/// `interrupted`, on one of the `triggers` alerts, when the manager
+/// aborts the session, or with what `other` resolves to.
 pub(super) async fn wait_for_stop(
     ctl: &mut Controller,
     mut child: Option<&mut tokio::process::Child>,
@@ -38,6 +42,7 @@ pub(super) async fn wait_for_stop(
     duration: Option<Duration>,
     interrupted: &mut tokio::sync::watch::Receiver<u32>,
     triggers: &[String],
+    other: impl std::future::Future<Output = StopReason>,
 ) -> Result<StopReason> {
     let mut watch = ctl.send(Request::WatchAlert, None)?;
     let stop = async {
@@ -64,6 +69,7 @@ pub(super) async fn wait_for_stop(
             () = gone => StopReason::TargetsExited,
             status = exited => StopReason::CommandExited(status.and_then(|s| s.ok())),
             _ = interrupted.wait_for(|&n| n > 0) => StopReason::Signal,
+            reason = other => reason,
         }
     };
     tokio::pin!(stop);

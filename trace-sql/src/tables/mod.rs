@@ -40,6 +40,10 @@ pub struct TraceInfo {
     pub trace_id: String,
     /// The machine it was recorded on.
     pub host: String,
+    /// The machines of a trace recorded on several
+    /// ([`trace_hosts::read_machines`]): each row's `host` is then the
+    /// machine of its `pid` (or, without one, of its `cpu`).
+    pub machines: Vec<trace_hosts::Machine>,
 }
 
 /// The columns every table begins with, filled from [`TraceInfo`]: `Utf8`,
@@ -51,7 +55,7 @@ pub const TRACE_COLUMNS: &[ColumnDoc] = &[
     },
     ColumnDoc {
         name: "host",
-        doc: "The machine it was recorded on.",
+        doc: "The machine it was recorded on (in a trace of several machines, the row's: by its `pid`, else its `cpu`).",
     },
 ];
 
@@ -156,13 +160,26 @@ pub fn take_projected(
     let constant = |v: &str| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(v, rows)))
     };
+    let hosts = (!info.machines.is_empty()).then(|| {
+        let fields = table.columns();
+        let column = |name: &str| {
+            fields
+                .iter()
+                .position(|f| f.name() == name)
+                .and_then(|i| columns.get(i).cloned().flatten())
+        };
+        row_hosts(&info.machines, column("pid"), column("cpu"), rows)
+    });
     let all: Vec<usize> = (0..schema.fields().len()).collect();
     let indices = projection.unwrap_or(&all);
     let mut out = Vec::with_capacity(indices.len());
     for &i in indices {
         let column = match i {
             0 => constant(&info.trace_id),
-            1 => constant(&info.host),
+            1 => match &hosts {
+                Some(h) => h.clone(),
+                None => constant(&info.host),
+            },
             i => columns
                 .get_mut(i - TRACE_COLUMNS.len())
                 .and_then(Option::take)
@@ -176,6 +193,40 @@ pub fn take_projected(
         out,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )
+}
+
+/// Each row's machine: that of its pid, else of its cpu, else the
+/// recording machine.
+fn row_hosts(
+    machines: &[trace_hosts::Machine],
+    pid: Option<ArrayRef>,
+    cpu: Option<ArrayRef>,
+    rows: usize,
+) -> ArrayRef {
+    use datafusion::arrow::array::{Array as _, UInt64Array};
+    let local = machines[0].name.as_str();
+    let as_u64 = |a: Option<ArrayRef>| {
+        a.and_then(|a| datafusion::arrow::compute::cast(&a, &DataType::UInt64).ok())
+    };
+    let (pid, cpu) = (as_u64(pid), as_u64(cpu));
+    let value = |a: &Option<ArrayRef>, i: usize| {
+        a.as_ref()
+            .and_then(|a| a.as_any().downcast_ref::<UInt64Array>())
+            .filter(|a| a.is_valid(i))
+            .map(|a| a.value(i))
+    };
+    Arc::new(StringArray::from_iter_values((0..rows).map(|i| {
+        if let Some(p) = value(&pid, i) {
+            trace_hosts::machine_of_pid(machines, p).map_or(local, |m| m.name.as_str())
+        } else if let Some(c) = value(&cpu, i) {
+            u32::try_from(c)
+                .ok()
+                .and_then(|c| trace_hosts::machine_of_cpu(machines, c))
+                .map_or(local, |m| m.name.as_str())
+        } else {
+            local
+        }
+    })))
 }
 
 #[cfg(test)]
@@ -193,6 +244,7 @@ pub(crate) mod testing {
         TraceInfo {
             trace_id: "0123456789abcdef".into(),
             host: "test-host".into(),
+            machines: Vec::new(),
         }
     }
 

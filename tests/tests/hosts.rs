@@ -1,0 +1,590 @@
+//! Several machines on one timeline, end to end. Each "machine" is a
+//! network namespace of the test's own, reached over veth pairs the test
+//! makes, running a real sshd (with keys the test makes) through which
+//! `trace-cli record --hosts` starts the remote recordings; each machine
+//! records a cgroup of its own. The machines share this kernel and its
+//! clock, so the true offset between them is zero and the offset the
+//! recording estimates *is* its error; a machine whose sshd sets the test
+//! offset on its clock must have that offset found again.
+//!
+//! - Two machines exchange 1000 TCP messages one at a time: on the merged
+//!   timeline every message is received after it was sent, both ways.
+//! - Each machine's processes are its own (pids in its block, named by it
+//!   in the `host` column), and `trace-cli check` finds nothing wrong.
+//! - A machine whose recording is killed, and one whose link is cut, end
+//!   their parts with the cause said; the recording goes on and the merged
+//!   file holds what each sent.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tests::cgroup::Tree;
+use tests::{bin_dir, check, query, require_root, temp_dir, trace_cli, wait_for_recording};
+
+/// The offset the second machine's clock is given (5 ms ahead).
+const INJECTED_NS: i64 = 5_000_000;
+
+/// Machines in network namespaces, each with an sshd; removed with every
+/// process in them when dropped.
+struct Machines {
+    dir: PathBuf,
+    /// Namespace names, in machine order.
+    netns: Vec<String>,
+    /// The root namespace's end of each machine's link.
+    links: Vec<String>,
+    sshd: Vec<Child>,
+    /// Each machine's address.
+    addrs: Vec<String>,
+    /// The address of the second machine on the link between the two.
+    peer_addr: String,
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ip(args: &[&str]) {
+    run("ip", args);
+}
+
+impl Machines {
+    /// Two machines, `a` and `b`, on subnets `10.NET.1.0/24` and
+    /// `10.NET.2.0/24` from the root namespace, linked to each other on
+    /// `10.NET.9.0/24`; the sshd of machine `b` gives its sessions
+    /// `b_env`.
+    fn new(name: &str, net: u8, b_env: &[(&str, String)]) -> Machines {
+        assert!(
+            Path::new("/usr/sbin/sshd").exists(),
+            "sshd is missing: `cargo xtask setup` installs openssh-server"
+        );
+        let dir = temp_dir(name);
+        let tag = format!("{}{}", std::process::id() % 100_000, &name[..1]);
+        let mut m = Machines {
+            dir: dir.clone(),
+            netns: Vec::new(),
+            links: Vec::new(),
+            sshd: Vec::new(),
+            addrs: Vec::new(),
+            peer_addr: format!("10.{net}.9.2"),
+        };
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let key = |n: &str| {
+            let path = dir.join(n);
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(path.with_extension("pub"));
+            run(
+                "ssh-keygen",
+                &[
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-f",
+                    path.to_str().unwrap(),
+                ],
+            );
+            path
+        };
+        let host_key = key("host_key");
+        let client_key = key("client_key");
+        std::fs::copy(
+            client_key.with_extension("pub"),
+            dir.join("authorized_keys"),
+        )
+        .unwrap();
+        let host_pub = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
+        let mut known = String::new();
+        for (k, machine) in ["a", "b"].iter().enumerate() {
+            let ns = format!("tr{tag}{machine}");
+            let (outer, inner) = (format!("tr{tag}{machine}h"), format!("tr{tag}{machine}g"));
+            let _ = Command::new("ip").args(["netns", "del", &ns]).output();
+            let _ = Command::new("ip").args(["link", "del", &outer]).output();
+            ip(&["netns", "add", &ns]);
+            m.netns.push(ns.clone());
+            ip(&[
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ]);
+            m.links.push(outer.clone());
+            ip(&["link", "set", &inner, "netns", &ns]);
+            let subnet = format!("10.{net}.{}", k + 1);
+            ip(&["addr", "add", &format!("{subnet}.1/24"), "dev", &outer]);
+            ip(&["link", "set", &outer, "up"]);
+            let inside = |args: &[&str]| {
+                let mut all = vec!["netns", "exec", &ns, "ip"];
+                all.extend_from_slice(args);
+                ip(&all);
+            };
+            inside(&["addr", "add", &format!("{subnet}.2/24"), "dev", &inner]);
+            inside(&["link", "set", &inner, "up"]);
+            inside(&["link", "set", "lo", "up"]);
+            m.addrs.push(format!("{subnet}.2"));
+            known.push_str(&format!("{subnet}.2 {host_pub}"));
+        }
+        // The link between the two machines.
+        let (ab, ba) = (format!("tr{tag}ab"), format!("tr{tag}ba"));
+        ip(&[
+            "link",
+            "add",
+            &ab,
+            "netns",
+            &m.netns[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &ba,
+            "netns",
+            &m.netns[1],
+        ]);
+        for (ns, dev, addr) in [(&m.netns[0], &ab, "1"), (&m.netns[1], &ba, "2")] {
+            ip(&[
+                "netns",
+                "exec",
+                ns,
+                "ip",
+                "addr",
+                "add",
+                &format!("10.{net}.9.{addr}/24"),
+                "dev",
+                dev,
+            ]);
+            ip(&["netns", "exec", ns, "ip", "link", "set", dev, "up"]);
+        }
+        std::fs::write(dir.join("known_hosts"), known).unwrap();
+        std::fs::write(
+            dir.join("ssh_config"),
+            format!(
+                "Host *\n  User root\n  IdentityFile {}\n  UserKnownHostsFile {}\n  \
+                 StrictHostKeyChecking yes\n  LogLevel ERROR\n",
+                client_key.display(),
+                dir.join("known_hosts").display()
+            ),
+        )
+        .unwrap();
+        for (k, ns) in m.netns.clone().iter().enumerate() {
+            let mut env = format!(
+                "TRACE_MANAGER_SOCKET={}",
+                dir.join(format!("manager-{k}.sock")).display()
+            );
+            if k == 1 {
+                for (name, value) in b_env {
+                    env.push_str(&format!(" {name}={value}"));
+                }
+            }
+            let config = dir.join(format!("sshd-{k}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "ListenAddress {}:22\nHostKey {}\nAuthorizedKeysFile {}\n\
+                     PasswordAuthentication no\nPermitRootLogin prohibit-password\n\
+                     StrictModes no\nUsePAM no\nPidFile {}\nSetEnv {env}\n",
+                    m.addrs[k],
+                    host_key.display(),
+                    dir.join("authorized_keys").display(),
+                    dir.join(format!("sshd-{k}.pid")).display(),
+                ),
+            )
+            .unwrap();
+            // nsenter, not `ip netns exec`: that mounts a sysfs of the
+            // namespace's own, without the cgroup and tracefs mounts a
+            // machine's recording needs.
+            let sshd = Command::new("nsenter")
+                .arg(format!("--net=/run/netns/{ns}"))
+                .args(["/usr/sbin/sshd", "-D", "-f"])
+                .arg(&config)
+                .arg("-E")
+                .arg(dir.join(format!("sshd-{k}.log")))
+                .spawn()
+                .unwrap();
+            m.sshd.push(sshd);
+        }
+        // Each sshd answers before the test goes on.
+        for addr in &m.addrs {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let ok = Command::new("ssh")
+                    .args([
+                        "-F",
+                        m.ssh_config().to_str().unwrap(),
+                        "-o",
+                        "BatchMode=yes",
+                        addr,
+                        "true",
+                    ])
+                    .stderr(Stdio::null())
+                    .status()
+                    .unwrap()
+                    .success();
+                if ok {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "sshd on {addr} does not answer");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        m
+    }
+
+    fn ssh_config(&self) -> PathBuf {
+        self.dir.join("ssh_config")
+    }
+
+    /// The processes in machine `k`'s namespace.
+    fn pids(&self, k: usize) -> Vec<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.netns[k]])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// Starts `tcp_pingpong ARGS` on machine `k`, inside cgroup `cgroup`;
+    /// returns it with its first line's pid and tid.
+    fn pingpong(&self, k: usize, cgroup: &Path, args: &[&str]) -> (Child, u64, u64) {
+        let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cgroup.display());
+        let mut child = Command::new("sh")
+            .args(["-c", &script, "sh", "nsenter"])
+            .arg(format!("--net=/run/netns/{}", self.netns[k]))
+            .arg(bin_dir().join("tcp_pingpong"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let n = tests::workload::numbers(&first);
+        (child, n["pid"], n["tid"])
+    }
+}
+
+impl Drop for Machines {
+    fn drop(&mut self) {
+        for k in 0..self.netns.len() {
+            for pid in self.pids(k) {
+                // SAFETY: kill() with a pid and a signal has no memory effects.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        for s in &mut self.sshd {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        for ns in &self.netns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+        for l in &self.links {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
+        }
+    }
+}
+
+/// A recording, interrupted if the test ends before it does.
+struct Recording(Option<Child>);
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            // SAFETY: kill() with a pid and a signal has no memory effects.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `trace-cli record --hosts` of machines `a` and `b` (each
+/// selecting its cgroup) from this machine (selecting `local`), and waits
+/// until every machine records.
+fn start_recording(
+    m: &Machines,
+    cgroups: [&str; 3],
+    out: &Path,
+) -> (Recording, BufReader<std::process::ChildStderr>) {
+    let hosts = m.dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!(
+            "# the test's machines\na {} --cgroup {}\nb {} --cgroup {}\n",
+            m.addrs[0], cgroups[0], m.addrs[1], cgroups[1]
+        ),
+    )
+    .unwrap();
+    let mut recorder = Command::new(trace_cli())
+        .args([
+            "record",
+            "-c",
+            "kernel:sched,kernel:syscall",
+            "--cgroup",
+            cgroups[2],
+        ])
+        .arg("--hosts")
+        .arg(&hosts)
+        .arg("--ssh")
+        .arg(format!("ssh -F {}", m.ssh_config().display()))
+        .arg("--remote-trace-cli")
+        .arg(trace_cli())
+        .args(["--host-name", "here", "-o"])
+        .arg(out)
+        .env("TRACE_MANAGER_SOCKET", m.dir.join("manager-local.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(recorder.stderr.take().unwrap());
+    let recording = Recording(Some(recorder));
+    wait_for_recording(&mut err);
+    (recording, err)
+}
+
+/// Ends the recording (SIGINT) and returns everything it said.
+fn stop_recording(
+    mut recording: Recording,
+    mut err: BufReader<std::process::ChildStderr>,
+) -> String {
+    let mut recorder = recording.0.take().unwrap();
+    // SAFETY: kill() with a pid and a signal has no memory effects.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) };
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+    assert!(recorder.wait().unwrap().success(), "{log}");
+    log
+}
+
+/// The starts and ends of `tid`'s calls named `name`, in time order.
+fn calls(
+    rows: &[serde_json::Map<String, serde_json::Value>],
+    tid: u64,
+    name: &str,
+) -> Vec<(u64, u64)> {
+    let n = |r: &serde_json::Map<String, serde_json::Value>, k: &str| r[k].as_u64().unwrap();
+    let mut out: Vec<(u64, u64)> = rows
+        .iter()
+        .filter(|r| n(r, "tid") == tid && r["name"] == name)
+        .map(|r| (n(r, "ts"), n(r, "ts") + n(r, "dur")))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found() {
+    require_root();
+    let m = Machines::new(
+        "messages",
+        181,
+        &[("TRACE_CLI_TEST_CLOCK_OFFSET_NS", INJECTED_NS.to_string())],
+    );
+    let mut tree = Tree::new("trace-test-hosts");
+    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    tree.start_in(Some(&cl), "sleep", &["60"]);
+    let name = |sub: &str| format!("{}/{sub}", tree.name);
+    let out = m.dir.join("merged.fxt");
+    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out);
+
+    const COUNT: usize = 1000;
+    let listen = format!("{}:7000", m.peer_addr);
+    let (mut server, server_pid, server_tid) =
+        m.pingpong(1, &cb, &["serve", &listen, &COUNT.to_string()]);
+    let (mut client, client_pid, client_tid) =
+        m.pingpong(0, &ca, &["send", &listen, &COUNT.to_string()]);
+    assert!(client.wait().unwrap().success());
+    assert!(server.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let log = stop_recording(recorder, err);
+    assert!(log.contains("3 machines on one timeline"), "{log}");
+
+    // The machines as the trace declares them, and their clocks: the true
+    // offset is 0 for `a` and INJECTED_NS for `b`, so each point's estimate
+    // must lie within its own bound of it.
+    let machines = trace_hosts::read_machines(std::fs::File::open(&out).unwrap());
+    let names: Vec<&str> = machines.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["here", "a", "b"], "{log}");
+    for (machine, truth) in [(&machines[1], 0i64), (&machines[2], INJECTED_NS)] {
+        assert!(machine.clock.len() >= 2, "{machine:?}");
+        let mut worst_point = 0;
+        for p in &machine.clock {
+            let error = (p.offset_ns - truth).unsigned_abs();
+            assert!(
+                error <= p.bound_ns,
+                "{}: {p:?} is not within its bound of {truth}",
+                machine.name
+            );
+            worst_point = worst_point.max(error);
+        }
+        // The mapping the merge used, against the truth, through the
+        // recording.
+        let map = trace_hosts::ClockMap::new(machine.clock.clone());
+        let (first, last) = (
+            machine.clock[0].local_ns,
+            machine.clock.last().unwrap().local_ns,
+        );
+        let worst = (first..=last)
+            .step_by(10_000_000)
+            .map(|t| map.to_local(t.wrapping_add_signed(truth)).abs_diff(t))
+            .max()
+            .unwrap();
+        assert!(
+            worst <= map.bound_ns(),
+            "{}: mapped {worst} ns off",
+            machine.name
+        );
+        eprintln!(
+            "alignment of {}: mapping off by at most {:.1} µs (single points {:.1} µs) over {} points, bound {:.1} µs",
+            machine.name,
+            worst as f64 / 1e3,
+            worst_point as f64 / 1e3,
+            machine.clock.len(),
+            map.bound_ns() as f64 / 1e3
+        );
+    }
+    let (ok, report) = check(&out);
+    assert!(ok, "trace-cli check:\n{report}");
+
+    // Each machine's processes apart, named by their machine.
+    let (a_pid, b_pid) = (10_000_000 + client_pid, 20_000_000 + server_pid);
+    let rows = query(
+        &out,
+        &format!(
+            "SELECT host, pid FROM processes WHERE pid IN ({a_pid}, {b_pid}, {client_pid}, {server_pid})"
+        ),
+    );
+    let hosts: HashMap<u64, String> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["pid"].as_u64().unwrap(),
+                r["host"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hosts,
+        HashMap::from([(a_pid, "a".to_owned()), (b_pid, "b".to_owned())]),
+        "{rows:?}"
+    );
+
+    // Every message received after it was sent, both ways.
+    let (a_tid, b_tid) = (10_000_000 + client_tid, 20_000_000 + server_tid);
+    let rows = query(
+        &out,
+        &format!(
+            "SELECT host, tid, name, ts, dur FROM syscalls \
+             WHERE tid IN ({a_tid}, {b_tid}) AND name IN ('sendto', 'recvfrom')"
+        ),
+    );
+    let (a_send, a_recv) = (
+        calls(&rows, a_tid, "sendto"),
+        calls(&rows, a_tid, "recvfrom"),
+    );
+    let (b_send, b_recv) = (
+        calls(&rows, b_tid, "sendto"),
+        calls(&rows, b_tid, "recvfrom"),
+    );
+    for list in [&a_send, &a_recv, &b_send, &b_recv] {
+        assert_eq!(list.len(), COUNT, "every call recorded");
+    }
+    let mut slack = (u64::MAX, u64::MAX);
+    for i in 0..COUNT {
+        // a sends message i; b's i-th receive returns it.
+        assert!(
+            b_recv[i].1 > a_send[i].0,
+            "message {i} a→b received before it was sent"
+        );
+        // b answers; a's i-th receive returns the answer.
+        assert!(
+            a_recv[i].1 > b_send[i].0,
+            "answer {i} b→a received before it was sent"
+        );
+        slack.0 = slack.0.min(b_recv[i].1 - a_send[i].0);
+        slack.1 = slack.1.min(a_recv[i].1 - b_send[i].0);
+    }
+    eprintln!(
+        "{COUNT} messages each way in order; shortest send→receive {:.1} µs a→b, {:.1} µs b→a",
+        slack.0 as f64 / 1e3,
+        slack.1 as f64 / 1e3
+    );
+}
+
+#[test]
+fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() {
+    require_root();
+    let m = Machines::new("loss", 182, &[]);
+    let mut tree = Tree::new("trace-test-hosts-loss");
+    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    for c in [&ca, &cb, &cl] {
+        tree.start_in(Some(c), "sh", &["-c", "while :; do sleep 0.01; done"]);
+    }
+    let name = |sub: &str| format!("{}/{sub}", tree.name);
+    let out = m.dir.join("merged.fxt");
+    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out);
+    std::thread::sleep(Duration::from_secs(1));
+    // b's recording killed; a's link cut.
+    let killed: Vec<u32> = m
+        .pids(1)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "trace-cli")
+        })
+        .collect();
+    assert!(!killed.is_empty(), "b records in its namespace");
+    for p in killed {
+        // SAFETY: kill() with a pid and a signal has no memory effects.
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    ip(&["link", "set", &m.links[0], "down"]);
+    std::thread::sleep(Duration::from_secs(6));
+    let log = stop_recording(recorder, err);
+    assert!(
+        log.contains("host b ended before the recording did"),
+        "{log}"
+    );
+    assert!(
+        log.contains("host a ended before the recording did"),
+        "{log}"
+    );
+    assert!(log.contains("    b ended early: "), "{log}");
+    assert!(
+        log.contains("    a ended early: the connection was lost"),
+        "{log}"
+    );
+
+    // What each machine sent before it was lost is in the merged trace,
+    // and this machine's recording went on to the end.
+    let machines = trace_hosts::read_machines(std::fs::File::open(&out).unwrap());
+    assert_eq!(machines.len(), 3, "{log}");
+    let rows = query(
+        &out,
+        "SELECT host, count(*) AS n, max(ts) AS last FROM context_switches GROUP BY host",
+    );
+    let last: HashMap<String, u64> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["host"].as_str().unwrap().to_owned(),
+                r["last"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for h in ["here", "a", "b"] {
+        assert!(last.contains_key(h), "{h} sent nothing: {rows:?}\n{log}");
+    }
+    assert!(
+        last["here"] > last["b"] + 3_000_000_000,
+        "this machine recorded on after b was killed: {rows:?}"
+    );
+    let (ok, report) = check(&out);
+    assert!(ok, "trace-cli check:\n{report}");
+}

@@ -1,0 +1,425 @@
+//! `trace-cli record --host`: the same recording on several machines at
+//! once, their clocks mapped onto this one's, merged into one trace.
+//!
+//! - `spec`: the machines named, and what each records.
+//! - `ssh`: how a machine is reached (ssh, nothing listening).
+//! - `clock`: the clock exchange (`trace-cli clock-server` on the remote
+//!   side), a burst of pings a second.
+//! - `remote`: a machine's `trace-cli record -o -`, its trace spooled here
+//!   as it comes.
+//! - `merge`: the merged trace (`trace_hosts` rewrites each machine's).
+
+mod clock;
+mod merge;
+mod remote;
+mod spec;
+mod ssh;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use trace_hosts::{ClockMap, Machine, SyncPoint};
+
+use clock::{ClockSession, Hello};
+pub use clock::{serve as clock_server, test_offset_ns};
+use remote::{HostEvent, RemoteRecording};
+use spec::HostSpec;
+use ssh::Ssh;
+
+/// The options of `record` that name other machines.
+#[derive(Args, Clone, Debug, Default)]
+pub struct HostArgs {
+    /// Record another machine at the same time, into the same trace:
+    /// NAME=DESTINATION, DESTINATION as ssh takes it (`root@10.0.0.2`,
+    /// `ssh://db:2222`, a name of your ssh configuration). Its
+    /// `trace-cli record` runs over ssh with your keys (no password is
+    /// asked) and streams its trace here; its clock is mapped onto this
+    /// machine's. It records the same categories and options, and the same
+    /// `--cgroup`, `--unit` and `--container` selection (`-p` and a COMMAND
+    /// stay here: without a selection of its own it records every process).
+    /// May repeat.
+    #[arg(long = "host", value_name = "NAME=DEST")]
+    pub hosts: Vec<String>,
+    /// Machines to record too, from a file: a line `NAME DESTINATION
+    /// [OPTIONS...]` each (`#` comments), the options selecting what that
+    /// machine records instead of this recording's selection
+    /// (`db root@10.0.0.3 --unit postgresql`).
+    #[arg(long = "hosts", value_name = "FILE")]
+    pub hosts_file: Option<PathBuf>,
+    /// The ssh command that reaches the machines, split at spaces.
+    #[arg(long, value_name = "COMMAND", default_value = "ssh")]
+    pub ssh: String,
+    /// trace-cli on the other machines.
+    #[arg(long, value_name = "PATH", default_value = "trace-cli")]
+    pub remote_trace_cli: String,
+    /// This machine's name in a trace of several (default: its host name).
+    #[arg(long, value_name = "NAME")]
+    pub host_name: Option<String>,
+}
+
+impl HostArgs {
+    /// Whether other machines are recorded.
+    pub fn any(&self) -> bool {
+        !self.hosts.is_empty() || self.hosts_file.is_some()
+    }
+}
+
+/// The CPUs every machine together may have: the kernel provider writes
+/// context switches in records with an 8-bit CPU number.
+const MAX_CPUS: u32 = 256;
+
+/// How long a machine may take to start recording.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a machine may take to end its recording once asked.
+const END_LIMIT: Duration = Duration::from_secs(60);
+
+/// The other machines of a recording.
+pub struct Hosts {
+    local: Machine,
+    running: Vec<Running>,
+    events: UnboundedReceiver<HostEvent>,
+    stopping: bool,
+    spool_dir: PathBuf,
+    stem: String,
+}
+
+/// One other machine.
+struct Running {
+    spec: HostSpec,
+    hello: Hello,
+    recording: Option<RemoteRecording>,
+    clock_stop: Option<mpsc::Sender<()>>,
+    clock: Option<JoinHandle<(Vec<SyncPoint>, Option<String>)>>,
+    ready: bool,
+    /// It ended before it was asked to.
+    ended_early: bool,
+}
+
+impl Hosts {
+    /// Reaches every machine of `args`, maps its clock, and starts its
+    /// recording with `options` (and `select` unless its line selects for
+    /// itself); spool files go in `spool_dir`, named after `stem`. Fails,
+    /// before anything is recorded, when a machine cannot be reached.
+    pub fn start(
+        args: &HostArgs,
+        options: &[String],
+        select: &[String],
+        spool_dir: &Path,
+        stem: &str,
+    ) -> Result<Hosts> {
+        let here = Hello::here();
+        let local_name = args
+            .host_name
+            .clone()
+            .unwrap_or_else(|| here.hostname.clone());
+        let specs = spec::hosts(&args.hosts, args.hosts_file.as_deref(), &local_name)?;
+        if specs.len() + 1 > trace_hosts::ids::MAX_MACHINES as usize {
+            bail!(
+                "at most {} machines fit in one trace",
+                trace_hosts::ids::MAX_MACHINES
+            );
+        }
+        let ssh = Ssh::new(&args.ssh);
+        // Every machine reached at once: each answers in about a second.
+        let opened: Vec<_> = specs
+            .iter()
+            .map(|h| {
+                let (ssh, dest, cli) = (
+                    ssh.clone(),
+                    h.destination.clone(),
+                    args.remote_trace_cli.clone(),
+                );
+                std::thread::spawn(move || -> Result<_> {
+                    let (mut session, hello) = ClockSession::open(&ssh, &dest, &cli)?;
+                    let first = session.burst().context("exchanging clock pings")?;
+                    Ok((session, hello, first))
+                })
+            })
+            .collect();
+        let mut sessions = Vec::new();
+        for (h, t) in specs.iter().zip(opened) {
+            let opened = t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the clock thread failed"))
+                .and_then(|r| r);
+            sessions
+                .push(opened.with_context(|| {
+                    format!("cannot reach host {} ({})", h.name, h.destination)
+                })?);
+        }
+        let cpus: u32 = here.cpus + sessions.iter().map(|(_, h, _)| h.cpus).sum::<u32>();
+        if cpus > MAX_CPUS {
+            bail!("the machines have {cpus} CPUs together; one trace holds at most {MAX_CPUS}");
+        }
+        let (tx, events) = unbounded_channel();
+        let mut running = Vec::new();
+        for (index, (h, (session, hello, first))) in specs.into_iter().zip(sessions).enumerate() {
+            let mut remote_args = options.to_vec();
+            remote_args.extend(
+                if h.select.is_empty() {
+                    select
+                } else {
+                    &h.select
+                }
+                .iter()
+                .cloned(),
+            );
+            remote_args.extend(["-o".into(), "-".into(), "--stop-on-stdin-eof".into()]);
+            let spool = spool_dir.join(format!(".{stem}.{}-{}", h.name, std::process::id()));
+            let recording = RemoteRecording::start(
+                &ssh,
+                &h,
+                index,
+                &args.remote_trace_cli,
+                &remote_args,
+                spool,
+                tx.clone(),
+            )?;
+            let (clock_stop, stop_rx) = mpsc::channel();
+            let clock = std::thread::Builder::new()
+                .name(format!("clock-{}", h.name))
+                .spawn(move || session.follow(first.into_iter().collect(), &stop_rx))?;
+            running.push(Running {
+                spec: h,
+                hello,
+                recording: Some(recording),
+                clock_stop: Some(clock_stop),
+                clock: Some(clock),
+                ready: false,
+                ended_early: false,
+            });
+        }
+        Ok(Hosts {
+            local: Machine {
+                name: local_name,
+                cpus: here.cpus,
+                kernel: here.kernel,
+                ..Machine::default()
+            },
+            running,
+            events,
+            stopping: false,
+            spool_dir: spool_dir.to_owned(),
+            stem: stem.to_owned(),
+        })
+    }
+
+    /// Where this machine's own trace is kept until the merge.
+    pub fn local_spool(&self) -> PathBuf {
+        self.spool_dir.join(format!(
+            ".{}.{}-{}",
+            self.stem,
+            self.local.name,
+            std::process::id()
+        ))
+    }
+
+    fn on(&mut self, event: HostEvent) -> Option<String> {
+        match event {
+            HostEvent::Ready(i) => self.running[i].ready = true,
+            HostEvent::Triggered(i, line) => {
+                let line = line.trim_start_matches("trace-cli: ");
+                return Some(format!("host {}: {line}", self.running[i].spec.name));
+            }
+            HostEvent::Ended(i) => {
+                let r = &mut self.running[i];
+                if !self.stopping && !r.ended_early {
+                    r.ended_early = true;
+                    eprintln!(
+                        "trace-cli: host {} ended before the recording did; the others go on",
+                        r.spec.name
+                    );
+                }
+            }
+        }
+        None
+    }
+
+    /// Waits until every machine records (or has ended).
+    pub async fn wait_ready(&mut self) {
+        let deadline = tokio::time::Instant::now() + START_LIMIT;
+        while self.running.iter().any(|r| !r.ready && !r.ended_early) {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Some(e)) => {
+                    self.on(e);
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        for r in self.running.iter().filter(|r| !r.ready && !r.ended_early) {
+            eprintln!(
+                "trace-cli: host {} has not started within {} s; waiting no longer",
+                r.spec.name,
+                START_LIMIT.as_secs()
+            );
+        }
+    }
+
+    /// Resolves when another machine stopped on its own trigger, saying
+    /// which; machines that are lost are said and the others go on.
+    pub async fn triggered(&mut self) -> String {
+        loop {
+            match self.events.recv().await {
+                Some(e) => {
+                    if let Some(why) = self.on(e) {
+                        return why;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    /// Asks every machine to end its recording.
+    pub fn stop(&mut self) {
+        self.stopping = true;
+        for r in &mut self.running {
+            if let Some(rec) = &mut r.recording {
+                rec.stop();
+            }
+            if let Some(s) = r.clock_stop.take() {
+                let _ = s.send(());
+            }
+        }
+    }
+
+    /// Waits for every machine's trace, then writes the merged trace of
+    /// this machine's (`local_spool`) and theirs to `out`; says what each
+    /// machine gave. The spool files are removed once merged.
+    pub fn finish(mut self, out: &mut dyn std::io::Write, destination: &str) -> Result<()> {
+        self.stop();
+        while let Ok(e) = self.events.try_recv() {
+            self.on(e);
+        }
+        let finishing: Vec<_> = self
+            .running
+            .iter_mut()
+            .map(|r| {
+                let rec = r.recording.take();
+                let asked = !r.ended_early;
+                std::thread::spawn(move || {
+                    rec.map(|rec| (rec.spool.clone(), rec.finish(END_LIMIT, asked)))
+                })
+            })
+            .collect();
+        let mut ended = Vec::new();
+        for (r, t) in self.running.iter_mut().zip(finishing) {
+            let done = t.join().ok().flatten();
+            let (points, clock_failed) = r
+                .clock
+                .take()
+                .and_then(|t| t.join().ok())
+                .unwrap_or_default();
+            ended.push((done, points, clock_failed));
+        }
+        // The recording machine first; the others' ids and CPUs after it.
+        let local_spool = self.local_spool();
+        let mut machines = vec![self.local.clone()];
+        let mut cpu_base = self.local.cpus;
+        for (i, (r, (_, points, _))) in self.running.iter().zip(&ended).enumerate() {
+            machines.push(Machine {
+                name: r.spec.name.clone(),
+                destination: r.spec.destination.clone(),
+                index: i as u32 + 1,
+                cpus: r.hello.cpus,
+                cpu_base,
+                kernel: r.hello.kernel.clone(),
+                clock: points.clone(),
+            });
+            cpu_base += r.hello.cpus;
+        }
+        let spools: Vec<PathBuf> = std::iter::once(local_spool.clone())
+            .chain(
+                ended
+                    .iter()
+                    .map(|(d, _, _)| d.as_ref().map(|(p, _)| p.clone()).unwrap_or_default()),
+            )
+            .collect();
+        let parts: Vec<merge::Part<'_>> = machines
+            .iter()
+            .zip(&spools)
+            .map(|(m, s)| merge::Part {
+                machine: m.clone(),
+                spool: s,
+            })
+            .collect();
+        let at = machines
+            .iter()
+            .filter_map(|m| m.clock.first().map(|p| p.local_ns))
+            .min()
+            .unwrap_or_else(trace_manager::boottime_ns);
+        let summaries = merge::write(&parts, at, out).with_context(|| {
+            format!(
+                "merging the machines' traces (kept in {})",
+                self.spool_dir.display()
+            )
+        })?;
+        for s in &spools {
+            std::fs::remove_file(s).ok();
+        }
+        eprintln!(
+            "trace-cli: {} machines on one timeline -> {destination}:",
+            machines.len()
+        );
+        for (i, (m, s)) in machines.iter().zip(&summaries).enumerate() {
+            let cpus = format!("CPUs {}-{}", m.cpu_base, m.cpu_base + m.cpus - 1);
+            let mut line = if i == 0 {
+                format!("  {} (this machine): {cpus}, ids as they are", m.name)
+            } else {
+                let map = ClockMap::new(m.clock.clone());
+                let clock = match (map.first_offset_ns(), map.points()) {
+                    (Some(o), points) => format!(
+                        "clock {:+.1} µs ± {:.1} µs ({} sync points, fastest round trip {:.0} µs{})",
+                        o as f64 / 1e3,
+                        map.bound_ns() as f64 / 1e3,
+                        points.len(),
+                        points.iter().map(|p| p.rtt_ns).min().unwrap_or(0) as f64 / 1e3,
+                        map.drift_ppm()
+                            .map(|d| format!(", drift {d:+.2} ppm"))
+                            .unwrap_or_default()
+                    ),
+                    (None, _) => "clock unknown: times as it gave them".into(),
+                };
+                format!(
+                    "  {} ({}): {cpus}, pids {}+N, {clock}",
+                    m.name,
+                    m.destination,
+                    m.ids().pid_base()
+                )
+            };
+            line.push_str(&format!(", {} records", s.records));
+            if s.dropped > 0 {
+                line.push_str(&format!(
+                    ", {} left out ({})",
+                    s.dropped,
+                    s.first_problem.as_deref().unwrap_or("")
+                ));
+            }
+            eprintln!("{line}");
+            if i > 0 {
+                let (done, _, clock_failed) = &ended[i - 1];
+                if let Some((_, e)) = done
+                    && let Some(cause) = &e.cause
+                {
+                    eprintln!(
+                        "    {} ended early: {cause}; what it sent until then ({} bytes) is kept",
+                        m.name, e.bytes
+                    );
+                }
+                if let Some(why) = clock_failed {
+                    eprintln!(
+                        "    {}: {why}; its clock is mapped with the points before",
+                        m.name
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
