@@ -14,6 +14,8 @@
 //! - A machine whose recording is killed, and one whose link is cut, end
 //!   their parts with the cause said; the recording goes on and the merged
 //!   file holds what each sent.
+//! - `snapshot --host` writes every machine's flight recorder at once: the
+//!   merged file has each machine's window, and the windows overlap.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -26,6 +28,15 @@ use tests::{bin_dir, check, query, require_root, temp_dir, trace_cli, wait_for_r
 
 /// The offset the second machine's clock is given (5 ms ahead).
 const INJECTED_NS: i64 = 5_000_000;
+
+/// One test of this file at a time: each runs three recordings, sshds and
+/// daemons, and the clock tests measure microseconds.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for the other tests of this file to end.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Machines in network namespaces, each with an sshd; removed with every
 /// process in them when dropped.
@@ -381,6 +392,7 @@ fn calls(
 #[test]
 fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found() {
     require_root();
+    let _alone = alone();
     let m = Machines::new(
         "messages",
         181,
@@ -520,6 +532,7 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
 #[test]
 fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() {
     require_root();
+    let _alone = alone();
     let m = Machines::new("loss", 182, &[]);
     let mut tree = Tree::new("trace-test-hosts-loss");
     let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
@@ -547,14 +560,8 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
     ip(&["link", "set", &m.links[0], "down"]);
     std::thread::sleep(Duration::from_secs(6));
     let log = stop_recording(recorder, err);
-    assert!(
-        log.contains("host b ended before the recording did"),
-        "{log}"
-    );
-    assert!(
-        log.contains("host a ended before the recording did"),
-        "{log}"
-    );
+    assert!(log.contains("host b ended before it was asked to"), "{log}");
+    assert!(log.contains("host a ended before it was asked to"), "{log}");
     assert!(log.contains("    b ended early: "), "{log}");
     assert!(
         log.contains("    a ended early: the connection was lost"),
@@ -584,6 +591,70 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
     assert!(
         last["here"] > last["b"] + 3_000_000_000,
         "this machine recorded on after b was killed: {rows:?}"
+    );
+    let (ok, report) = check(&out);
+    assert!(ok, "trace-cli check:\n{report}");
+}
+
+#[test]
+fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
+    require_root();
+    let _alone = alone();
+    let m = Machines::new("snapshot", 183, &[]);
+    // A flight recorder on each machine: the daemons' sockets are where
+    // each machine's sessions look (sshd gives them TRACE_MANAGER_SOCKET).
+    let sockets = ["manager-0.sock", "manager-1.sock", "manager-local.sock"];
+    let mut daemons = tests::Killed(Vec::new());
+    for (k, socket) in sockets.iter().enumerate() {
+        daemons.0.push(tests::start_daemon(
+            &m.dir.join(socket),
+            &m.dir.join(format!("daemon-{k}.log")),
+            &["--flight-recorder", "-c", "kernel:sched", "--window", "10s"],
+        ));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let hosts = m.dir.join("hosts");
+    std::fs::write(&hosts, format!("a {}\nb {}\n", m.addrs[0], m.addrs[1])).unwrap();
+    let out = m.dir.join("snapshot.fxt");
+    let run = Command::new(trace_cli())
+        .arg("snapshot")
+        .arg("--hosts")
+        .arg(&hosts)
+        .arg("--ssh")
+        .arg(format!("ssh -F {}", m.ssh_config().display()))
+        .arg("--remote-trace-cli")
+        .arg(trace_cli())
+        .args(["--host-name", "here", "-o"])
+        .arg(&out)
+        .env("TRACE_MANAGER_SOCKET", m.dir.join(sockets[2]))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{log}");
+    assert!(log.contains("3 machines on one timeline"), "{log}");
+    let machines = trace_hosts::read_machines(std::fs::File::open(&out).unwrap());
+    assert_eq!(machines.len(), 3, "{log}");
+    // Each machine's window is there, on its own CPUs, and they overlap.
+    let rows = query(
+        &out,
+        "SELECT host, count(*) AS n, min(ts) AS first, max(ts) AS last FROM context_switches GROUP BY host",
+    );
+    let spans: HashMap<String, (u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                r["host"].as_str().unwrap().to_owned(),
+                (n("first"), n("last")),
+            )
+        })
+        .collect();
+    assert_eq!(spans.len(), 3, "{rows:?}");
+    let latest_first = spans.values().map(|s| s.0).max().unwrap();
+    let earliest_last = spans.values().map(|s| s.1).min().unwrap();
+    assert!(
+        latest_first < earliest_last,
+        "the windows overlap: {rows:?}"
     );
     let (ok, report) = check(&out);
     assert!(ok, "trace-cli check:\n{report}");

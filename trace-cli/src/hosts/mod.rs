@@ -1,12 +1,13 @@
-//! `trace-cli record --host`: the same recording on several machines at
-//! once, their clocks mapped onto this one's, merged into one trace.
+//! `trace-cli record --host` and `snapshot --host`: the same recording, or
+//! the same flight recorder snapshot, on several machines at once, their
+//! clocks mapped onto this one's, merged into one trace.
 //!
 //! - `spec`: the machines named, and what each records.
 //! - `ssh`: how a machine is reached (ssh, nothing listening).
 //! - `clock`: the clock exchange (`trace-cli clock-server` on the remote
 //!   side), a burst of pings a second.
-//! - `remote`: a machine's `trace-cli record -o -`, its trace spooled here
-//!   as it comes.
+//! - `remote`: a machine's `trace-cli record -o -` (or `snapshot -o -`),
+//!   its trace spooled here as it comes.
 //! - `merge`: the merged trace (`trace_hosts` rewrites each machine's).
 
 mod clock;
@@ -27,11 +28,11 @@ use trace_hosts::{ClockMap, Machine, SyncPoint};
 
 use clock::{ClockSession, Hello};
 pub use clock::{serve as clock_server, test_offset_ns};
-use remote::{HostEvent, RemoteRecording};
+use remote::{HostEvent, RemoteCommand, RemoteRecording};
 use spec::HostSpec;
 use ssh::Ssh;
 
-/// The options of `record` that name other machines.
+/// The options of `record` and `snapshot` that name other machines.
 #[derive(Args, Clone, Debug, Default)]
 pub struct HostArgs {
     /// Record another machine at the same time, into the same trace:
@@ -69,6 +70,21 @@ impl HostArgs {
     }
 }
 
+/// Where the spool files of `--host` go (the output's folder, or the
+/// temporary one for standard output), and the name they start with.
+pub fn spool_place(output: &Path, to_stdout: bool) -> (PathBuf, String) {
+    let dir = match output.parent() {
+        _ if to_stdout => std::env::temp_dir(),
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let stem = match output.file_name() {
+        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
+        _ => "trace.fxt".to_owned(),
+    };
+    (dir, stem)
+}
+
 /// The CPUs every machine together may have: the kernel provider writes
 /// context switches in records with an 8-bit CPU number.
 const MAX_CPUS: u32 = 256;
@@ -85,8 +101,28 @@ pub struct Hosts {
     running: Vec<Running>,
     events: UnboundedReceiver<HostEvent>,
     stopping: bool,
+    /// The spool files are the merge's to remove (or keep, if it failed).
+    merging: bool,
     spool_dir: PathBuf,
     stem: String,
+}
+
+impl Drop for Hosts {
+    /// A recording that failed before its merge: the other machines are
+    /// asked to end, and what they sent is removed.
+    fn drop(&mut self) {
+        if self.merging {
+            return;
+        }
+        self.stop();
+        let spools = self
+            .running
+            .iter()
+            .filter_map(|r| r.recording.as_ref().map(|rec| rec.spool.clone()));
+        for s in spools.chain(std::iter::once(self.local_spool())) {
+            std::fs::remove_file(s).ok();
+        }
+    }
 }
 
 /// One other machine.
@@ -102,14 +138,16 @@ struct Running {
 }
 
 impl Hosts {
-    /// Reaches every machine of `args`, maps its clock, and starts its
-    /// recording with `options` (and `select` unless its line selects for
-    /// itself); spool files go in `spool_dir`, named after `stem`. Fails,
-    /// before anything is recorded, when a machine cannot be reached.
+    /// Reaches every machine of `args`, maps its clock, and starts on it
+    /// `trace-cli` with the words `command` gives for it (given the
+    /// selection of its `--hosts` line, if it has one), which says a line
+    /// starting with `ready` once it is ready; spool files go in
+    /// `spool_dir`, named after `stem`. Fails, before anything is recorded,
+    /// when a machine cannot be reached.
     pub fn start(
         args: &HostArgs,
-        options: &[String],
-        select: &[String],
+        command: &dyn Fn(Option<&[String]>) -> Vec<String>,
+        ready: &'static str,
         spool_dir: &Path,
         stem: &str,
     ) -> Result<Hosts> {
@@ -160,27 +198,14 @@ impl Hosts {
         let (tx, events) = unbounded_channel();
         let mut running = Vec::new();
         for (index, (h, (session, hello, first))) in specs.into_iter().zip(sessions).enumerate() {
-            let mut remote_args = options.to_vec();
-            remote_args.extend(
-                if h.select.is_empty() {
-                    select
-                } else {
-                    &h.select
-                }
-                .iter()
-                .cloned(),
-            );
-            remote_args.extend(["-o".into(), "-".into(), "--stop-on-stdin-eof".into()]);
+            let remote_args = command((!h.select.is_empty()).then_some(h.select.as_slice()));
             let spool = spool_dir.join(format!(".{stem}.{}-{}", h.name, std::process::id()));
-            let recording = RemoteRecording::start(
-                &ssh,
-                &h,
-                index,
-                &args.remote_trace_cli,
-                &remote_args,
-                spool,
-                tx.clone(),
-            )?;
+            let command = RemoteCommand {
+                cli: &args.remote_trace_cli,
+                args: &remote_args,
+                ready,
+            };
+            let recording = RemoteRecording::start(&ssh, &h, index, &command, spool, tx.clone())?;
             let (clock_stop, stop_rx) = mpsc::channel();
             let clock = std::thread::Builder::new()
                 .name(format!("clock-{}", h.name))
@@ -205,6 +230,7 @@ impl Hosts {
             running,
             events,
             stopping: false,
+            merging: false,
             spool_dir: spool_dir.to_owned(),
             stem: stem.to_owned(),
         })
@@ -232,7 +258,7 @@ impl Hosts {
                 if !self.stopping && !r.ended_early {
                     r.ended_early = true;
                     eprintln!(
-                        "trace-cli: host {} ended before the recording did; the others go on",
+                        "trace-cli: host {} ended before it was asked to; the others go on",
                         r.spec.name
                     );
                 }
@@ -276,6 +302,17 @@ impl Hosts {
         }
     }
 
+    /// Sends `line` to every machine's `trace-cli` (what a snapshot waits
+    /// for), then asks them to end.
+    pub fn release(&mut self, line: &str) {
+        for r in &mut self.running {
+            if let Some(rec) = &mut r.recording {
+                rec.send(line);
+            }
+        }
+        self.stop();
+    }
+
     /// Asks every machine to end its recording.
     pub fn stop(&mut self) {
         self.stopping = true;
@@ -294,6 +331,7 @@ impl Hosts {
     /// machine gave. The spool files are removed once merged.
     pub fn finish(mut self, out: &mut dyn std::io::Write, destination: &str) -> Result<()> {
         self.stop();
+        self.merging = true;
         while let Ok(e) = self.events.try_recv() {
             self.on(e);
         }

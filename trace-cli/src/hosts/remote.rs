@@ -26,6 +26,17 @@ pub enum HostEvent {
     Ended(usize),
 }
 
+/// What a machine runs: `cli ARGS`, ready once it says a line starting
+/// with `ready`.
+pub struct RemoteCommand<'a> {
+    /// `trace-cli` there.
+    pub cli: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// What its line saying it is ready starts with.
+    pub ready: &'static str,
+}
+
 /// Lines of a host's messages kept to say why it ended.
 const KEPT_LINES: usize = 4;
 
@@ -48,21 +59,21 @@ pub struct Ended {
 }
 
 impl RemoteRecording {
-    /// Starts `remote_cli record -o - ARGS` on `host` (host number `index`),
-    /// its trace into `spool`.
+    /// Starts `command` on `host` (host number `index`), its trace into
+    /// `spool`.
     pub fn start(
         ssh: &Ssh,
         host: &HostSpec,
         index: usize,
-        remote_cli: &str,
-        args: &[String],
+        command: &RemoteCommand<'_>,
         spool: PathBuf,
         events: UnboundedSender<HostEvent>,
     ) -> Result<RemoteRecording> {
+        let ready = command.ready;
         let mut file = std::fs::File::create(&spool)
             .with_context(|| format!("cannot create {}", spool.display()))?;
-        let mut remote = vec![remote_cli.to_owned(), "record".into()];
-        remote.extend(args.iter().cloned());
+        let mut remote = vec![command.cli.to_owned()];
+        remote.extend(command.args.iter().cloned());
         let mut child = ssh
             .command(&host.destination, &remote)
             .stdin(Stdio::piped())
@@ -91,7 +102,7 @@ impl RemoteRecording {
                 for line in BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
                     eprintln!("[{name}] {line}");
-                    if line.starts_with("trace-cli: recording") {
+                    if line.starts_with(ready) {
                         let _ = events.send(HostEvent::Ready(index));
                     }
                     if line.starts_with("trace-cli: stopped by") {
@@ -111,6 +122,14 @@ impl RemoteRecording {
             copy: Some(copy),
             messages: Some(messages),
         })
+    }
+
+    /// Writes `line` to the remote `trace-cli`'s standard input.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write as _;
+        if let Some(stdin) = &mut self.stdin {
+            let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+        }
     }
 
     /// Asks the remote recording to end (its standard input closes).

@@ -7,7 +7,7 @@ use super::RecordArgs;
 /// probes, tracepoints, stacks, triggers. Not the output, the duration,
 /// the rotation or window, `-p` or the COMMAND: those stay here (this
 /// machine decides when every machine stops).
-pub(super) fn options(args: &RecordArgs) -> Vec<String> {
+fn options(args: &RecordArgs) -> Vec<String> {
     let mut out = Vec::new();
     let mut opt = |name: &str, value: String| {
         out.push(name.to_owned());
@@ -55,9 +55,23 @@ pub(super) fn options(args: &RecordArgs) -> Vec<String> {
     out
 }
 
+/// The `trace-cli` words another machine runs: `record` with
+/// [`options`], its own selection or [`selection`], its trace to standard
+/// output, and stopped when its standard input ends.
+pub(super) fn remote_command(args: &RecordArgs) -> impl Fn(Option<&[String]>) -> Vec<String> {
+    let (options, select) = (options(args), selection(args));
+    move |own| {
+        let mut words = vec!["record".to_owned()];
+        words.extend(options.iter().cloned());
+        words.extend(own.unwrap_or(&select).iter().cloned());
+        words.extend(["-o", "-", "--stop-on-stdin-eof"].map(str::to_owned));
+        words
+    }
+}
+
 /// The selection a machine without one of its own records: the same
 /// cgroups, units and containers (none: every process).
-pub(super) fn selection(args: &RecordArgs) -> Vec<String> {
+fn selection(args: &RecordArgs) -> Vec<String> {
     let mut out = Vec::new();
     for (flag, values) in [
         ("--cgroup", &args.cgroups),

@@ -287,11 +287,11 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
     // Other machines are reached, and their recordings started, first:
     // one that cannot be reached fails the recording before it begins.
     let mut hosts = if args.hosts.any() {
-        let (dir, stem) = spool_place(&args.output, to_stdout);
+        let (dir, stem) = crate::hosts::spool_place(&args.output, to_stdout);
         Some(crate::hosts::Hosts::start(
             &args.hosts,
-            &forward::options(&args),
-            &forward::selection(&args),
+            &forward::remote_command(&args),
+            "trace-cli: recording",
             &dir,
             &stem,
         )?)
@@ -616,21 +616,6 @@ async fn initialize(
         } => bail!("{message}; try again when it ends"),
         other => Err(failed("initializing", other)),
     }
-}
-
-/// Where the spool files of `--host` go (the output's folder, or the
-/// temporary one for standard output), and the name they start with.
-fn spool_place(output: &std::path::Path, to_stdout: bool) -> (PathBuf, String) {
-    let dir = match output.parent() {
-        _ if to_stdout => std::env::temp_dir(),
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let stem = match output.file_name() {
-        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
-        _ => "trace.fxt".to_owned(),
-    };
-    (dir, stem)
 }
 
 /// Resolves when standard input ends (or fails).
