@@ -14,6 +14,7 @@
 //! - A machine whose recording is killed, and one whose link is cut, end
 //!   their parts with the cause said; the recording goes on and the merged
 //!   file holds what each sent.
+//! - A trigger that fires on one machine stops every machine.
 //! - `snapshot --host` writes every machine's flight recorder at once: the
 //!   merged file has each machine's window, and the windows overlap.
 
@@ -316,13 +317,14 @@ impl Drop for Recording {
     }
 }
 
-/// Starts `trace-cli record --hosts` of machines `a` and `b` (each
+/// Starts `trace-cli record --hosts EXTRA` of machines `a` and `b` (each
 /// selecting its cgroup) from this machine (selecting `local`), and waits
 /// until every machine records.
 fn start_recording(
     m: &Machines,
     cgroups: [&str; 3],
     out: &Path,
+    extra: &[&str],
 ) -> (Recording, BufReader<std::process::ChildStderr>) {
     let hosts = m.dir.join("hosts");
     std::fs::write(
@@ -349,6 +351,7 @@ fn start_recording(
         .arg(trace_cli())
         .args(["--host-name", "here", "-o"])
         .arg(out)
+        .args(extra)
         .env("TRACE_MANAGER_SOCKET", m.dir.join("manager-local.sock"))
         .stderr(Stdio::piped())
         .spawn()
@@ -403,7 +406,7 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
     tree.start_in(Some(&cl), "sleep", &["60"]);
     let name = |sub: &str| format!("{}/{sub}", tree.name);
     let out = m.dir.join("merged.fxt");
-    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out);
+    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out, &[]);
 
     const COUNT: usize = 1000;
     let listen = format!("{}:7000", m.peer_addr);
@@ -541,7 +544,7 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
     }
     let name = |sub: &str| format!("{}/{sub}", tree.name);
     let out = m.dir.join("merged.fxt");
-    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out);
+    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out, &[]);
     std::thread::sleep(Duration::from_secs(1));
     // b's recording killed; a's link cut.
     let killed: Vec<u32> = m
@@ -658,4 +661,53 @@ fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
     );
     let (ok, report) = check(&out);
     assert!(ok, "trace-cli check:\n{report}");
+}
+
+#[test]
+fn root_a_trigger_on_one_machine_stops_every_machine() {
+    require_root();
+    let _alone = alone();
+    let m = Machines::new("trigger", 184, &[]);
+    let mut tree = Tree::new("trace-test-hosts-trigger");
+    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    for c in [&ca, &cl] {
+        tree.start_in(Some(c), "sleep", &["60"]);
+    }
+    let name = |sub: &str| format!("{}/{sub}", tree.name);
+    let out = m.dir.join("merged.fxt");
+    let (mut recording, mut err) = start_recording(
+        &m,
+        [&name("a"), &name("b"), &name("here")],
+        &out,
+        &["--trigger", "syscall:clock_nanosleep>200ms"],
+    );
+    // A sleep of 300 ms on machine b only.
+    tree.start_in(Some(&cb), "sleep", &["0.3"]);
+    let recorder = recording.0.as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = recorder.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the recording did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    recording.0 = None;
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("trace-cli: stopped: host b: stopped by trigger"),
+        "{log}"
+    );
+    assert!(log.contains("3 machines on one timeline"), "{log}");
+    assert!(!log.contains("ended early"), "{log}");
+    let rows = query(
+        &out,
+        "SELECT host, name FROM instants WHERE category = 'trigger'",
+    );
+    assert!(
+        rows.iter().any(|r| r["host"] == "b"),
+        "the trigger is marked on b: {rows:?}"
+    );
 }

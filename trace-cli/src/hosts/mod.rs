@@ -101,6 +101,8 @@ pub struct Hosts {
     running: Vec<Running>,
     events: UnboundedReceiver<HostEvent>,
     stopping: bool,
+    /// A machine's trigger that fired and was not answered yet.
+    trigger: Option<String>,
     /// The spool files are the merge's to remove (or keep, if it failed).
     merging: bool,
     spool_dir: PathBuf,
@@ -133,7 +135,11 @@ struct Running {
     clock_stop: Option<mpsc::Sender<()>>,
     clock: Option<JoinHandle<(Vec<SyncPoint>, Option<String>)>>,
     ready: bool,
-    /// It ended before it was asked to.
+    /// It stopped on its own trigger.
+    triggered: bool,
+    /// Its trace has ended.
+    ended: bool,
+    /// It ended before it was asked to (not on its trigger).
     ended_early: bool,
 }
 
@@ -217,6 +223,8 @@ impl Hosts {
                 clock_stop: Some(clock_stop),
                 clock: Some(clock),
                 ready: false,
+                triggered: false,
+                ended: false,
                 ended_early: false,
             });
         }
@@ -230,6 +238,7 @@ impl Hosts {
             running,
             events,
             stopping: false,
+            trigger: None,
             merging: false,
             spool_dir: spool_dir.to_owned(),
             stem: stem.to_owned(),
@@ -246,16 +255,21 @@ impl Hosts {
         ))
     }
 
-    fn on(&mut self, event: HostEvent) -> Option<String> {
+    /// Takes `event` in; a trigger that fired is kept for [`Self::triggered`].
+    fn on(&mut self, event: HostEvent) {
         match event {
             HostEvent::Ready(i) => self.running[i].ready = true,
             HostEvent::Triggered(i, line) => {
+                let r = &mut self.running[i];
+                r.triggered = true;
                 let line = line.trim_start_matches("trace-cli: ");
-                return Some(format!("host {}: {line}", self.running[i].spec.name));
+                self.trigger
+                    .get_or_insert_with(|| format!("host {}: {line}", r.spec.name));
             }
             HostEvent::Ended(i) => {
                 let r = &mut self.running[i];
-                if !self.stopping && !r.ended_early {
+                r.ended = true;
+                if !self.stopping && !r.ended_early && !r.triggered {
                     r.ended_early = true;
                     eprintln!(
                         "trace-cli: host {} ended before it was asked to; the others go on",
@@ -264,21 +278,18 @@ impl Hosts {
                 }
             }
         }
-        None
     }
 
     /// Waits until every machine records (or has ended).
     pub async fn wait_ready(&mut self) {
         let deadline = tokio::time::Instant::now() + START_LIMIT;
-        while self.running.iter().any(|r| !r.ready && !r.ended_early) {
+        while self.running.iter().any(|r| !r.ready && !r.ended) {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
-                Ok(Some(e)) => {
-                    self.on(e);
-                }
+                Ok(Some(e)) => self.on(e),
                 Ok(None) | Err(_) => break,
             }
         }
-        for r in self.running.iter().filter(|r| !r.ready && !r.ended_early) {
+        for r in self.running.iter().filter(|r| !r.ready && !r.ended) {
             eprintln!(
                 "trace-cli: host {} has not started within {} s; waiting no longer",
                 r.spec.name,
@@ -291,12 +302,11 @@ impl Hosts {
     /// which; machines that are lost are said and the others go on.
     pub async fn triggered(&mut self) -> String {
         loop {
+            if let Some(why) = self.trigger.take() {
+                return why;
+            }
             match self.events.recv().await {
-                Some(e) => {
-                    if let Some(why) = self.on(e) {
-                        return why;
-                    }
-                }
+                Some(e) => self.on(e),
                 None => std::future::pending::<()>().await,
             }
         }
