@@ -304,6 +304,20 @@ impl Drop for Machines {
     }
 }
 
+/// A cgroup tree `NAME-PID` with the cgroups `a`, `b` and `here` below it,
+/// one for each machine's workload.
+fn cgroups(name: &str) -> (Tree, [PathBuf; 3]) {
+    let tree = Tree::new(name);
+    let dirs = ["a", "b", "here"].map(|sub| tree.cgroup(sub));
+    (tree, dirs)
+}
+
+/// `trace-cli check` finds nothing wrong with `file`.
+fn assert_clean(file: &Path) {
+    let (ok, report) = check(file);
+    assert!(ok, "trace-cli check:\n{report}");
+}
+
 /// A recording, interrupted if the test ends before it does.
 struct Recording(Option<Child>);
 
@@ -318,14 +332,15 @@ impl Drop for Recording {
 }
 
 /// Starts `trace-cli record --hosts EXTRA` of machines `a` and `b` (each
-/// selecting its cgroup) from this machine (selecting `local`), and waits
+/// selecting its cgroup of `tree`) from this machine (selecting `here`), and waits
 /// until every machine records.
 fn start_recording(
     m: &Machines,
-    cgroups: [&str; 3],
+    tree: &Tree,
     out: &Path,
     extra: &[&str],
 ) -> (Recording, BufReader<std::process::ChildStderr>) {
+    let cgroups = ["a", "b", "here"].map(|sub| format!("{}/{sub}", tree.name));
     let hosts = m.dir.join("hosts");
     std::fs::write(
         &hosts,
@@ -341,7 +356,7 @@ fn start_recording(
             "-c",
             "kernel:sched,kernel:syscall",
             "--cgroup",
-            cgroups[2],
+            &cgroups[2],
         ])
         .arg("--hosts")
         .arg(&hosts)
@@ -401,12 +416,10 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
         181,
         &[("TRACE_CLI_TEST_CLOCK_OFFSET_NS", INJECTED_NS.to_string())],
     );
-    let mut tree = Tree::new("trace-test-hosts");
-    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    let (mut tree, [ca, cb, cl]) = cgroups("trace-test-hosts");
     tree.start_in(Some(&cl), "sleep", &["60"]);
-    let name = |sub: &str| format!("{}/{sub}", tree.name);
     let out = m.dir.join("merged.fxt");
-    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out, &[]);
+    let (recorder, err) = start_recording(&m, &tree, &out, &[]);
 
     const COUNT: usize = 1000;
     let listen = format!("{}:7000", m.peer_addr);
@@ -464,8 +477,7 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
             map.bound_ns() as f64 / 1e3
         );
     }
-    let (ok, report) = check(&out);
-    assert!(ok, "trace-cli check:\n{report}");
+    assert_clean(&out);
 
     // Each machine's processes apart, named by their machine.
     let (a_pid, b_pid) = (10_000_000 + client_pid, 20_000_000 + server_pid);
@@ -537,14 +549,12 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
     require_root();
     let _alone = alone();
     let m = Machines::new("loss", 182, &[]);
-    let mut tree = Tree::new("trace-test-hosts-loss");
-    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    let (mut tree, [ca, cb, cl]) = cgroups("trace-test-hosts-loss");
     for c in [&ca, &cb, &cl] {
         tree.start_in(Some(c), "sh", &["-c", "while :; do sleep 0.01; done"]);
     }
-    let name = |sub: &str| format!("{}/{sub}", tree.name);
     let out = m.dir.join("merged.fxt");
-    let (recorder, err) = start_recording(&m, [&name("a"), &name("b"), &name("here")], &out, &[]);
+    let (recorder, err) = start_recording(&m, &tree, &out, &[]);
     std::thread::sleep(Duration::from_secs(1));
     // b's recording killed; a's link cut.
     let killed: Vec<u32> = m
@@ -595,8 +605,7 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
         last["here"] > last["b"] + 3_000_000_000,
         "this machine recorded on after b was killed: {rows:?}"
     );
-    let (ok, report) = check(&out);
-    assert!(ok, "trace-cli check:\n{report}");
+    assert_clean(&out);
 }
 
 #[test]
@@ -659,8 +668,7 @@ fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
         latest_first < earliest_last,
         "the windows overlap: {rows:?}"
     );
-    let (ok, report) = check(&out);
-    assert!(ok, "trace-cli check:\n{report}");
+    assert_clean(&out);
 }
 
 #[test]
@@ -668,16 +676,14 @@ fn root_a_trigger_on_one_machine_stops_every_machine() {
     require_root();
     let _alone = alone();
     let m = Machines::new("trigger", 184, &[]);
-    let mut tree = Tree::new("trace-test-hosts-trigger");
-    let (ca, cb, cl) = (tree.cgroup("a"), tree.cgroup("b"), tree.cgroup("here"));
+    let (mut tree, [ca, cb, cl]) = cgroups("trace-test-hosts-trigger");
     for c in [&ca, &cl] {
         tree.start_in(Some(c), "sleep", &["60"]);
     }
-    let name = |sub: &str| format!("{}/{sub}", tree.name);
     let out = m.dir.join("merged.fxt");
     let (mut recording, mut err) = start_recording(
         &m,
-        [&name("a"), &name("b"), &name("here")],
+        &tree,
         &out,
         &["--trigger", "syscall:clock_nanosleep>200ms"],
     );
