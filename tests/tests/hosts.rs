@@ -52,6 +52,8 @@ struct Machines {
     addrs: Vec<String>,
     /// The address of the second machine on the link between the two.
     peer_addr: String,
+    /// Held until the machines are gone: one test of the file at a time.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
 
 fn run(cmd: &str, args: &[&str]) {
@@ -73,6 +75,8 @@ impl Machines {
     /// `10.NET.9.0/24`; the sshd of machine `b` gives its sessions
     /// `b_env`.
     fn new(name: &str, net: u8, b_env: &[(&str, String)]) -> Machines {
+        require_root();
+        let alone = alone();
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "sshd is missing: `cargo xtask setup` installs openssh-server"
@@ -86,6 +90,7 @@ impl Machines {
             sshd: Vec::new(),
             addrs: Vec::new(),
             peer_addr: format!("10.{net}.9.2"),
+            _alone: alone,
         };
         std::fs::create_dir_all("/run/sshd").unwrap();
         let key = |n: &str| {
@@ -250,6 +255,24 @@ impl Machines {
         self.dir.join("ssh_config")
     }
 
+    /// `trace-cli COMMAND` on this machine (named `here`, its manager's
+    /// socket `manager-local.sock`) and the machines of `hosts`, into
+    /// `out`.
+    fn cli(&self, command: &str, hosts: &Path, out: &Path) -> Command {
+        let mut c = Command::new(trace_cli());
+        c.arg(command)
+            .arg("--hosts")
+            .arg(hosts)
+            .arg("--ssh")
+            .arg(format!("ssh -F {}", self.ssh_config().display()))
+            .arg("--remote-trace-cli")
+            .arg(trace_cli())
+            .args(["--host-name", "here", "-o"])
+            .arg(out)
+            .env("TRACE_MANAGER_SOCKET", self.dir.join("manager-local.sock"));
+        c
+    }
+
     /// The processes in machine `k`'s namespace.
     fn pids(&self, k: usize) -> Vec<u32> {
         let out = Command::new("ip")
@@ -350,24 +373,10 @@ fn start_recording(
         ),
     )
     .unwrap();
-    let mut recorder = Command::new(trace_cli())
-        .args([
-            "record",
-            "-c",
-            "kernel:sched,kernel:syscall",
-            "--cgroup",
-            &cgroups[2],
-        ])
-        .arg("--hosts")
-        .arg(&hosts)
-        .arg("--ssh")
-        .arg(format!("ssh -F {}", m.ssh_config().display()))
-        .arg("--remote-trace-cli")
-        .arg(trace_cli())
-        .args(["--host-name", "here", "-o"])
-        .arg(out)
+    let mut recorder = m
+        .cli("record", &hosts, out)
+        .args(["-c", "kernel:sched,kernel:syscall", "--cgroup", &cgroups[2]])
         .args(extra)
-        .env("TRACE_MANAGER_SOCKET", m.dir.join("manager-local.sock"))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -409,8 +418,6 @@ fn calls(
 
 #[test]
 fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found() {
-    require_root();
-    let _alone = alone();
     let m = Machines::new(
         "messages",
         181,
@@ -546,8 +553,6 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
 
 #[test]
 fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() {
-    require_root();
-    let _alone = alone();
     let m = Machines::new("loss", 182, &[]);
     let (mut tree, [ca, cb, cl]) = cgroups("trace-test-hosts-loss");
     for c in [&ca, &cb, &cl] {
@@ -610,8 +615,6 @@ fn root_a_machine_killed_and_one_cut_off_end_their_parts_and_the_rest_goes_on() 
 
 #[test]
 fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
-    require_root();
-    let _alone = alone();
     let m = Machines::new("snapshot", 183, &[]);
     // A flight recorder on each machine: the daemons' sockets are where
     // each machine's sessions look (sshd gives them TRACE_MANAGER_SOCKET).
@@ -628,19 +631,7 @@ fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
     let hosts = m.dir.join("hosts");
     std::fs::write(&hosts, format!("a {}\nb {}\n", m.addrs[0], m.addrs[1])).unwrap();
     let out = m.dir.join("snapshot.fxt");
-    let run = Command::new(trace_cli())
-        .arg("snapshot")
-        .arg("--hosts")
-        .arg(&hosts)
-        .arg("--ssh")
-        .arg(format!("ssh -F {}", m.ssh_config().display()))
-        .arg("--remote-trace-cli")
-        .arg(trace_cli())
-        .args(["--host-name", "here", "-o"])
-        .arg(&out)
-        .env("TRACE_MANAGER_SOCKET", m.dir.join(sockets[2]))
-        .output()
-        .unwrap();
+    let run = m.cli("snapshot", &hosts, &out).output().unwrap();
     let log = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{log}");
     assert!(log.contains("3 machines on one timeline"), "{log}");
@@ -673,8 +664,6 @@ fn root_every_machines_flight_recorder_is_written_at_once_onto_one_timeline() {
 
 #[test]
 fn root_a_trigger_on_one_machine_stops_every_machine() {
-    require_root();
-    let _alone = alone();
     let m = Machines::new("trigger", 184, &[]);
     let (mut tree, [ca, cb, cl]) = cgroups("trace-test-hosts-trigger");
     for c in [&ca, &cl] {
