@@ -52,6 +52,8 @@ struct Machines {
     addrs: Vec<String>,
     /// The address of the second machine on the link between the two.
     peer_addr: String,
+    /// `trace-cli` on the machines.
+    remote_cli: PathBuf,
     /// Held until the machines are gone: one test of the file at a time.
     _alone: std::sync::MutexGuard<'static, ()>,
 }
@@ -90,6 +92,7 @@ impl Machines {
             sshd: Vec::new(),
             addrs: Vec::new(),
             peer_addr: format!("10.{net}.9.2"),
+            remote_cli: trace_cli(),
             _alone: alone,
         };
         std::fs::create_dir_all("/run/sshd").unwrap();
@@ -266,7 +269,7 @@ impl Machines {
             .arg("--ssh")
             .arg(format!("ssh -F {}", self.ssh_config().display()))
             .arg("--remote-trace-cli")
-            .arg(trace_cli())
+            .arg(&self.remote_cli)
             .args(["--host-name", "here", "-o"])
             .arg(out)
             .env("TRACE_MANAGER_SOCKET", self.dir.join("manager-local.sock"));
@@ -704,5 +707,51 @@ fn root_a_trigger_on_one_machine_stops_every_machine() {
     assert!(
         rows.iter().any(|r| r["host"] == "b"),
         "the trigger is marked on b: {rows:?}"
+    );
+}
+
+#[test]
+fn root_a_machine_that_cannot_be_reached_fails_the_recording_before_it_starts() {
+    let mut m = Machines::new("unreachable", 185, &[]);
+    let hosts = m.dir.join("hosts");
+    let out = m.dir.join("never.fxt");
+    let fails = |cmd: &mut Command| {
+        let run = cmd
+            .args(["-c", "kernel:sched", "-d", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(!run.status.success(), "{err}");
+        assert!(!err.contains("trace-cli: recording"), "{err}");
+        assert!(!out.exists(), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&m.dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".never.fxt"))
+            .collect();
+        assert!(left.is_empty(), "spool files left: {left:?}");
+        err
+    };
+    // Nothing listens on that port of machine b.
+    std::fs::write(
+        &hosts,
+        format!("a {}\nnowhere ssh://{}:2\n", m.addrs[0], m.addrs[1]),
+    )
+    .unwrap();
+    let err = fails(&mut m.cli("record", &hosts, &out));
+    assert!(
+        err.contains(&format!(
+            "cannot reach host nowhere (ssh://{}:2)",
+            m.addrs[1]
+        )) && err.contains("Connection refused"),
+        "{err}"
+    );
+    // No trace-cli where it is said to be.
+    std::fs::write(&hosts, format!("a {}\n", m.addrs[0])).unwrap();
+    m.remote_cli = PathBuf::from("/nonexistent/trace-cli");
+    let err = fails(&mut m.cli("record", &hosts, &out));
+    assert!(
+        err.contains("cannot reach host a") && err.contains("/nonexistent/trace-cli"),
+        "{err}"
     );
 }
