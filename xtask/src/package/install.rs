@@ -86,7 +86,9 @@ in_root trace-cli record -d 2 -o /tmp/embedded.fxt
 in_root trace-cli check /tmp/embedded.fxt
 echo "--- the daemon, as its unit starts it"
 exec_start=$(sed -n 's/^ExecStart=//p' "$R/lib/systemd/system/trace-manager.service")
-in_root $exec_start > "$R/tmp/daemon.log" 2>&1 &
+# chroot itself, not the in_root function: $! is then the daemon (chroot
+# executes it), which the kill below ends.
+chroot "$R" $exec_start > "$R/tmp/daemon.log" 2>&1 &
 daemon=$!
 for i in $(seq 100); do [ -S "$R/run/trace-manager/provider.sock" ] && break; sleep 0.1; done
 in_root stat -c '%U:%G %a' /run/trace-manager/provider.sock /run/trace-manager
