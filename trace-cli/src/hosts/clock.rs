@@ -8,7 +8,7 @@
 //! point ([`trace_hosts::SyncPoint::best_of`]).
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::process::{Child, ChildStdin, ChildStdout, ExitCode, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, ExitCode};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -120,13 +120,7 @@ impl ClockSession {
     /// Starts `clock-server` on `destination` and reads what the machine
     /// says of itself.
     pub fn open(ssh: &Ssh, destination: &str, remote_cli: &str) -> Result<(ClockSession, Hello)> {
-        let mut child = ssh
-            .command(destination, &[remote_cli.to_owned(), "clock-server".into()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot run {}", ssh.program()))?;
+        let mut child = ssh.spawn(destination, &[remote_cli.to_owned(), "clock-server".into()])?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             bail!("ssh's pipes were not made");
         };

@@ -9,10 +9,13 @@
 //! - `remote`: a machine's `trace-cli record -o -` (or `snapshot -o -`),
 //!   its trace spooled here as it comes.
 //! - `merge`: the merged trace (`trace_hosts` rewrites each machine's).
+//! - `remote_side`: what `record` does on a remote machine (stopping when
+//!   asked, the tests' clock offset).
 
 mod clock;
 mod merge;
 mod remote;
+pub mod remote_side;
 mod spec;
 mod ssh;
 

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ExitStatus};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -74,13 +74,7 @@ impl RemoteRecording {
             .with_context(|| format!("cannot create {}", spool.display()))?;
         let mut remote = vec![command.cli.to_owned()];
         remote.extend(command.args.iter().cloned());
-        let mut child = ssh
-            .command(&host.destination, &remote)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot run {}", ssh.program()))?;
+        let mut child = ssh.spawn(&host.destination, &remote)?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             bail!("ssh's pipes were not made");
         };

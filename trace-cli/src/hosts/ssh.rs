@@ -6,7 +6,7 @@
 //! `trace-cli` would.
 
 use std::os::unix::process::CommandExt as _;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use super::spec::shell_quote;
 
@@ -62,6 +62,17 @@ impl Ssh {
             )
             .process_group(0);
         c
+    }
+
+    /// Runs `remote` on `destination` with every standard stream piped.
+    pub fn spawn(&self, destination: &str, remote: &[String]) -> anyhow::Result<Child> {
+        use anyhow::Context as _;
+        self.command(destination, remote)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {}", self.program()))
     }
 }
 

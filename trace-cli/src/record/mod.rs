@@ -325,7 +325,8 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
             (Pending::Made(output), Some(rotation))
         }
         None if shifted => {
-            let (fd, thread) = shift_output(crate::hosts::test_offset_ns())?;
+            let (fd, thread) =
+                crate::hosts::remote_side::shift_output(crate::hosts::test_offset_ns())?;
             shifter = Some(thread);
             (Pending::Made(fd), None)
         }
@@ -409,7 +410,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
                 match hosts.as_mut() {
                     Some(h) => StopReason::HostTrigger(h.triggered().await),
                     None if args.stop_on_stdin_eof => {
-                        stdin_closed().await;
+                        crate::hosts::remote_side::stdin_closed().await;
                         StopReason::Asked
                     }
                     None => std::future::pending().await,
@@ -616,50 +617,6 @@ async fn initialize(
         } => bail!("{message}; try again when it ends"),
         other => Err(failed("initializing", other)),
     }
-}
-
-/// Resolves when standard input ends (or fails).
-async fn stdin_closed() {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        use std::io::Read as _;
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = [0u8; 64];
-        while let Ok(n) = stdin.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
-        let _ = tx.send(());
-    });
-    let _ = rx.await;
-}
-
-/// Standard output behind a pipe whose trace is moved `offset_ns` later
-/// (the tests' offset on a remote machine's clock): the pipe's writing end,
-/// and the thread that copies.
-fn shift_output(
-    offset_ns: i64,
-) -> Result<(
-    OwnedFd,
-    std::thread::JoinHandle<Result<(), trace_hosts::RemapError>>,
-)> {
-    use std::io::Write as _;
-    let (read, write) = nix::unistd::pipe().context("making a pipe")?;
-    let thread = std::thread::spawn(move || {
-        let mut out = std::io::stdout().lock();
-        let mut magic = Vec::new();
-        let _ = trace_common::fxt::write::encode(&trace_common::fxt::Record::Magic, &mut magic);
-        out.write_all(&magic)?;
-        trace_hosts::Remapper::new(
-            trace_hosts::MachineIds::local(),
-            trace_hosts::ClockMap::constant(-offset_ns),
-            None,
-        )
-        .copy(File::from(read), out)?;
-        Ok(())
-    });
-    Ok((write, thread))
 }
 
 /// `s` seconds; an error when it is too long to wait for.
