@@ -295,8 +295,12 @@ pub fn on_cpu(tr: &HashMap<u64, Vec<(u64, bool)>>, tid: u64, ts: u64, slack: u64
 /// Asserts that every complete duration of `durations` starts and ends
 /// while its thread is on a CPU (within 1 µs of a switch), by the trace's
 /// context switches: at most 1% may have no usable kernel history around
-/// them.
-pub fn assert_durations_on_cpu(t: &Trace, durations: &[&Event]) {
+/// them. `summary` is the recorder's: when it says kernel events were lost
+/// (a switch in and the switch out after it lost together leave a thread
+/// off its CPU where it ran; the kernel skips a program while another runs
+/// on its CPU, which other tests' recordings cause), up to 1% may lie
+/// outside too.
+pub fn assert_durations_on_cpu(t: &Trace, durations: &[&Event], summary: &str) {
     let tr = cpu_transitions(t);
     let mut outside = Vec::new();
     let mut unknown = 0;
@@ -318,13 +322,34 @@ pub fn assert_durations_on_cpu(t: &Trace, durations: &[&Event]) {
         unknown * 100 <= durations.len(),
         "{unknown} durations without kernel history"
     );
+    let lost = !summary.contains(", 0 dropped");
     assert!(
-        outside.is_empty(),
-        "{} of {} durations outside the thread's time on CPU, e.g. {:?}",
+        outside.is_empty() || (lost && outside.len() * 100 <= durations.len()),
+        "{} of {} durations outside the thread's time on CPU (kernel events lost: {lost}), \
+         e.g. {:?}; the first one's thread's switches around it: {:?}",
         outside.len(),
         durations.len(),
-        &outside[..outside.len().min(5)]
+        &outside[..outside.len().min(5)],
+        outside
+            .first()
+            .map(|&(tid, ts, end)| switches_around(t, tid, ts, end))
     );
+}
+
+/// The context switches of thread `tid` from the last before `from` to the
+/// first after `to` (timestamp, CPU, previous thread, next thread).
+fn switches_around(t: &Trace, tid: u64, from: u64, to: u64) -> Vec<(u64, u16, u64, u64)> {
+    let mine: Vec<_> = t
+        .switches
+        .iter()
+        .filter(|s| s.out_tid == tid || s.in_tid == tid)
+        .collect();
+    let lo = mine.iter().rposition(|s| s.ts < from).unwrap_or(0);
+    let hi = mine.iter().position(|s| s.ts > to).unwrap_or(mine.len());
+    mine[lo..(hi + 1).min(mine.len())]
+        .iter()
+        .map(|s| (s.ts, s.cpu, s.out_tid, s.in_tid))
+        .collect()
 }
 
 fn resolve_args(

@@ -183,7 +183,7 @@ fn provider_in_namespaces(depth: usize) {
     }
     args.extend([program("provider_app"), "1.5".into(), "2000".into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    record(&args, &file, &socket);
+    let summary = record(&args, &file, &socket);
     let (ok, out) = check(&file);
     assert!(ok, "{out}");
     let t = parse(&file);
@@ -210,7 +210,7 @@ fn provider_in_namespaces(depth: usize) {
         );
     }
     // Each span lies inside its thread's time on a CPU.
-    assert_durations_on_cpu(&t, &work);
+    assert_durations_on_cpu(&t, &work, &summary);
     let pid = work[0].pid;
     let rows = query(
         &file,

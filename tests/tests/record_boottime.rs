@@ -123,5 +123,5 @@ fn userspace_and_kernel_agree_with_monotonic_shifted_in_a_time_namespace() {
 
     // And, as in record_userspace: every duration starts and ends while its
     // thread is on a CPU, within 1 µs.
-    tests::assert_durations_on_cpu(&t, &work);
+    tests::assert_durations_on_cpu(&t, &work, &stderr);
 }

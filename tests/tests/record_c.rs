@@ -130,7 +130,7 @@ fn c_provider_started_before_recording_lines_up_with_the_kernel() {
     assert_eq!(t.thread(main_tid).map(|(p, _)| *p), Some(pid));
 
     // Every duration starts and ends while its thread is on a CPU.
-    tests::assert_durations_on_cpu(&t, &work);
+    tests::assert_durations_on_cpu(&t, &work, &String::from_utf8_lossy(&rec.stderr));
 }
 
 #[test]
