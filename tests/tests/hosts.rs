@@ -25,7 +25,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tests::cgroup::Tree;
-use tests::{bin_dir, check, query, require_root, temp_dir, trace_cli, wait_for_recording};
+use tests::{
+    bin_dir, check, query, report_json, report_rows, require_root, temp_dir, trace_cli,
+    wait_for_recording,
+};
 
 /// The offset the second machine's clock is given (5 ms ahead).
 const INJECTED_NS: i64 = 5_000_000;
@@ -510,6 +513,46 @@ fn root_two_machines_exchange_messages_on_one_timeline_with_their_clocks_found()
         hosts,
         HashMap::from([(a_pid, "a".to_owned()), (b_pid, "b".to_owned())]),
         "{rows:?}"
+    );
+
+    // The report by machine, and one machine's processes alone: their
+    // system calls are the SQL tables' of that host.
+    let report = report_json(&["--by", "host", "--section", "groups"], &[&out]);
+    let groups = report_rows(&report, "groups", "groups");
+    for host in ["a", "b"] {
+        let row = groups
+            .iter()
+            .find(|r| r["host"] == host)
+            .unwrap_or_else(|| panic!("no row of {host}: {groups:?}"));
+        let calls = query(
+            &out,
+            &format!("SELECT count(*) AS n FROM syscalls WHERE host = '{host}'"),
+        )[0]["n"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(row["syscalls"], calls, "{row}");
+        let report = report_json(&["--host", host, "--section", "syscalls"], &[&out]);
+        let pids: Vec<u64> = report_rows(&report, "syscalls", "by_process")
+            .iter()
+            .map(|r| r["pid"].as_u64().unwrap())
+            .collect();
+        let base = if host == "a" { 10_000_000 } else { 20_000_000 };
+        assert!(
+            !pids.is_empty() && pids.iter().all(|p| p / 10_000_000 == base / 10_000_000),
+            "{host}: {pids:?}"
+        );
+    }
+    let err = Command::new(trace_cli())
+        .args(["report", "--host", "nowhere"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        !err.status.success()
+            && text.contains("no host \"nowhere\"")
+            && text.contains("here, a, b"),
+        "{text}"
     );
 
     // Every message received after it was sent, both ways.

@@ -18,8 +18,8 @@ use comfy_table::{CellAlignment, Color, ContentArrangement};
 use trace_analysis::report::diff::{Diff, DiffBy, diff};
 use trace_analysis::report::filter::Bound;
 use trace_analysis::report::{
-    Cell, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange, first_timestamp,
-    groups::GroupBy, report, units,
+    Cell, HostSelection, Kind, Options, Report, Section, SectionId, Selection, Table, TimeRange,
+    first_timestamp, groups::GroupBy, report, units,
 };
 use unicode_width::UnicodeWidthStr;
 
@@ -61,9 +61,13 @@ pub struct ReportArgs {
     /// its id (as `record` labelled them).
     #[arg(long, value_name = "ID|NAME")]
     container: Option<String>,
+    /// Only processes of this machine, in a trace recorded on several
+    /// (`record --host`): its name.
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
     /// Add the section `groups`: time on CPU, time waiting for a CPU,
-    /// wake-up latency and system calls of each container, or of each
-    /// cgroup.
+    /// wake-up latency and system calls of each container, of each
+    /// cgroup, or of each machine of a trace recorded on several.
     #[arg(long, value_name = "BY", value_enum)]
     by: Option<GroupByArg>,
     /// Only this time range: START..END in seconds from the trace's start,
@@ -128,6 +132,8 @@ enum GroupByArg {
     Container,
     /// Their cgroup.
     Cgroup,
+    /// Their machine (`record --host`).
+    Host,
 }
 
 /// How `--diff-by` matches rows.
@@ -188,11 +194,18 @@ fn sections(names: &[String]) -> Result<Vec<SectionId>> {
     Ok(out)
 }
 
-/// Reads the trace at `path` (`-`: standard input) into a report.
-fn read(path: &Path, options: &Options, damage: DamageArgs) -> Result<Report> {
+/// Reads the trace at `path` (`-`: standard input) into a report; `host`
+/// selects that machine's processes.
+fn read(path: &Path, options: &Options, host: Option<&str>, damage: DamageArgs) -> Result<Report> {
     let relative = |b: Option<Bound>| matches!(b, Some(Bound::Relative(_)));
     let time = &options.selection.time;
     let mut options = options.clone();
+    if path.as_os_str() != "-" {
+        options.machines = machines(path)?;
+    }
+    if let Some(name) = host {
+        options.selection.host = Some(host_selection(name, &options.machines, path)?);
+    }
     if (relative(time.start) || relative(time.end)) && path.as_os_str() != "-" {
         // Relative times count from the earliest timestamp, which may come
         // late in the file: one more read of it finds it.
@@ -228,9 +241,14 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         if args.files.len() == 2 {
             bail!("--critical-path explains one file");
         }
+        let mut selection = selection(&args);
+        if let Some(name) = &args.host {
+            let machines = machines(&args.files[0])?;
+            selection.host = Some(host_selection(name, &machines, &args.files[0])?);
+        }
         let options = trace_analysis::critical_path::Options {
             target,
-            selection: selection(&args),
+            selection,
             nth: args.nth,
             min_wait: args.min_wait_us.map(|us| us.saturating_mul(1000)),
             max_depth: args.depth,
@@ -254,7 +272,9 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         group_by: args.by.map(|b| match b {
             GroupByArg::Container => GroupBy::Container,
             GroupByArg::Cgroup => GroupBy::Cgroup,
+            GroupByArg::Host => GroupBy::Host,
         }),
+        machines: Vec::new(),
     };
     let color = match args.color.as_str() {
         "always" => true,
@@ -262,13 +282,14 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         _ => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
     let width = output_width();
-    let a = read(&args.files[0], &options, args.damage)?;
+    let host = args.host.as_deref();
+    let a = read(&args.files[0], &options, host, args.damage)?;
     let mut skip = skipped(&a);
     let text = match args.files.get(1) {
         None if args.json => json(serde_json::to_string_pretty(&a))?,
         None => render_report(&a, &args.files[0], color, width),
         Some(second) => {
-            let b = read(second, &options, args.damage)?;
+            let b = read(second, &options, host, args.damage)?;
             skip.records += skipped(&b).records;
             let d = diff(&a, &b, args.top, by);
             if args.json {
@@ -290,6 +311,8 @@ fn selection(args: &ReportArgs) -> Selection {
         time: args.time.unwrap_or_default(),
         cgroup: args.cgroup.clone(),
         container: args.container.clone(),
+        // Resolved against each file's machines.
+        host: None,
     }
 }
 
@@ -369,13 +392,52 @@ fn describe(info: &trace_analysis::report::TraceInfo, file: &Path) -> String {
     s
 }
 
+/// The machines of the trace at `path`, if it was recorded on several
+/// (`record --host`); none for one (or standard input, which is read once).
+fn machines(path: &Path) -> Result<Vec<trace_hosts::Machine>> {
+    if path.as_os_str() == "-" {
+        return Ok(Vec::new());
+    }
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(trace_hosts::read_machines(std::io::BufReader::new(f)))
+}
+
+/// The machine named `name` among `machines`, those of the trace at
+/// `path`; an error that names them when there is none of that name.
+fn host_selection(
+    name: &str,
+    machines: &[trace_hosts::Machine],
+    path: &Path,
+) -> Result<HostSelection> {
+    if path.as_os_str() == "-" {
+        bail!("--host reads the trace's machines first: give a file, not standard input");
+    }
+    let Some(m) = machines.iter().find(|m| m.name == name) else {
+        if machines.is_empty() {
+            bail!(
+                "{} was recorded on one machine (without --host): there is no host {name:?}",
+                path.display()
+            );
+        }
+        let names: Vec<&str> = machines.iter().map(|m| m.name.as_str()).collect();
+        bail!(
+            "{} has no host {name:?}; its machines: {}",
+            path.display(),
+            names.join(", ")
+        );
+    };
+    Ok(HostSelection {
+        name: m.name.clone(),
+        index: m.index,
+        machines: machines.len() as u32,
+    })
+}
+
 /// A line per machine of a trace recorded on several (`record --host`):
 /// which CPUs and ids are its, and how well its clock is known.
 fn machines_of(file: &Path) -> Vec<String> {
-    let Ok(f) = std::fs::File::open(file) else {
-        return Vec::new();
-    };
-    trace_hosts::read_machines(std::io::BufReader::new(f))
+    machines(file)
+        .unwrap_or_default()
         .iter()
         .map(|m| {
             let cpus = format!("CPUs {}-{}", m.cpu_base, m.cpu_base + m.cpus.max(1) - 1);

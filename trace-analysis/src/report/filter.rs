@@ -113,6 +113,27 @@ pub struct Selection {
     /// Only processes of this container: its name, its id, or a prefix of
     /// its id, as the trace labels them.
     pub container: Option<String>,
+    /// Only processes of this machine, in a trace recorded on several.
+    pub host: Option<HostSelection>,
+}
+
+/// One machine of a trace recorded on several (`record --host`), selected
+/// by name ([`trace_hosts::Machine`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostSelection {
+    /// Its name.
+    pub name: String,
+    /// Its index among the trace's machines (0: the recording one).
+    pub index: u32,
+    /// How many machines the trace has.
+    pub machines: u32,
+}
+
+impl HostSelection {
+    /// Whether process (or thread) `koid` is of this machine.
+    fn holds(&self, koid: u64) -> bool {
+        trace_hosts::MachineIds::machine_of(koid, self.machines) == self.index
+    }
 }
 
 impl Selection {
@@ -122,11 +143,15 @@ impl Selection {
             || self.comm.is_some()
             || self.cgroup.is_some()
             || self.container.is_some()
+            || self.host.is_some()
     }
 
     /// Whether process `pid` is in the cgroup and the container selected
     /// (each when one is).
     fn placed(&self, pid: u64, cx: &Context) -> bool {
+        if self.host.as_ref().is_some_and(|h| !h.holds(pid)) {
+            return false;
+        }
         if let Some(want) = &self.cgroup {
             let want = want.trim_end_matches('/');
             let inside = cx.cgroup_of(pid).is_some_and(|c| {

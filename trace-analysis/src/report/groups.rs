@@ -1,6 +1,7 @@
-//! The `groups` section (`--by container` or `--by cgroup`): time on CPU,
-//! time waiting for a CPU, wake-up latency and system calls of each
-//! container or cgroup, from the labels the recorder gave each process.
+//! The `groups` section (`--by container`, `--by cgroup` or `--by host`):
+//! time on CPU, time waiting for a CPU, wake-up latency and system calls of
+//! each container or cgroup, from the labels the recorder gave each
+//! process, or of each machine of a trace recorded on several.
 
 use foldhash::{HashMap, HashSet};
 
@@ -17,12 +18,16 @@ pub enum GroupBy {
     Container,
     /// Their cgroup (v2) path.
     Cgroup,
+    /// Their machine, in a trace recorded on several (`record --host`).
+    Host,
 }
 
 /// The group of processes without a container.
 pub const NO_CONTAINER: &str = "(no container)";
 /// The group of processes the trace does not place.
 pub const UNLABELLED: &str = "(not labelled)";
+/// The one group by machine of a trace recorded on one.
+pub const ONE_MACHINE: &str = "(the recording machine)";
 
 /// Figures of one group.
 #[derive(Default)]
@@ -37,16 +42,19 @@ struct Group {
     syscall_time: u64,
 }
 
-/// The section.
+/// The section; `machines` are the trace's, for [`GroupBy::Host`] (none:
+/// it was recorded on one).
 pub fn section(
     by: GroupBy,
     sched: Option<&Sched>,
     syscalls: Option<&Syscalls>,
     end: &Finish<'_>,
+    machines: &[trace_hosts::Machine],
 ) -> Section {
     let (id_title, what) = match by {
         GroupBy::Container => ("By container", "container"),
         GroupBy::Cgroup => ("By cgroup", "cgroup"),
+        GroupBy::Host => ("By host", "host"),
     };
     let mut section = Section::new("groups", id_title);
     let group_of = |pid: u64| -> String {
@@ -60,6 +68,8 @@ pub fn section(
                 .cx
                 .cgroup_of(pid)
                 .map_or_else(|| UNLABELLED.to_owned(), str::to_owned),
+            GroupBy::Host => trace_hosts::machine_of_pid(machines, pid)
+                .map_or_else(|| ONE_MACHINE.to_owned(), |m| m.name.clone()),
         }
     };
     let mut groups: HashMap<String, Group> = HashMap::default();
@@ -155,12 +165,108 @@ pub fn section(
             Cell::Ns(g.syscall_time),
         ]);
     }
-    table.note(format!(
-        "Processes are placed by the labels the recorder gave them (their cgroup when they were \
-         created, executed or found at the start); {UNLABELLED} holds those it could not place \
-         (gone before it looked, or recorded without labels). Latency is from a wake-up to \
-         running, of the wake-ups the trace has."
-    ));
+    table.note(match by {
+        GroupBy::Host if machines.is_empty() => format!(
+            "The trace was recorded on one machine (without record --host): {ONE_MACHINE} holds \
+             everything. Latency is from a wake-up to running, of the wake-ups the trace has."
+        ),
+        GroupBy::Host => "Processes are placed by their ids, which the merge kept apart per \
+                          machine (machine k's are k x 10000000 + its own). Latency is from a \
+                          wake-up to running, of the wake-ups the trace has."
+            .to_owned(),
+        GroupBy::Container | GroupBy::Cgroup => format!(
+            "Processes are placed by the labels the recorder gave them (their cgroup when they \
+             were created, executed or found at the start); {UNLABELLED} holds those it could \
+             not place (gone before it looked, or recorded without labels). Latency is from a \
+             wake-up to running, of the wake-ups the trace has."
+        ),
+    });
     section.tables.push(table);
     section
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GroupBy, ONE_MACHINE};
+    use crate::report::testing::Fxt;
+    use crate::report::{Cell, HostSelection, Options, SectionId, Selection};
+
+    /// Two machines' processes, as a merge writes them: machine 1's ids
+    /// are 10 000 000 + its own, on CPUs from 2.
+    fn two_machines() -> (Fxt, Vec<trace_hosts::Machine>) {
+        let mut t = Fxt::new();
+        let far = trace_hosts::PID_STRIDE;
+        t.process(10, "here").thread(10, 10, "here");
+        t.process(far + 10, "there")
+            .thread(far + 10, far + 10, "there");
+        t.switch(0, 0, 0, 3, 10).switch(300, 0, 10, 1, 0);
+        t.switch(0, 2, 0, 3, far + 10)
+            .switch(700, 2, far + 10, 1, 0);
+        let machines = vec![
+            trace_hosts::Machine {
+                name: "a".into(),
+                index: 0,
+                cpus: 2,
+                ..Default::default()
+            },
+            trace_hosts::Machine {
+                name: "b".into(),
+                index: 1,
+                cpus: 2,
+                cpu_base: 2,
+                ..Default::default()
+            },
+        ];
+        (t, machines)
+    }
+
+    #[test]
+    fn by_host_each_machine_is_a_row() {
+        let (t, machines) = two_machines();
+        let r = t.report(Options {
+            sections: vec![SectionId::Groups],
+            group_by: Some(GroupBy::Host),
+            machines: machines.clone(),
+            ..Options::default()
+        });
+        let g = r.section("groups").unwrap().table("groups").unwrap();
+        assert_eq!(g.rows.len(), 2);
+        assert_eq!(g.cell(0, "host"), Some(&Cell::Text("b".into())));
+        assert_eq!(g.cell(0, "on_cpu"), Some(&Cell::Ns(700)));
+        assert_eq!(g.cell(1, "host"), Some(&Cell::Text("a".into())));
+        assert_eq!(g.cell(1, "on_cpu"), Some(&Cell::Ns(300)));
+        // One machine: one row, named so.
+        let r = t.report(Options {
+            sections: vec![SectionId::Groups],
+            group_by: Some(GroupBy::Host),
+            ..Options::default()
+        });
+        let g = r.section("groups").unwrap().table("groups").unwrap();
+        assert_eq!(g.rows.len(), 1);
+        assert_eq!(g.cell(0, "host"), Some(&Cell::Text(ONE_MACHINE.into())));
+    }
+
+    #[test]
+    fn a_host_selects_its_machines_processes() {
+        let (t, machines) = two_machines();
+        for (index, pid, on_cpu) in [(0, 10, 300), (1, trace_hosts::PID_STRIDE + 10, 700)] {
+            let r = t.report(Options {
+                sections: vec![SectionId::Cpu],
+                selection: Selection {
+                    host: Some(HostSelection {
+                        name: machines[index as usize].name.clone(),
+                        index,
+                        machines: 2,
+                    }),
+                    ..Default::default()
+                },
+                machines: machines.clone(),
+                ..Options::default()
+            });
+            let p = r.section("cpu").unwrap().table("processes").unwrap();
+            assert_eq!(p.rows.len(), 1, "machine {index}");
+            assert_eq!(p.cell(0, "pid"), Some(&Cell::Int(pid as i64)));
+            assert_eq!(p.cell(0, "on_cpu"), Some(&Cell::Ns(on_cpu)));
+        }
+    }
 }

@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use crate::event::Event;
 use crate::reader::{Context, ReadStats, ReadTraceError, Sink, read_trace};
-pub use filter::{Filter, Selection, TimeRange};
+pub use filter::{Filter, HostSelection, Selection, TimeRange};
 pub use table::{Cell, Column, Kind, Section, Table};
 
 /// Declares [`SectionId`] from one line per section, in the order they
@@ -117,6 +117,9 @@ pub struct Options {
     /// What the `groups` section groups processes by; without it the
     /// section is not made.
     pub group_by: Option<groups::GroupBy>,
+    /// The machines of a trace recorded on several (`record --host`,
+    /// [`trace_hosts::read_machines`]), for `--by host`; none for one.
+    pub machines: Vec<trace_hosts::Machine>,
 }
 
 impl Default for Options {
@@ -128,6 +131,7 @@ impl Default for Options {
             all_rows: false,
             origin: None,
             group_by: None,
+            machines: Vec::new(),
         }
     }
 }
@@ -377,6 +381,7 @@ impl Reporter {
                 self.sched.as_ref(),
                 self.syscalls.as_ref(),
                 &end,
+                &o.machines,
             ));
         }
         if let Some(s) = &self.sched {
