@@ -17,6 +17,10 @@
 //! - A trigger that fires on one machine stops every machine.
 //! - `snapshot --host` writes every machine's flight recorder at once: the
 //!   merged file has each machine's window, and the windows overlap.
+//! - A machine reached as a user who is not root records with that user's
+//!   rights there: without access to its daemon nothing starts; with it,
+//!   the daemon records for the user; a probe on a file the user cannot
+//!   read fails there, which the machines reached as root may probe.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -797,4 +801,142 @@ fn root_a_machine_that_cannot_be_reached_fails_the_recording_before_it_starts() 
         err.contains("cannot reach host a") && err.contains("/nonexistent/trace-cli"),
         "{err}"
     );
+}
+
+/// A user of the test's own, with a shell and no password (logged in by
+/// key only), removed on drop.
+struct User(String);
+
+impl User {
+    fn new() -> User {
+        let name = format!("trhost{}", std::process::id() % 100_000);
+        let _ = Command::new("userdel").arg(&name).output();
+        // `*`, not the locked `!`: sshd without PAM refuses locked accounts.
+        run(
+            "useradd",
+            &[
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                "--user-group",
+                "--password",
+                "*",
+                &name,
+            ],
+        );
+        User(name)
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn root_a_machine_reached_as_another_user_records_with_that_users_rights() {
+    let m = Machines::new("rights", 186, &[]);
+    let user = User::new();
+    // The user can run trace-cli where it is (every directory above it
+    // open to others).
+    let can_run = Command::new("runuser")
+        .args(["-u", &user.0, "--"])
+        .arg(&m.remote_cli)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        can_run.status.success(),
+        "{} cannot run {}: {}",
+        user.0,
+        m.remote_cli.display(),
+        String::from_utf8_lossy(&can_run.stderr)
+    );
+    // Machine b's daemon, on the socket its sessions are given, reached
+    // as the user; machine a as root, with a manager of its own.
+    let socket = m.dir.join("manager-1.sock");
+    let daemon = tests::start_daemon(&socket, &m.dir.join("daemon-b.log"), &[]);
+    let _daemon = tests::Killed(vec![daemon]);
+    let hosts = m.dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!(
+            "a {}
+b {}@{}
+",
+            m.addrs[0], user.0, m.addrs[1]
+        ),
+    )
+    .unwrap();
+    let out = m.dir.join("trace.fxt");
+    // Whether this machine said it records (the others' lines come
+    // prefixed with their names).
+    let started = |err: &str| err.lines().any(|l| l.starts_with("trace-cli: recording"));
+    let record = |extra: &[&str]| {
+        let run = m
+            .cli("record", &hosts, &out)
+            .args(["-c", "kernel:sched", "-d", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            run.status.success(),
+            String::from_utf8_lossy(&run.stderr).into_owned(),
+        )
+    };
+
+    // The daemon's socket is root's alone (no `tracing` group here): the
+    // user may neither reach it nor load programs.
+    let (ok, err) = record(&[]);
+    assert!(!ok && !started(&err), "{err}");
+    assert!(
+        err.contains("host b") && err.contains("tracing"),
+        "the cause, on b: {err}"
+    );
+
+    // Opened to the user, as to a member of `tracing`.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let (ok, err) = record(&[]);
+    assert!(ok, "{err}");
+    let machines = trace_hosts::read_machines(std::fs::File::open(&out).unwrap());
+    assert_eq!(machines.len(), 3, "{err}");
+    let switches_on = |k: u32| {
+        let (from, to) = (machines[k as usize].cpu_base, machines[k as usize].cpus);
+        tests::parse(&out)
+            .switches
+            .iter()
+            .filter(|s| u32::from(s.cpu) >= from && u32::from(s.cpu) < from + to)
+            .count()
+    };
+    assert!(switches_on(2) > 0, "b recorded nothing: {err}");
+
+    // A probe on a file only root may read: the machines reached as root
+    // resolve it; on b, the user's trace-cli cannot read it (nor could
+    // the daemon, which opens a client's probe files with its rights).
+    let private = m.dir.join("private-program");
+    tests::copy_program(bin_dir().join("tcp_pingpong"), &private);
+    let probe = format!("{}:main", private.display());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let (ok, err) = record(&["--uprobe", &probe]);
+    assert!(!ok && !started(&err), "{err}");
+    assert!(
+        err.contains("host b (")
+            && err.contains("could not start recording")
+            && err.contains("Permission denied"),
+        "the cause, on b: {err}"
+    );
+    // Readable by everyone, the same probe is the user's too.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (ok, err) = record(&["--uprobe", &probe]);
+    assert!(ok, "{err}");
 }

@@ -142,7 +142,7 @@ fn snapshot_hosts(args: &SnapshotArgs) -> Result<ExitCode> {
             .to_vec()
     };
     let mut hosts = crate::hosts::Hosts::start(&args.hosts, &remote, READY, &dir, &stem)?;
-    runtime.block_on(hosts.wait_ready());
+    runtime.block_on(hosts.wait_ready())?;
     let spool = hosts.local_spool();
     let file = std::fs::File::create(&spool)
         .with_context(|| format!("cannot create {}", spool.display()))?;

@@ -175,13 +175,26 @@ pub fn fd_target(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     fs::read_link(format!("{PROC}/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// Whether a Unix socket listens on `path` in this network namespace (a
-/// line of `/proc/net/unix` with the listening flag and that path);
-/// `None` when that cannot be read. A socket file that nothing listens on
-/// any more (its daemon killed) is in no line.
+/// Whether a Unix socket listens on `path`, in this network namespace or
+/// in init's (a line of `/proc/net/unix`, or of `/proc/1/net/unix`, with
+/// the listening flag and that path); `None` when neither can be read. A
+/// socket file that nothing listens on any more (its daemon killed) is in
+/// no line. Each table lists its own namespace's sockets only, but a
+/// socket bound to a path is reached from any namespace that sees the
+/// path: a client in a network namespace of its own (a container, a
+/// machine reached by ssh into one) uses the daemon that listens in the
+/// host's.
 pub fn unix_socket_listening(path: &Path) -> Option<bool> {
-    let table = fs::read_to_string(format!("{PROC}/net/unix")).ok()?;
-    Some(listening_in(&table, path))
+    let mut known = None;
+    for table in [format!("{PROC}/net/unix"), format!("{PROC}/1/net/unix")] {
+        if let Ok(text) = fs::read_to_string(table) {
+            if listening_in(&text, path) {
+                return Some(true);
+            }
+            known = Some(false);
+        }
+    }
+    known
 }
 
 /// [`unix_socket_listening`] on the text of `/proc/net/unix`.

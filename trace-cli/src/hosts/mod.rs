@@ -272,7 +272,8 @@ impl Hosts {
             HostEvent::Ended(i) => {
                 let r = &mut self.running[i];
                 r.ended = true;
-                if !self.stopping && !r.ended_early && !r.triggered {
+                // One that never started fails the start (`wait_ready`).
+                if r.ready && !self.stopping && !r.ended_early && !r.triggered {
                     r.ended_early = true;
                     eprintln!(
                         "trace-cli: host {} ended before it was asked to; the others go on",
@@ -283,8 +284,12 @@ impl Hosts {
         }
     }
 
-    /// Waits until every machine records (or has ended).
-    pub async fn wait_ready(&mut self) {
+    /// Waits until every machine records; a machine whose recording ended
+    /// before it started (refused there: no rights, a probe it may not
+    /// place) fails the whole recording, with what it said, before any
+    /// machine's trace is kept. One that has not started within
+    /// [`START_LIMIT`] is waited for no longer.
+    pub async fn wait_ready(&mut self) -> Result<()> {
         let deadline = tokio::time::Instant::now() + START_LIMIT;
         while self.running.iter().any(|r| !r.ready && !r.ended) {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
@@ -299,6 +304,26 @@ impl Hosts {
                 START_LIMIT.as_secs()
             );
         }
+        if !self.running.iter().any(|r| r.ended && !r.ready) {
+            return Ok(());
+        }
+        self.stop();
+        let mut failed = Vec::new();
+        for r in self.running.iter_mut().filter(|r| r.ended && !r.ready) {
+            let Some(rec) = r.recording.take() else {
+                continue;
+            };
+            let spool = rec.spool.clone();
+            let ended = rec.finish(END_LIMIT, false);
+            std::fs::remove_file(spool).ok();
+            failed.push(format!(
+                "host {} ({}) could not start recording: {}",
+                r.spec.name,
+                r.spec.destination,
+                ended.cause.as_deref().unwrap_or("it ended at once")
+            ));
+        }
+        bail!("{}", failed.join("; "))
     }
 
     /// Resolves when another machine stopped on its own trigger, saying

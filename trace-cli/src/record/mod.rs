@@ -384,7 +384,7 @@ async fn record(args: RecordArgs, categories: Vec<String>) -> Result<ExitCode> {
         other => return Err(failed("starting", other)),
     }
     if let Some(h) = hosts.as_mut() {
-        h.wait_ready().await;
+        h.wait_ready().await?;
     }
 
     let launched = command::launch(ctl, early_child, &args.command, &config, to_stdout).await?;
