@@ -11,6 +11,7 @@ use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
 
 pub mod cgroup;
+pub mod machines;
 pub mod workload;
 
 /// The directory holding the workspace's built binaries (`target/debug`).
