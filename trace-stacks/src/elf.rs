@@ -1,16 +1,20 @@
 //! What the unwinder needs of an ELF file: its loadable segments (to place it in a process), its
 //! unwind sections, and its build id; and where the symbolizer is to find its names.
 //!
-//! Parsed with `object` through a read cache and the unwind sections read with one read each,
-//! so only the headers and the unwind sections of a file are read, never the whole file.
+//! Parsed with `object`'s ELF-level reader through a read cache, and the unwind sections read
+//! with one read each, so only the headers, the notes and the unwind sections of a file are
+//! read: never its symbol table, which the symbolizer reads on its own (`object::File::parse`
+//! would read all of it, megabytes for an unstripped program, at each new file).
 
 use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 
 use framehop::ExplicitModuleSectionInfo;
+use object::elf::{FileHeader32, FileHeader64};
 use object::read::ReadCache;
-use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
+use object::{Endianness, FileKind, Object, ObjectSection};
 
 use crate::error::Error;
 use crate::maps::MapsEntry;
@@ -67,23 +71,32 @@ const DEBUGDATA_RATIO: u64 = 4;
 const DEBUG_BY_BUILD_ID: &str = "/usr/lib/debug/.build-id";
 
 impl SymbolSource {
-    fn of<'data>(
-        obj: &object::File<'data, &'data ReadCache<&File>>,
+    fn of<'data, Elf: FileHeader<Endian = Endianness>>(
+        sections: &SectionTable<'data, Elf, &'data ReadCache<&File>>,
+        endian: Endianness,
         build_id: Option<&[u8]>,
     ) -> Self {
-        let size = |name: &str| obj.section_by_name(name).map_or(0, |s| s.size());
+        let size = |name: &str| {
+            sections
+                .section_by_name(endian, name.as_bytes())
+                .map_or(0, |(_, s)| s.sh_size(endian).into())
+        };
         let tables =
             |symtab: &str, strtab: &str| size(symtab) + size(symtab) / INDEX_DIVISOR + size(strtab);
-        if obj.section_by_name(".symtab").is_some() {
+        if sections.section_by_name(endian, b".symtab").is_some() {
             return SymbolSource {
                 debug: false,
                 cost: tables(".symtab", ".strtab"),
             };
         }
-        let own_debug: u64 = obj
-            .sections()
-            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".debug_")))
-            .map(|s| s.size())
+        let own_debug: u64 = sections
+            .iter()
+            .filter(|s| {
+                sections
+                    .section_name(endian, s)
+                    .is_ok_and(|n| n.starts_with(b".debug_"))
+            })
+            .map(|s| s.sh_size(endian).into())
             .sum();
         let detached = build_id.and_then(detached_debug_len).unwrap_or(0);
         SymbolSource {
@@ -120,31 +133,60 @@ pub(crate) struct ElfInfo {
     debug_frame: Option<SectionData>,
 }
 
-/// The bytes of section `s` of `file`, read with one read into a buffer the allocator zeroes
-/// (the read cache would zero its buffer byte by byte in an unoptimised build, which takes
-/// hundreds of milliseconds for a large program's `.eh_frame`, and copy the bytes twice).
-fn section_data<'data>(
-    file: &File,
-    s: &impl ObjectSection<'data>,
-) -> Result<SectionData, std::io::Error> {
+/// The `size` bytes at `offset` of `file` (a section's), read with one read into shared memory
+/// the allocator zeroes (the read cache would zero its buffer byte by byte in an unoptimised
+/// build, which takes hundreds of milliseconds for a large program's `.eh_frame`, and copy the
+/// bytes twice).
+fn section_data(file: &File, offset: u64, size: u64) -> Result<SectionData, std::io::Error> {
     use std::os::unix::fs::FileExt;
-    let invalid = |e: object::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-    let range = s.compressed_file_range().map_err(invalid)?;
-    if range.format != object::CompressionFormat::None {
-        return Ok(SectionData::from(&*s.uncompressed_data().map_err(invalid)?));
-    }
     // A section that says it reaches past the end of the file is refused before anything is
     // allocated for it.
     let file_len = file.metadata()?.len();
-    let len = range
-        .offset
-        .checked_add(range.uncompressed_size)
+    let len = offset
+        .checked_add(size)
         .filter(|&end| end <= file_len)
-        .and_then(|_| usize::try_from(range.uncompressed_size).ok())
+        .and_then(|_| usize::try_from(size).ok())
         .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
-    let mut bytes = vec![0u8; len];
-    file.read_exact_at(&mut bytes, range.offset)?;
-    Ok(SectionData::from(bytes))
+    // Read straight into the shared allocation: a large program's unwind sections are tens of
+    // megabytes, and a copy from a buffer would fault in and fill as much memory again.
+    // SAFETY: zeroed memory is a valid `u8` slice.
+    let mut bytes: Arc<[u8]> = unsafe { Arc::new_zeroed_slice(len).assume_init() };
+    let Some(buffer) = Arc::get_mut(&mut bytes) else {
+        unreachable!("a new allocation has one owner")
+    };
+    file.read_exact_at(buffer, offset)?;
+    Ok(bytes)
+}
+
+/// The GNU build id among the notes of `sections` (else of the segments `segments`).
+fn build_id<'data, Elf: FileHeader<Endian = Endianness>>(
+    sections: &SectionTable<'data, Elf, &'data ReadCache<&File>>,
+    segments: &[Elf::ProgramHeader],
+    endian: Endianness,
+    data: &'data ReadCache<&File>,
+) -> object::Result<Option<Vec<u8>>> {
+    let gnu = |name: &[u8], kind: u32| {
+        name == object::elf::ELF_NOTE_GNU && kind == object::elf::NT_GNU_BUILD_ID
+    };
+    for section in sections.iter() {
+        if let Some(mut notes) = section.notes(endian, data)? {
+            while let Some(note) = notes.next()? {
+                if gnu(note.name(), note.n_type(endian)) {
+                    return Ok(Some(note.desc().to_vec()));
+                }
+            }
+        }
+    }
+    for segment in segments {
+        if let Some(mut notes) = segment.notes(endian, data)? {
+            while let Some(note) = notes.next()? {
+                if gnu(note.name(), note.n_type(endian)) {
+                    return Ok(Some(note.desc().to_vec()));
+                }
+            }
+        }
+    }
+    Ok(None)
 }
 
 impl ElfInfo {
@@ -155,56 +197,81 @@ impl ElfInfo {
             path: name.to_owned(),
             source,
         };
-        let obj = object::File::parse(&cache).map_err(elf_error)?;
+        match FileKind::parse(&cache).map_err(elf_error)? {
+            FileKind::Elf64 => Self::read_elf::<FileHeader64<Endianness>>(file, &cache, name),
+            FileKind::Elf32 => Self::read_elf::<FileHeader32<Endianness>>(file, &cache, name),
+            _ => Err(Error::NotElf {
+                path: name.to_owned(),
+            }),
+        }
+    }
+
+    /// [`ElfInfo::read`] of an ELF file of class `Elf`, whose bytes `cache` reads.
+    fn read_elf<Elf: FileHeader<Endian = Endianness>>(
+        file: &File,
+        cache: &ReadCache<&File>,
+        name: &str,
+    ) -> Result<Self, Error> {
+        let elf_error = |source| Error::Elf {
+            path: name.to_owned(),
+            source,
+        };
+        let header = Elf::parse(cache).map_err(elf_error)?;
+        let endian = header.endian().map_err(elf_error)?;
+        let sections = header.sections(endian, cache).map_err(elf_error)?;
+        let segments = header.program_headers(endian, cache).map_err(elf_error)?;
         let section = |section_name: &str, with_data: bool| -> Option<Section> {
-            let s = obj.section_by_name(section_name)?;
-            let svma = s.address()..s.address().checked_add(s.size())?;
-            let data = if with_data {
-                match section_data(file, &s) {
+            let (_, s) = sections.section_by_name(endian, section_name.as_bytes())?;
+            let (addr, size): (u64, u64) = (s.sh_addr(endian).into(), s.sh_size(endian).into());
+            let svma = addr..addr.checked_add(size)?;
+            let data = match s.file_range(endian) {
+                Some((offset, size)) if with_data => match section_data(file, offset, size) {
                     Ok(bytes) => Some(bytes),
                     Err(e) => {
                         log::debug!("{name}: {section_name} unreadable: {e}");
                         None
                     }
-                }
-            } else {
-                None
+                },
+                // Not in the file (`SHT_NOBITS`, as in a detached debug file).
+                _ => None,
             };
             Some(Section { svma, data })
         };
         let eh_frame = section(".eh_frame", true);
-        let debug_frame = if eh_frame.is_none() {
-            obj.section_by_name(".debug_frame")
-                .and_then(|s| s.uncompressed_data().ok())
-                .map(|bytes| SectionData::from(&*bytes))
-        } else {
-            None
-        };
-        let loads = obj
-            .segments()
+        // Rare (`.eh_frame` is the norm) and possibly compressed: read through `object`'s
+        // whole-file reader.
+        let debug_frame =
+            if eh_frame.is_none() && sections.section_by_name(endian, b".debug_frame").is_some() {
+                object::File::parse(cache).ok().and_then(|obj| {
+                    obj.section_by_name(".debug_frame")
+                        .and_then(|s| s.uncompressed_data().ok())
+                        .map(|bytes| SectionData::from(&*bytes))
+                })
+            } else {
+                None
+            };
+        let loads = segments
+            .iter()
+            .filter(|seg| seg.p_type(endian) == object::elf::PT_LOAD)
             .filter_map(|seg| {
-                let (offset, filesz) = seg.file_range();
-                let executable = match seg.flags() {
-                    SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
-                    _ => false,
-                };
+                let filesz: u64 = seg.p_filesz(endian).into();
                 (filesz > 0).then_some(Load {
-                    offset,
-                    vaddr: seg.address(),
+                    offset: seg.p_offset(endian).into(),
+                    vaddr: seg.p_vaddr(endian).into(),
                     filesz,
-                    executable,
+                    executable: seg.p_flags(endian) & object::elf::PF_X != 0,
                 })
             })
             .collect();
-        let build_id = match obj.build_id() {
-            Ok(id) => id.map(<[u8]>::to_vec),
+        let build_id = match build_id(&sections, segments, endian, cache) {
+            Ok(id) => id,
             Err(e) => {
                 log::debug!("{name}: build id unreadable: {e}");
                 None
             }
         };
         Ok(ElfInfo {
-            symbols: SymbolSource::of(&obj, build_id.as_deref()),
+            symbols: SymbolSource::of(&sections, endian, build_id.as_deref()),
             build_id,
             loads,
             text: section(".text", false),
@@ -381,6 +448,46 @@ mod tests {
             elf.symbols.cost,
             size(".symtab") + size(".symtab") / INDEX_DIVISOR + size(".strtab")
         );
+    }
+
+    /// What `object`'s whole-file parser says of the file at `path`: build id, loadable segments
+    /// and `.eh_frame`'s stated addresses.
+    fn as_object_reads(path: &str) -> (Option<Vec<u8>>, Vec<Load>, Option<Range<u64>>) {
+        use object::{ObjectSegment, SegmentFlags};
+        let data = std::fs::read(path).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let loads = obj
+            .segments()
+            .filter(|seg| seg.file_range().1 > 0)
+            .map(|seg| Load {
+                offset: seg.file_range().0,
+                vaddr: seg.address(),
+                filesz: seg.file_range().1,
+                executable: matches!(seg.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0),
+            })
+            .collect();
+        let eh_frame = obj
+            .section_by_name(".eh_frame")
+            .map(|s| s.address()..s.address() + s.size());
+        (obj.build_id().unwrap().map(<[u8]>::to_vec), loads, eh_frame)
+    }
+
+    #[test]
+    fn reads_what_objects_whole_file_parser_reads() {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("libc.so"))
+            .expect("libc mapped");
+        for path in ["/proc/self/exe", libc] {
+            let elf = ElfInfo::read(&File::open(path).unwrap(), path).unwrap();
+            let (build_id, loads, eh_frame) = as_object_reads(path);
+            assert!(build_id.is_some(), "{path}");
+            assert_eq!(elf.build_id, build_id, "{path}");
+            assert_eq!(elf.loads, loads, "{path}");
+            assert_eq!(elf.eh_frame.map(|s| s.svma), eh_frame, "{path}");
+        }
     }
 
     #[test]

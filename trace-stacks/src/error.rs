@@ -26,6 +26,12 @@ pub(crate) enum Error {
         #[source]
         source: object::Error,
     },
+    /// A mapped file is not an ELF file at all.
+    #[error("{path}: not an ELF file")]
+    NotElf {
+        /// The file.
+        path: String,
+    },
     /// The file found at a mapping's path is not the file the mapping maps (it was replaced).
     #[error("{path}: inode {found} is not the mapped file's inode {expected}")]
     Replaced {
