@@ -103,6 +103,9 @@ pub struct Hosts {
     local: Machine,
     running: Vec<Running>,
     events: UnboundedReceiver<HostEvent>,
+    /// [`Hosts::wait_ready`] is over: a machine that ends now ends its
+    /// part, started or not.
+    waited: bool,
     stopping: bool,
     /// A machine's trigger that fired and was not answered yet.
     trigger: Option<String>,
@@ -240,6 +243,7 @@ impl Hosts {
             },
             running,
             events,
+            waited: false,
             stopping: false,
             trigger: None,
             merging: false,
@@ -273,7 +277,7 @@ impl Hosts {
                 let r = &mut self.running[i];
                 r.ended = true;
                 // One that never started fails the start (`wait_ready`).
-                if r.ready && !self.stopping && !r.ended_early && !r.triggered {
+                if (r.ready || self.waited) && !self.stopping && !r.ended_early && !r.triggered {
                     r.ended_early = true;
                     eprintln!(
                         "trace-cli: host {} ended before it was asked to; the others go on",
@@ -305,6 +309,7 @@ impl Hosts {
             );
         }
         if !self.running.iter().any(|r| r.ended && !r.ready) {
+            self.waited = true;
             return Ok(());
         }
         self.stop();
