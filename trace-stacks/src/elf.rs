@@ -165,24 +165,17 @@ fn build_id<'data, Elf: FileHeader<Endian = Endianness>>(
     endian: Endianness,
     data: &'data ReadCache<&File>,
 ) -> object::Result<Option<Vec<u8>>> {
-    let gnu = |name: &[u8], kind: u32| {
-        name == object::elf::ELF_NOTE_GNU && kind == object::elf::NT_GNU_BUILD_ID
-    };
-    for section in sections.iter() {
-        if let Some(mut notes) = section.notes(endian, data)? {
-            while let Some(note) = notes.next()? {
-                if gnu(note.name(), note.n_type(endian)) {
-                    return Ok(Some(note.desc().to_vec()));
-                }
-            }
-        }
-    }
-    for segment in segments {
-        if let Some(mut notes) = segment.notes(endian, data)? {
-            while let Some(note) = notes.next()? {
-                if gnu(note.name(), note.n_type(endian)) {
-                    return Ok(Some(note.desc().to_vec()));
-                }
+    let in_sections = sections.iter().map(|s| s.notes(endian, data));
+    let in_segments = segments.iter().map(|s| s.notes(endian, data));
+    for notes in in_sections.chain(in_segments) {
+        let Some(mut notes) = notes? else {
+            continue;
+        };
+        while let Some(note) = notes.next()? {
+            if note.name() == object::elf::ELF_NOTE_GNU
+                && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID
+            {
+                return Ok(Some(note.desc().to_vec()));
             }
         }
     }

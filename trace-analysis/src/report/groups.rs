@@ -165,22 +165,23 @@ pub fn section(
             Cell::Ns(g.syscall_time),
         ]);
     }
-    table.note(match by {
+    let placed = match by {
         GroupBy::Host if machines.is_empty() => format!(
             "The trace was recorded on one machine (without record --host): {ONE_MACHINE} holds \
-             everything. Latency is from a wake-up to running, of the wake-ups the trace has."
+             everything."
         ),
         GroupBy::Host => "Processes are placed by their ids, which the merge kept apart per \
-                          machine (machine k's are k x 10000000 + its own). Latency is from a \
-                          wake-up to running, of the wake-ups the trace has."
+                          machine (machine k's are k x 10000000 + its own)."
             .to_owned(),
         GroupBy::Container | GroupBy::Cgroup => format!(
             "Processes are placed by the labels the recorder gave them (their cgroup when they \
              were created, executed or found at the start); {UNLABELLED} holds those it could \
-             not place (gone before it looked, or recorded without labels). Latency is from a \
-             wake-up to running, of the wake-ups the trace has."
+             not place (gone before it looked, or recorded without labels)."
         ),
-    });
+    };
+    table.note(format!(
+        "{placed} Latency is from a wake-up to running, of the wake-ups the trace has."
+    ));
     section.tables.push(table);
     section
 }
