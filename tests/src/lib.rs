@@ -11,6 +11,7 @@ use trace_common::fxt::read::{Reader, TraceState};
 use trace_common::fxt::{ArgValue, EventKind, Record, obj_type};
 
 pub mod cgroup;
+pub mod disk;
 pub mod machines;
 pub mod workload;
 
@@ -269,6 +270,51 @@ pub fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
         v.sort();
     }
     m
+}
+
+/// A stretch a CPU ran a thread whose switch out no event recorded (in a
+/// recording of `kernel:sched`): from the recorded switch that switched it in to the switch the recorder
+/// inferred when the CPU's next event showed another task (at the latest:
+/// the thread may have left earlier). A lost switch does this, and so does
+/// a task the kernel keeps out of tracing (on the test VM, its agent's
+/// threads): nothing that happens in its context is recorded, not even the
+/// interrupts it takes, and no count says so.
+#[derive(Clone, Debug)]
+pub struct UntracedRun {
+    /// The CPU.
+    pub cpu: u16,
+    /// The thread.
+    pub tid: u64,
+    /// When it was switched in.
+    pub from: u64,
+    /// When its switch out was inferred.
+    pub to: u64,
+}
+
+/// The trace's [`UntracedRun`]s, in time order per CPU.
+pub fn untraced_runs(t: &Trace) -> Vec<UntracedRun> {
+    let mut by_cpu: HashMap<u16, Vec<&Switch>> = HashMap::new();
+    for s in &t.switches {
+        by_cpu.entry(s.cpu).or_default().push(s);
+    }
+    let mut runs = Vec::new();
+    for (cpu, mut switches) in by_cpu {
+        switches.sort_by_key(|s| s.ts);
+        for pair in switches.windows(2) {
+            let (into, out) = (pair[0], pair[1]);
+            let inferred =
+                |s: &Switch| matches!(s.args.get("inferred"), Some(ArgValue::Bool(true)));
+            if into.in_tid != 0 && !inferred(into) && out.out_tid == into.in_tid && inferred(out) {
+                runs.push(UntracedRun {
+                    cpu,
+                    tid: into.in_tid,
+                    from: into.ts,
+                    to: out.ts,
+                });
+            }
+        }
+    }
+    runs
 }
 
 /// Whether `tid` was on a CPU at `ts` (within `slack` ns of a transition),
@@ -899,90 +945,6 @@ pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
             std::os::fd::OwnedFd::from_raw_fd(fds[1]),
         )
     }
-}
-
-/// Where a file's data lies on its disk: the disk's `major:minor` (as the
-/// block tracepoints name it; a partition's disk, not the partition) and
-/// the 512-byte sector ranges its extents cover there, from `FIEMAP`.
-/// Panics when the file system cannot say (the tests that use it write to
-/// a disk-backed temporary directory).
-pub fn disk_sectors(path: &Path) -> (String, Vec<std::ops::Range<u64>>) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-
-    /// `struct fiemap_extent` (linux/fiemap.h).
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Extent {
-        logical: u64,
-        physical: u64,
-        length: u64,
-        reserved64: [u64; 2],
-        flags: u32,
-        reserved: [u32; 3],
-    }
-    /// `struct fiemap` with room for its extents.
-    #[repr(C)]
-    struct Fiemap {
-        start: u64,
-        length: u64,
-        flags: u32,
-        mapped_extents: u32,
-        extent_count: u32,
-        reserved: u32,
-        extents: [Extent; 512],
-    }
-    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
-    const FIEMAP_FLAG_SYNC: u32 = 1;
-    const FIEMAP_EXTENT_LAST: u32 = 1;
-
-    let file = std::fs::File::open(path).unwrap();
-    let dev = file.metadata().unwrap().dev();
-    let number = format!("{}:{}", libc::major(dev), libc::minor(dev));
-    let sys = Path::new("/sys/dev/block").join(&number);
-    // A partition: its sectors start this far into its disk, whose number
-    // is its parent directory's.
-    let (disk, offset) = match std::fs::read_to_string(sys.join("start")) {
-        Ok(start) => {
-            let parent = sys.canonicalize().unwrap().join("..").join("dev");
-            let disk = std::fs::read_to_string(parent).unwrap();
-            (disk.trim().to_owned(), start.trim().parse::<u64>().unwrap())
-        }
-        Err(_) => (number, 0),
-    };
-    let mut sectors = Vec::new();
-    let mut from = 0u64;
-    loop {
-        let mut map = Box::new(Fiemap {
-            start: from,
-            length: u64::MAX - from,
-            flags: FIEMAP_FLAG_SYNC,
-            mapped_extents: 0,
-            extent_count: 512,
-            reserved: 0,
-            extents: [Extent::default(); 512],
-        });
-        // SAFETY: FS_IOC_FIEMAP reads and fills a `struct fiemap` followed
-        // by `extent_count` extents, which `map` holds.
-        let r = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut *map as *mut Fiemap) };
-        assert_eq!(
-            r,
-            0,
-            "FIEMAP on {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        );
-        let got = &map.extents[..map.mapped_extents as usize];
-        for e in got {
-            let first = offset + e.physical / 512;
-            sectors.push(first..first + e.length / 512);
-            from = e.logical + e.length;
-        }
-        if got.is_empty() || got.iter().any(|e| e.flags & FIEMAP_EXTENT_LAST != 0) {
-            break;
-        }
-    }
-    (disk, sectors)
 }
 
 #[cfg(test)]

@@ -16,6 +16,12 @@
 //! The system calls of a shell loop that starts programs are those `strace
 //! -f -c` counts in the same run, call by call: a new task's return from
 //! the `vfork` or `clone` that made it is no call of its own.
+//!
+//! Every block request of four `dd`s writing with direct I/O finishes, in a
+//! recording of every process and one of the command's alone made at once,
+//! and the bytes of their files add up; a completion is missed only where
+//! the recording says it lost events or a CPU ran a task the kernel keeps
+//! out of tracing (its interrupts are not traced either).
 
 use std::path::Path;
 use std::process::Command;
@@ -385,37 +391,110 @@ fn system_calls_are_counted_as_strace_counts_them_in_the_same_run() {
     assert_eq!(ours, theirs, "ours (left) against strace -c (right)");
 }
 
-/// Four `dd` writing 32 MiB each with direct I/O, at once, then `sync`: the
-/// device gets more than it queues at a time, and the kernel takes requests
-/// back to issue them again. Returns the events the recording lost, as its
-/// summary counts them.
-fn record_direct_writes(out: &Path, all: bool) -> u64 {
-    let dir = out.parent().unwrap();
-    let script = format!(
-        "for i in 1 2 3 4; do dd if=/dev/zero of={}/dd$i bs=1M count=32 oflag=direct 2>/dev/null & done; wait; sync",
-        dir.display()
-    );
-    let mut cmd = Command::new(trace_cli());
-    cmd.args(["record", "-c", "kernel:block,kernel:proc", "-o"])
-        .arg(out);
-    if all {
-        cmd.arg("-a");
-    }
-    let output = cmd
-        .args(["--", "sh", "-c", &script])
-        .env("TRACE_MANAGER_SOCKET", dir.join("manager.sock"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    // `..., N dropped`: ring buffers full, or runs the kernel skipped (a
-    // completion's interrupt arriving while another program ran on the CPU).
-    stderr
+/// The events a recording lost, from its summary's `..., N dropped`: ring
+/// buffers full, or runs the kernel skipped (a completion's interrupt
+/// arriving while another program ran on the CPU).
+fn dropped(summary: &str) -> u64 {
+    summary
         .split(" dropped")
         .next()
         .and_then(|s| s.rsplit(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no drop count in {stderr}"))
+        .unwrap_or_else(|| panic!("no drop count in {summary}"))
+}
+
+/// Four `dd` writing 32 MiB each with direct I/O, at once, then `sync`: the
+/// device gets more than it queues at a time, and the kernel takes requests
+/// back to issue them again. Recorded twice at once: every process (`-a`,
+/// into `all`) and the command's processes alone (into `followed`); both
+/// with the switches, to show where a CPU ran a task the kernel keeps out
+/// of tracing. Returns the events each recording lost, as its summary
+/// counts them.
+fn record_direct_writes(all: &Path, followed: &Path) -> (u64, u64) {
+    use std::io::Read;
+    let dir = all.parent().unwrap();
+    let categories = "kernel:block,kernel:proc,kernel:sched";
+    let mut everything = Command::new(trace_cli())
+        .args(["record", "-a", "-c", categories, "-o"])
+        .arg(all)
+        .env("TRACE_MANAGER_SOCKET", dir.join("all.sock"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut all_err = std::io::BufReader::new(everything.stderr.take().unwrap());
+    tests::wait_for_recording(&mut all_err);
+    let script = format!(
+        "for i in 1 2 3 4; do dd if=/dev/zero of={}/dd$i bs=1M count=32 oflag=direct 2>/dev/null & done; wait; sync",
+        dir.display()
+    );
+    let output = Command::new(trace_cli())
+        .args(["record", "-c", categories, "-o"])
+        .arg(followed)
+        .args(["--", "sh", "-c", &script])
+        .env("TRACE_MANAGER_SOCKET", dir.join("followed.sock"))
+        .output()
+        .unwrap();
+    let followed_err = String::from_utf8_lossy(&output.stderr);
+    // SAFETY: kill(2) on the recorder this test started.
+    unsafe { libc::kill(everything.id() as libc::pid_t, libc::SIGINT) };
+    let status = everything.wait().unwrap();
+    let mut rest = String::new();
+    all_err.read_to_string(&mut rest).unwrap();
+    assert!(output.status.success(), "{followed_err}");
+    assert!(status.success(), "{rest}");
+    (dropped(&rest), dropped(&followed_err))
+}
+
+/// A write request of one of the `dd`s' files: its event, the file, where
+/// in the file it starts, and the bytes of the file it covers.
+struct FileWrite<'a> {
+    event: &'a tests::Event,
+    file: u32,
+    offset: u64,
+    bytes: u64,
+}
+
+/// The write requests of `t` that wrote the files whose `extents` lie on
+/// `disk`, each with where in its file it writes.
+fn file_writes<'a>(
+    t: &'a tests::Trace,
+    disk: &str,
+    extents: &[(u32, tests::disk::Extent)],
+) -> Vec<FileWrite<'a>> {
+    let mut writes = Vec::new();
+    for e in t
+        .events
+        .iter()
+        .filter(|e| e.category == "kernel:block" && e.name == "write")
+    {
+        let sector = match e.args.get("sector") {
+            Some(ArgValue::Uint64(s)) => *s,
+            other => panic!("a block request without its sector ({other:?}): {e:?}"),
+        };
+        let sectors = match e.args.get("sectors") {
+            Some(ArgValue::Uint32(n)) => u64::from(*n),
+            other => panic!("a block request without its length ({other:?}): {e:?}"),
+        };
+        let on_disk = matches!(
+            e.args.get("dev"),
+            Some(ArgValue::String(StringRef::Inline(d))) if *d == disk
+        );
+        let covered = sector..sector + sectors;
+        let bytes: Vec<(u32, std::ops::Range<u64>)> = extents
+            .iter()
+            .map(|(file, x)| (*file, x.file_bytes(&covered)))
+            .filter(|(_, b)| !b.is_empty())
+            .collect();
+        if on_disk && let Some(&(file, ref first)) = bytes.first() {
+            writes.push(FileWrite {
+                event: e,
+                file,
+                offset: first.start,
+                bytes: bytes.iter().map(|(_, b)| b.end - b.start).sum(),
+            });
+        }
+    }
+    writes
 }
 
 #[test]
@@ -423,79 +502,94 @@ fn every_block_request_finishes_and_the_bytes_written_add_up() {
     require_root();
     let _one = one_at_a_time();
     let dir = temp_dir("figures-block");
-    for all in [false, true] {
-        let out = dir.join(format!("block-{all}.fxt"));
-        let lost = record_direct_writes(&out, all);
-        let t = tests::parse(&out);
-        let mut unfinished = 0u64;
-        // Where the four files lie on the disk: the requests that wrote
-        // them are the `dd`s' own, whichever task the kernel issued them
-        // from (a task that runs the device's queue issues what others
-        // queued, and the kernel's worker issues again what it took back).
-        let mut disk = String::new();
-        let mut extents = Vec::new();
-        for i in 1..=4 {
-            let (d, e) = tests::disk_sectors(&dir.join(format!("dd{i}")));
-            disk = d;
-            extents.extend(e);
-        }
-        let (mut bytes, mut requeued, mut requests) = (0u64, 0u64, 0u64);
-        for e in t
-            .events
+    let (all_path, followed_path) = (dir.join("all.fxt"), dir.join("followed.fxt"));
+    let (all_lost, followed_lost) = record_direct_writes(&all_path, &followed_path);
+    let (all, followed) = (tests::parse(&all_path), tests::parse(&followed_path));
+    // Where the four files lie on the disk: the requests that wrote them
+    // are the `dd`s' own, whichever task the kernel issued them from (a
+    // task that runs the device's queue issues what others queued, and the
+    // kernel's worker issues again what it took back).
+    let mut disk = String::new();
+    let mut extents = Vec::new();
+    for i in 1..=4 {
+        let (d, e) = tests::disk::file_extents(&dir.join(format!("dd{i}")));
+        disk = d;
+        extents.extend(e.into_iter().map(|x| (i, x)));
+    }
+    let every_write = file_writes(&all, &disk, &extents);
+    // Where the CPUs ran a task whose own events the kernel did not deliver.
+    let untraced = tests::untraced_runs(&all);
+    for (t, lost, mode) in [
+        (&all, all_lost, "every process"),
+        (&followed, followed_lost, "the command's"),
+    ] {
+        let writes = file_writes(t, &disk, &extents);
+        let bytes: u64 = writes.iter().map(|w| w.bytes).sum();
+        let requeued: u64 = writes
             .iter()
-            .filter(|e| e.category == "kernel:block" && e.name == "write")
+            .filter_map(|w| match w.event.args.get("requeued") {
+                Some(ArgValue::Uint32(n)) => Some(u64::from(*n)),
+                _ => None,
+            })
+            .sum();
+        eprintln!(
+            "{mode}: {} write requests, {requeued} requeues, {bytes} bytes, {lost} events lost",
+            writes.len()
+        );
+        // Direct I/O: each write is done when its call returns, and the
+        // four returned before the recording stopped. A request is left
+        // unfinished only when the recording missed its completion: lost
+        // (counted), or taken while the CPU ran a task the kernel keeps out
+        // of tracing (not counted; the recording of every process shows
+        // that CPU's run). `dd` writes 1 MiB a call, so a request was done
+        // before the same file's next MiB was issued.
+        let mut unexplained = Vec::new();
+        for w in writes
+            .iter()
+            .filter(|w| w.event.args.contains_key("unfinished"))
         {
-            let sector = match e.args.get("sector") {
-                Some(ArgValue::Uint64(s)) => *s,
-                other => panic!("a block request without its sector ({other:?}): {e:?}"),
-            };
-            let sectors = match e.args.get("sectors") {
-                Some(ArgValue::Uint32(n)) => u64::from(*n),
-                other => panic!("a block request without its length ({other:?}): {e:?}"),
-            };
-            let on_disk = matches!(
-                e.args.get("dev"),
-                Some(ArgValue::String(trace_common::fxt::StringRef::Inline(d))) if *d == disk
-            );
-            let written: u64 = extents
+            let next_mib = ((w.offset >> 20) + 1) << 20;
+            let done_by = every_write
                 .iter()
-                .map(|x| {
-                    (sector + sectors)
-                        .min(x.end)
-                        .saturating_sub(sector.max(x.start))
-                })
-                .sum();
-            if !on_disk || written == 0 {
-                continue;
-            }
-            // Direct I/O: each write is done when its call returns, and
-            // the four returned before the recording stopped: one is left
-            // unfinished only when the recording lost its completion.
-            if e.args.contains_key("unfinished") {
-                unfinished += 1;
-                assert!(
-                    unfinished <= lost,
-                    "a write of dd's files never finished, and the recording lost no \
-                     event (all={all}): {e:?}"
+                .filter(|o| o.file == w.file && o.offset >= next_mib)
+                .map(|o| o.event.ts)
+                .min()
+                .unwrap_or(match w.event.kind {
+                    trace_common::fxt::EventKind::DurationComplete { end_ts } => end_ts,
+                    _ => w.event.ts,
+                });
+            let hidden: Vec<_> = untraced
+                .iter()
+                .filter(|r| r.from <= done_by && r.to >= w.event.ts)
+                .collect();
+            if hidden.is_empty() {
+                unexplained.push((w.file, w.offset, w.event.ts, done_by, w.event));
+            } else {
+                eprintln!(
+                    "{mode}: the completion of dd{}'s write at byte {} came while a task \
+                     kept out of tracing ran: {hidden:?}",
+                    w.file, w.offset
                 );
             }
-            requests += 1;
-            bytes += written * 512;
-            if let Some(ArgValue::Uint32(n)) = e.args.get("requeued") {
-                requeued += u64::from(*n);
-            }
         }
-        eprintln!("all={all}: {requests} write requests, {requeued} requeues, {bytes} bytes");
+        assert!(
+            unexplained.len() as u64 <= lost,
+            "{mode}: writes of dd's files that never finished, done by the time given, \
+             with no CPU running an untraced task meanwhile and {lost} events lost \
+             ({}): {unexplained:#?}",
+            dir.display()
+        );
         // Each byte the four wrote went to the device once. Under a pid
         // filter only the requests a followed task issued itself are
         // recorded (a `dd` issues its first ones; the kernel's worker most
         // of those taken back).
-        if all {
+        if mode == "every process" {
             assert_eq!(bytes, 128 << 20, "bytes written to dd's files");
         } else {
             assert!(
-                requests > 0 && bytes <= 128 << 20,
-                "{requests} requests, {bytes} bytes"
+                !writes.is_empty() && bytes <= 128 << 20,
+                "{} requests, {bytes} bytes",
+                writes.len()
             );
         }
     }
