@@ -19,6 +19,8 @@ fn a_hot_javascript_function_is_named_from_the_perf_map() {
         .args(["--", "node", "--perf-basic-prof"])
         .arg(&script)
         .arg("1")
+        // Node may leave a V8 log (`isolate-*-v8.log`) where it runs.
+        .current_dir(&dir)
         .output()
         .unwrap();
     assert!(
@@ -56,4 +58,5 @@ fn a_hot_javascript_function_is_named_from_the_perf_map() {
     if let Some(s) = node.first() {
         let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", s.pid));
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
