@@ -272,13 +272,13 @@ pub fn cpu_transitions(t: &Trace) -> HashMap<u64, Vec<(u64, bool)>> {
     m
 }
 
-/// A stretch a CPU ran a thread whose switch out no event recorded (in a
-/// recording of `kernel:sched`): from the recorded switch that switched it in to the switch the recorder
-/// inferred when the CPU's next event showed another task (at the latest:
-/// the thread may have left earlier). A lost switch does this, and so does
-/// a task the kernel keeps out of tracing (on the test VM, its agent's
-/// threads): nothing that happens in its context is recorded, not even the
-/// interrupts it takes, and no count says so.
+/// A stretch a CPU ran a thread whose switch out no event recorded, in a
+/// recording of `kernel:sched`: from the recorded switch that switched it
+/// in to the switch the recorder inferred when the CPU's next event showed
+/// another task (at the latest: the thread may have left earlier). A lost
+/// switch does this, and so does a task the kernel keeps out of tracing (on
+/// the test VM, its agent's threads): nothing that happens in its context
+/// is recorded, not even the interrupts it takes, and no count says so.
 #[derive(Clone, Debug)]
 pub struct UntracedRun {
     /// The CPU.

@@ -414,8 +414,9 @@ fn record_direct_writes(all: &Path, followed: &Path) -> (u64, u64) {
     use std::io::Read;
     let dir = all.parent().unwrap();
     let categories = "kernel:block,kernel:proc,kernel:sched";
+    // Ended by SIGINT below; `-d` ends it should the test fail first.
     let mut everything = Command::new(trace_cli())
-        .args(["record", "-a", "-c", categories, "-o"])
+        .args(["record", "-a", "-d", "120", "-c", categories, "-o"])
         .arg(all)
         .env("TRACE_MANAGER_SOCKET", dir.join("all.sock"))
         .stderr(std::process::Stdio::piped())
