@@ -520,6 +520,30 @@ fn every_block_request_finishes_and_the_bytes_written_add_up() {
     let every_write = file_writes(&all, &disk, &extents);
     // Where the CPUs ran a task whose own events the kernel did not deliver.
     let untraced = tests::untraced_runs(&all);
+    // `report` names the threads among them that no recorded switch ever
+    // switched out (all of them when nothing was lost: a thread that showed
+    // an event of its own in such a run had its switch out lost).
+    let switched_out: std::collections::HashSet<u64> = all
+        .switches
+        .iter()
+        .filter(|s| !matches!(s.args.get("inferred"), Some(ArgValue::Bool(true))))
+        .map(|s| s.out_tid)
+        .collect();
+    let never_out: std::collections::BTreeSet<u64> = untraced
+        .iter()
+        .map(|r| r.tid)
+        .filter(|t| !switched_out.contains(t))
+        .collect();
+    let report = tests::report_json(&["--section", "loss"], &[&all_path]);
+    let listed: std::collections::BTreeSet<u64> = tests::report_rows(&report, "loss", "untraced")
+        .iter()
+        .map(|r| r["tid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        listed.is_subset(&never_out) && (all_lost > 0 || listed == never_out),
+        "report's threads kept out of tracing {listed:?}, the switches' {never_out:?}"
+    );
+    eprintln!("threads kept out of tracing: {listed:?}");
     for (t, lost, mode) in [
         (&all, all_lost, "every process"),
         (&followed, followed_lost, "the command's"),

@@ -240,6 +240,11 @@ pub struct Switch {
     pub next_prio: Option<i32>,
     /// The recorder inferred this switch (it was not seen).
     pub inferred: bool,
+    /// An inferred switch out of a thread that a recorded switch switched
+    /// in and that showed no event of its own before it left (in a
+    /// recording of every task): the kernel kept it out of tracing, or its
+    /// switch out was lost.
+    pub untraced: bool,
 }
 
 /// Which end of a flow a flow event is.

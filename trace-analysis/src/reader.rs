@@ -84,6 +84,7 @@ struct Syms {
     kernel_cat: Sym,
     dropped_events: Sym,
     inferred: Sym,
+    untraced: Sym,
     incoming_weight: Sym,
     outgoing_weight: Sym,
     waker: Sym,
@@ -121,6 +122,7 @@ impl TraceReader {
             kernel_cat: self.cx.strings.intern("kernel"),
             dropped_events: self.cx.strings.intern("dropped_events"),
             inferred: self.cx.strings.intern("inferred"),
+            untraced: self.cx.strings.intern("untraced"),
             incoming_weight: self.cx.strings.intern("incoming_weight"),
             outgoing_weight: self.cx.strings.intern("outgoing_weight"),
             waker: self.cx.strings.intern("waker"),
@@ -472,6 +474,7 @@ impl TraceReader {
                         .and_then(|w| i32::try_from(w).ok())
                         .filter(|w| *w != i32::MIN)
                 };
+                let flag = |s: Sym| args.iter().any(|(n, v)| *n == s && v.is_true());
                 let e = Event::Switch(Switch {
                     ts,
                     cpu: u32::from(cpu),
@@ -482,9 +485,8 @@ impl TraceReader {
                     next_tid: incoming_tid,
                     prev_prio: weight(self.syms.outgoing_weight),
                     next_prio: weight(self.syms.incoming_weight),
-                    inferred: args
-                        .iter()
-                        .any(|(n, v)| *n == self.syms.inferred && v.is_true()),
+                    inferred: flag(self.syms.inferred),
+                    untraced: flag(self.syms.untraced),
                 });
                 sink.event(&e, &self.cx);
             }
@@ -512,6 +514,7 @@ impl TraceReader {
                     prev_prio: Some(i32::from(outgoing_priority)),
                     next_prio: Some(i32::from(incoming_priority)),
                     inferred: false,
+                    untraced: false,
                 });
                 sink.event(&e, &self.cx);
             }

@@ -221,6 +221,7 @@ mod tests {
             prev_prio: None,
             next_prio: None,
             inferred: false,
+            untraced: false,
         })
     }
 

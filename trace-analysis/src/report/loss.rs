@@ -2,7 +2,7 @@
 //! CPU, the other signs of missing events, and what they mean for the
 //! figures of the other sections.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::table::{Cell, Column, Kind, Section, Table};
 use super::{Finish, Name, arg};
@@ -19,6 +19,15 @@ struct Dropped {
     overflows: u64,
 }
 
+/// A thread's runs that ended with a switch out the recorder inferred and
+/// marked `untraced`.
+#[derive(Debug, Default)]
+struct Untraced {
+    pid: u64,
+    runs: u64,
+    ns: u64,
+}
+
 /// Losses of a trace.
 #[derive(Debug)]
 pub struct Loss {
@@ -29,6 +38,12 @@ pub struct Loss {
     syscall_returns_lost: u64,
     irq_exits_lost: u64,
     inferred_switches: u64,
+    /// Per CPU, when its thread was switched in.
+    since: HashMap<u32, u64>,
+    /// Threads a recorded switch switched out at least once.
+    seen_out: HashSet<u64>,
+    /// Per thread, its runs ended by an `untraced` switch.
+    untraced: BTreeMap<u64, Untraced>,
 }
 
 impl Default for Loss {
@@ -41,6 +56,9 @@ impl Default for Loss {
             syscall_returns_lost: 0,
             irq_exits_lost: 0,
             inferred_switches: 0,
+            since: HashMap::new(),
+            seen_out: HashSet::new(),
+            untraced: BTreeMap::new(),
         }
     }
 }
@@ -71,13 +89,43 @@ impl Loss {
                     );
                 }
             }
-            Event::Switch(s) if s.inferred => self.inferred_switches += 1,
+            Event::Switch(s) => self.switch(s),
             _ => {}
         }
     }
 
+    fn switch(&mut self, s: &crate::event::Switch) {
+        let began = self.since.insert(s.cpu, s.ts);
+        if !s.inferred {
+            self.seen_out.insert(s.prev_tid);
+            return;
+        }
+        self.inferred_switches += 1;
+        if s.untraced {
+            let u = self.untraced.entry(s.prev_tid).or_default();
+            u.pid = s.prev_pid;
+            u.runs += 1;
+            u.ns =
+                u.ns.saturating_add(began.map_or(0, |b| s.ts.saturating_sub(b)));
+        }
+    }
+
+    /// The threads whose runs ended `untraced` and that no recorded switch
+    /// ever switched out (a thread whose one switch out was lost has
+    /// others), longest first.
+    fn kept_out(&self) -> Vec<(u64, &Untraced)> {
+        let mut v: Vec<(u64, &Untraced)> = self
+            .untraced
+            .iter()
+            .filter(|(tid, _)| !self.seen_out.contains(tid))
+            .map(|(tid, u)| (*tid, u))
+            .collect();
+        v.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then(a.0.cmp(&b.0)));
+        v
+    }
+
     /// The section.
-    pub fn finish(self, _end: &Finish<'_>, stats: &ReadStats) -> Section {
+    pub fn finish(self, end: &Finish<'_>, stats: &ReadStats) -> Section {
         let mut section = Section::new("loss", "Loss");
         let mut drops = Table::new(
             "drops",
@@ -156,6 +204,11 @@ impl Loss {
             "context switches inferred by the recorder",
             self.inferred_switches,
         );
+        let kept_out = self.kept_out();
+        row(
+            "threads kept out of tracing by the kernel",
+            kept_out.len() as u64,
+        );
         row("malformed records skipped", stats.errors);
         row("ends without a begin", stats.unmatched_ends);
         row(
@@ -163,6 +216,35 @@ impl Loss {
             stats.names_refused,
         );
         section.tables.push(signs);
+
+        let mut untraced = Table::new(
+            "untraced",
+            "Threads kept out of tracing by the kernel",
+            vec![
+                Column::new("tid", "tid", Kind::Int),
+                Column::new("thread", "thread", Kind::Text),
+                Column::new("pid", "pid", Kind::Int),
+                Column::new("process", "process", Kind::Text),
+                Column::new("runs", "runs", Kind::Count),
+                Column::new("on_cpu", "on CPU (at most)", Kind::Duration),
+            ],
+        )
+        .diffed(&["process", "thread"], &["runs", "on_cpu"])
+        .per(&["pid", "tid"], "threads");
+        for (tid, u) in &kept_out {
+            let (pid, process) = end.process_of(u.pid, *tid);
+            untraced.push(vec![
+                Cell::Int(*tid as i64),
+                end.thread(*tid).into(),
+                pid,
+                process,
+                Cell::Count(u.runs),
+                Cell::Ns(u.ns),
+            ]);
+        }
+        untraced.truncate(end.top);
+        untraced.note("Switched in by recorded switches, never out: each run ended where another task's event showed the CPU had moved on, with no event of the thread's own before (a recording of every process says so; under -p or --cgroup nothing is listed).");
+        section.tables.push(untraced);
 
         let mut said = Vec::new();
         if kernel_dropped > 0 {
@@ -179,6 +261,20 @@ impl Loss {
             said.push(format!(
                 "{} context switches were not seen but inferred from what ran next: those switches' voluntary or involuntary kind is unknown, and the threads they switched out were traced partly (see the CPU section).",
                 self.inferred_switches
+            ));
+        }
+        if !kept_out.is_empty() {
+            let runs: u64 = kept_out.iter().map(|(_, u)| u.runs).sum();
+            let times = match runs {
+                1 => "once".to_owned(),
+                n => format!("{n} times"),
+            };
+            let threads = match kept_out.len() {
+                1 => "1 thread".to_owned(),
+                n => format!("{n} threads"),
+            };
+            said.push(format!(
+                "{threads} ran {times} with none of their events recorded (see untraced): the kernel keeps them out of tracing, as some virtual machines do their agent. What happened in their context is missing: their system calls, and the interrupts their CPU took meanwhile (a block request completed then is left unfinished)."
             ));
         }
         if stats.errors > 0 {
@@ -277,6 +373,41 @@ mod tests {
         );
         assert!(
             s.notes[1].starts_with("Provider app filled its buffer"),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    #[test]
+    fn threads_never_seen_switching_out_are_listed_as_kept_out_of_tracing() {
+        let mut t = Fxt::new();
+        t.process(1, "agent").thread(1, 75, "worker");
+        t.process(20, "app").thread(20, 21, "main");
+        // 75 runs twice on CPU 0, each run ended by an untraced switch.
+        t.switch(100, 0, 0, 0, 75)
+            .untraced_switch(400, 0, 75, 0)
+            .switch(1_000, 0, 0, 0, 75)
+            .untraced_switch(1_100, 0, 75, 0);
+        // 21 lost one switch out, but others were recorded: not listed.
+        t.switch(100, 1, 0, 0, 21)
+            .untraced_switch(200, 1, 21, 0)
+            .switch(300, 1, 0, 0, 21)
+            .switch(500, 1, 21, 1, 0);
+        let r = t.report(Options {
+            sections: vec![SectionId::Loss],
+            ..Options::default()
+        });
+        let s = r.section("loss").unwrap();
+        let u = s.table("untraced").unwrap();
+        assert_eq!(u.rows.len(), 1, "{:?}", u.rows);
+        assert_eq!(u.cell(0, "tid"), Some(&Cell::Int(75)));
+        assert_eq!(u.cell(0, "process"), Some(&Cell::Text("agent".into())));
+        assert_eq!(u.cell(0, "runs"), Some(&Cell::Count(2)));
+        assert_eq!(u.cell(0, "on_cpu"), Some(&Cell::Ns(400)));
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.starts_with("1 thread ran 2 times with none of their events")),
             "{:?}",
             s.notes
         );

@@ -87,6 +87,23 @@ impl Fxt {
         })
     }
 
+    /// A switch the recorder inferred and marked `untraced`: `prev` showed
+    /// no event of its own since it was switched in.
+    pub fn untraced_switch(&mut self, ts: u64, cpu: u16, prev: u64, next: u64) -> &mut Self {
+        self.record(&Record::ContextSwitch {
+            ts,
+            cpu,
+            outgoing_state: 3,
+            outgoing_tid: prev,
+            incoming_tid: next,
+            args: vec![
+                Arg::new("inferred", ArgValue::Bool(true)),
+                Arg::new("untraced", ArgValue::Bool(true)),
+            ]
+            .into(),
+        })
+    }
+
     /// A wake-up of `tid`.
     pub fn wakeup(&mut self, ts: u64, cpu: u16, tid: u64) -> &mut Self {
         self.record(&Record::ThreadWakeup {

@@ -31,6 +31,8 @@ table! {
         next_prio: Int32Builder nullable,
         /// The recorder inferred the switch.
         inferred: BooleanBuilder,
+        /// Inferred, out of a thread that showed nothing of its own since.
+        untraced: BooleanBuilder,
     }
 }
 
@@ -56,6 +58,7 @@ impl Table for ContextSwitches {
         self.prev_prio.append_option(s.prev_prio);
         self.next_prio.append_option(s.next_prio);
         self.inferred.append_value(s.inferred);
+        self.untraced.append_value(s.untraced);
         self.rows += 1;
     }
 }
@@ -69,7 +72,7 @@ mod tests {
     #[test]
     fn switches_with_states_and_priorities() {
         let cx = cx();
-        let sw = |ts, state, prio, inferred| {
+        let sw = |ts, state, prio, inferred: bool| {
             Event::Switch(Switch {
                 ts,
                 cpu: 2,
@@ -81,6 +84,7 @@ mod tests {
                 prev_prio: prio,
                 next_prio: Some(0),
                 inferred,
+                untraced: inferred,
             })
         };
         let events = [
@@ -94,5 +98,6 @@ mod tests {
         assert_eq!(column(&batch, "prev_prio"), ["120", ""]);
         assert_eq!(column(&batch, "next_tid"), ["0", "0"]);
         assert_eq!(column(&batch, "inferred"), ["false", "true"]);
+        assert_eq!(column(&batch, "untraced"), ["false", "true"]);
     }
 }

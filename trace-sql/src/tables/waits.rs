@@ -264,6 +264,7 @@ mod tests {
             prev_prio: None,
             next_prio: None,
             inferred: false,
+            untraced: false,
         })
     }
 
