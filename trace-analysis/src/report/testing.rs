@@ -77,30 +77,36 @@ impl Fxt {
 
     /// A context switch the recorder inferred (it did not see it).
     pub fn inferred_switch(&mut self, ts: u64, cpu: u16, prev: u64, next: u64) -> &mut Self {
-        self.record(&Record::ContextSwitch {
-            ts,
-            cpu,
-            outgoing_state: 3,
-            outgoing_tid: prev,
-            incoming_tid: next,
-            args: vec![Arg::new("inferred", ArgValue::Bool(true))].into(),
-        })
+        self.unseen_switch(ts, cpu, prev, next, &["inferred"])
     }
 
     /// A switch the recorder inferred and marked `untraced`: `prev` showed
     /// no event of its own since it was switched in.
     pub fn untraced_switch(&mut self, ts: u64, cpu: u16, prev: u64, next: u64) -> &mut Self {
+        self.unseen_switch(ts, cpu, prev, next, &["inferred", "untraced"])
+    }
+
+    /// A switch the recorder wrote without seeing it, its state unknown,
+    /// with each of `flags` true.
+    fn unseen_switch(
+        &mut self,
+        ts: u64,
+        cpu: u16,
+        prev: u64,
+        next: u64,
+        flags: &[&str],
+    ) -> &mut Self {
+        let args: Vec<Arg<'_>> = flags
+            .iter()
+            .map(|f| Arg::new(*f, ArgValue::Bool(true)))
+            .collect();
         self.record(&Record::ContextSwitch {
             ts,
             cpu,
             outgoing_state: 3,
             outgoing_tid: prev,
             incoming_tid: next,
-            args: vec![
-                Arg::new("inferred", ArgValue::Bool(true)),
-                Arg::new("untraced", ArgValue::Bool(true)),
-            ]
-            .into(),
+            args: args.into(),
         })
     }
 
