@@ -165,4 +165,6 @@ impl Selection {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;

@@ -1,46 +1,8 @@
-use std::fs;
-use std::path::{Path, PathBuf};
-
-use trace_common::kernel::tracepoint::{
-    FLAG_SIGNED, OP_LT, STRING_UNREADABLE, TracepointEvent, TracepointRecord,
-};
+use trace_common::kernel::tracepoint::{FLAG_SIGNED, OP_LT, TracepointRecord};
 
 use super::field::FieldKind;
+use super::testing::{FakeTracefs, event};
 use super::*;
-
-/// A tracefs tree with the test format files.
-struct FakeTracefs(PathBuf);
-
-impl FakeTracefs {
-    fn new(name: &str) -> FakeTracefs {
-        let root = std::env::temp_dir().join(format!("tp-sel-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        for (group, event) in [
-            ("sched", "sched_switch"),
-            ("sched", "sched_migrate_task"),
-            ("irq", "softirq_entry"),
-            ("irq", "softirq_exit"),
-            ("syscalls", "sys_enter_openat"),
-            ("syscalls", "sys_exit_openat"),
-            ("signal", "signal_generate"),
-            ("kmem", "kmalloc"),
-        ] {
-            let dir = root.join("events").join(group).join(event);
-            fs::create_dir_all(&dir).unwrap();
-            let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("src/kernel/testdata")
-                .join(format!("{event}.format"));
-            fs::copy(src, dir.join("format")).unwrap();
-        }
-        FakeTracefs(root)
-    }
-}
-
-impl Drop for FakeTracefs {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn specs(s: &[&str]) -> Vec<String> {
     s.iter().map(|x| (*x).to_owned()).collect()
@@ -156,36 +118,6 @@ fn filters_compile_per_event_and_errors_name_the_field() {
     )
     .unwrap();
     assert_eq!(sel.tracepoints[0].config.n_insns, 0);
-}
-
-/// An event of `tp` with record `data` and `strings` (each `None` for an
-/// unreadable one).
-fn event(tp: &Tracepoint, data: &[u8], strings: &[Option<&[u8]>]) -> Vec<u8> {
-    let head = TracepointEvent {
-        id: tp.id,
-        data_len: data.len() as u16,
-        n_strings: strings.len() as u32,
-        ..Default::default()
-    };
-    // SAFETY: plain data, read as its bytes.
-    let mut out = unsafe {
-        std::slice::from_raw_parts(
-            std::ptr::from_ref(&head).cast::<u8>(),
-            size_of::<TracepointEvent>(),
-        )
-    }
-    .to_vec();
-    out.extend_from_slice(data);
-    for s in strings {
-        match s {
-            Some(s) => {
-                out.extend_from_slice(&(s.len() as u16).to_ne_bytes());
-                out.extend_from_slice(s);
-            }
-            None => out.extend_from_slice(&STRING_UNREADABLE.to_ne_bytes()),
-        }
-    }
-    out
 }
 
 #[test]

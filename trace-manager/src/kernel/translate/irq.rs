@@ -159,6 +159,16 @@ impl KernelTranslator {
         Ok(())
     }
 
+    /// The start of the innermost interrupt handler running on `cpu`, if
+    /// any (a hard IRQ's handler may interrupt a softirq, never the other
+    /// way round).
+    pub(super) fn irq_in_progress(&self, cpu: u32) -> Option<u64> {
+        let irqs = self.irq.cpus.get(&cpu)?;
+        let hard = irqs.hard.as_ref().map(|p| p.ts);
+        let soft = irqs.soft.as_ref().map(|p| p.ts);
+        hard.max(soft)
+    }
+
     /// Writes one interrupt on `cpu`'s track, from its start to `end_ts`.
     fn write_irq<W: Write>(
         &mut self,
@@ -169,6 +179,7 @@ impl KernelTranslator {
         extra: &[(&str, ArgValue<'_>)],
     ) -> Result<(), OutputError> {
         let tid = self.irq_track(out, cpu)?;
+        self.irq_ended(cpu, p.ts, end_ts);
         let mut args: Vec<(&str, ArgValue<'_>)> = p.args;
         args.extend(extra.iter().cloned());
         let kind = EventKind::DurationComplete { end_ts };

@@ -11,7 +11,7 @@ use trace_common::category::KERNEL_LOCK;
 use trace_common::fxt::{ArgValue, EventKind, StringRef};
 use trace_common::kernel::tracepoint::TracepointRecord;
 
-use super::irq::IRQ_PROCESS_KOID;
+use super::irq::{IRQ_PROCESS_KOID, irq_thread_koid};
 use super::locks::lock_wait_name;
 use super::{EventRecord, KernelTranslator};
 use crate::kernel::tracepoints::{Decoded, Role, Selection, decode};
@@ -28,6 +28,14 @@ struct Open {
     /// Where that call ended, once it has: the duration may not outlast it
     /// (Perfetto drops a slice that partly overlaps another on its track).
     call_end: Option<u64>,
+    /// The CPU of the entry.
+    cpu: u32,
+    /// For an entry on a CPU's interrupt track (no task ran), the start of
+    /// the interrupt handler it came in, if any.
+    in_irq: Option<u64>,
+    /// Where that handler ended, once it has: the duration may not outlast
+    /// it (its exit was lost, or was seen in another context).
+    irq_end: Option<u64>,
 }
 
 /// The translator's state for selected tracepoints.
@@ -188,6 +196,11 @@ impl KernelTranslator {
             }
             Role::Entry(n) => {
                 let in_call = self.call_in_progress(h.tid);
+                let in_irq = if thread.0 == IRQ_PROCESS_KOID {
+                    self.irq_in_progress(h.cpu)
+                } else {
+                    None
+                };
                 self.tracepoints
                     .open
                     .entry((thread, n))
@@ -198,6 +211,9 @@ impl KernelTranslator {
                         args,
                         in_call,
                         call_end: None,
+                        cpu: h.cpu,
+                        in_irq,
+                        irq_end: None,
                     });
             }
             Role::Exit(n) => {
@@ -257,11 +273,34 @@ impl KernelTranslator {
         }
     }
 
+    /// Notes that the interrupt handler that started at `start` on `cpu`
+    /// ended at `end`, for the pairs on that CPU's interrupt track that
+    /// began inside it.
+    pub(super) fn irq_ended(&mut self, cpu: u32, start: u64, end: u64) {
+        if self.tracepoints.open.is_empty() {
+            return;
+        }
+        let track = (IRQ_PROCESS_KOID, irq_thread_koid(cpu));
+        for n in 0..self.tracepoints.selection.pairs.len() {
+            let Some(opens) = self.tracepoints.open.get_mut(&(track, n)) else {
+                continue;
+            };
+            for o in opens.iter_mut() {
+                if o.in_irq == Some(start) && o.irq_end.is_none() {
+                    o.irq_end = Some(end);
+                }
+            }
+        }
+    }
+
     /// Where a pair begun at `open` and exited at `exit` on thread `tid`
-    /// ends on the timeline: at the exit, unless that would cross a system
-    /// call's slice on the same track, which Perfetto would then drop: a
-    /// call it began in and that ended first (the per-call tracepoints fire
-    /// just after the raw ones), or one begun after it and still running.
+    /// ends on the timeline: at the exit, unless that would cross a slice
+    /// on the same track, which Perfetto would then drop. On a thread's
+    /// track, a system call it began in and that ended first (the per-call
+    /// tracepoints fire just after the raw ones), or one begun after it and
+    /// still running; on a CPU's interrupt track, likewise an interrupt
+    /// handler (an entry inside a handler whose exit was not recorded stays
+    /// open past it).
     fn pair_end(&self, open: &Open, tid: u32, exit: u64) -> u64 {
         let mut end = exit;
         if let Some(call_end) = open.call_end {
@@ -272,6 +311,17 @@ impl KernelTranslator {
             && open.in_call != Some(start)
         {
             end = end.min(start);
+        }
+        if open.thread.0 == IRQ_PROCESS_KOID {
+            if let Some(irq_end) = open.irq_end {
+                end = end.min(irq_end.max(open.ts));
+            }
+            if let Some(start) = self.irq_in_progress(open.cpu)
+                && start > open.ts
+                && open.in_irq != Some(start)
+            {
+                end = end.min(start);
+            }
         }
         end
     }
@@ -348,9 +398,14 @@ impl KernelTranslator {
             .collect();
         left.sort_by_key(|(_, o)| o.ts);
         let stop = self.end_ts();
-        for (n, open) in left {
-            // The calls still running were ended (at the stop) first.
+        for (n, mut open) in left {
+            // The calls and handlers still running were ended (at the stop)
+            // first.
             let end = self.pair_end(&open, open.thread.1, stop);
+            if end < stop {
+                open.args
+                    .push(("end_clamped_ns".to_owned(), Decoded::U64(stop - end)));
+            }
             self.write_pair(out, n, open, end, None)?;
         }
         Ok(())
@@ -360,6 +415,59 @@ impl KernelTranslator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::syscalls::SyscallTable;
+    use crate::kernel::tracepoints::select;
+    use crate::kernel::tracepoints::testing::{FakeTracefs, event_at};
+    use crate::kernel::translate::testing::{ev, events_and_names};
+
+    #[test]
+    fn a_pair_on_an_interrupt_track_never_crosses_a_handler() {
+        let fs = FakeTracefs::new("pair-in-irq");
+        let spec = ["irq:softirq_entry..irq:softirq_exit".to_owned()];
+        let selection = Arc::new(select(&fs.0, &spec).unwrap());
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        t.set_tracepoints(Arc::clone(&selection));
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let pair = &selection.pairs[0];
+        // On CPU 0 with no task running (tid 0): the pair's entry and exit.
+        let tracepoint = |t: &mut KernelTranslator, out: &mut FxtStream<Vec<u8>>, ts, id| {
+            let tp = selection.get(id).unwrap();
+            let bytes = event_at(tp, ev::header(ts, 0, 0, 0), &[0u8; 12], &[]);
+            let record = TracepointRecord::parse(&bytes).unwrap();
+            t.tracepoint(out, &record).unwrap();
+        };
+        // An entry inside a softirq whose exit never comes.
+        t.softirq(&mut out, &ev::softirq(100, 0, 1, false)).unwrap();
+        tracepoint(&mut t, &mut out, 110, pair.entry);
+        t.softirq(&mut out, &ev::softirq(200, 0, 1, true)).unwrap();
+        // An entry outside any handler, exited inside a later one.
+        tracepoint(&mut t, &mut out, 300, pair.entry);
+        t.irq_entry(&mut out, &ev::irq_entry(400, 0, 5, "virtio0"))
+            .unwrap();
+        tracepoint(&mut t, &mut out, 450, pair.exit);
+        t.irq_exit(&mut out, &ev::irq_exit(500, 0, 5, 1)).unwrap();
+        t.set_stop(1000);
+        t.finish_open(&mut out).unwrap();
+        let (events, _) = events_and_names(&out.finish().unwrap());
+        let spans: Vec<(u64, &str, u64)> = events
+            .iter()
+            .filter_map(|(ts, _, _, name, kind)| match kind {
+                EventKind::DurationComplete { end_ts } => Some((*ts, name.as_str(), *end_ts)),
+                _ => None,
+            })
+            .collect();
+        // Each pair ends inside the handler it began in, or before the one
+        // its exit came in began: no two slices partly overlap.
+        assert_eq!(
+            spans,
+            [
+                (100, "softirq TIMER", 200),
+                (300, "softirq", 400),
+                (400, "virtio0", 500),
+                (110, "softirq", 200),
+            ]
+        );
+    }
 
     #[test]
     fn fields_past_the_fourteenth_go_into_one_argument() {
