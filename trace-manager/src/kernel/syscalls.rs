@@ -87,6 +87,15 @@ pub fn creates_task(nr: i64) -> bool {
         .is_some_and(|s| matches!(s.name(), "clone" | "clone3" | "fork" | "vfork"))
 }
 
+/// Whether system call `nr` ends its task (`exit`, `exit_group`): it never
+/// returns.
+pub fn ends_task(nr: i64) -> bool {
+    usize::try_from(nr)
+        .ok()
+        .and_then(syscalls::Sysno::new)
+        .is_some_and(|s| matches!(s.name(), "exit" | "exit_group"))
+}
+
 /// What the trace says about one system call number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyscallInfo {

@@ -113,6 +113,19 @@ impl KernelTranslator {
         e: &SoftirqEvent,
     ) -> Result<(), OutputError> {
         let (ts, cpu, vec, exit) = (e.header.ts, e.header.cpu, e.vec, e.exit == SOFTIRQ_EXIT);
+        // Softirqs never run inside a hard IRQ's handler, and a handler that
+        // interrupts a softirq returns before it: a handler still running
+        // at a softirq's start, or begun inside the softirq and running at
+        // its end, had its exit lost. Ended here, so the two nest.
+        let irqs = self.irq.cpus.entry(cpu).or_default();
+        let soft_start = irqs.soft.as_ref().map(|p| p.ts);
+        let lost_hard = match &irqs.hard {
+            Some(hard) if !exit || soft_start.is_some_and(|s| hard.ts >= s) => irqs.hard.take(),
+            _ => None,
+        };
+        if let Some(lost) = lost_hard {
+            self.write_irq(out, cpu, lost, ts, &[("exit_lost", ArgValue::Bool(true))])?;
+        }
         let slot = &mut self.irq.cpus.entry(cpu).or_default().soft;
         if !exit {
             let name = match trace_common::kernel::softirq_name(vec) {
@@ -278,5 +291,43 @@ mod tests {
         assert_eq!(names[&cpu0], "CPU 0 interrupts");
         assert_eq!(names[&u64::from(IRQ_PROCESS_KOID)], "kernel interrupts");
         assert!(cpu0 > 4_194_304 && cpu1 < i32::MAX as u64);
+    }
+    #[test]
+    fn a_hard_irq_whose_exit_was_lost_ends_inside_its_softirq() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // A handler inside a softirq, its exit lost: it ends with the
+        // softirq, not at a later exit of the same IRQ.
+        t.softirq(&mut out, &ev::softirq(100, 0, 9, false)).unwrap();
+        t.irq_entry(&mut out, &ev::irq_entry(110, 0, 36, "virtio1-req.0"))
+            .unwrap();
+        t.softirq(&mut out, &ev::softirq(150, 0, 9, true)).unwrap();
+        t.irq_exit(&mut out, &ev::irq_exit(160, 0, 36, 1)).unwrap();
+        // A handler running when a softirq starts: its exit was lost too.
+        t.irq_entry(&mut out, &ev::irq_entry(200, 0, 36, "virtio1-req.0"))
+            .unwrap();
+        t.softirq(&mut out, &ev::softirq(220, 0, 1, false)).unwrap();
+        t.softirq(&mut out, &ev::softirq(230, 0, 1, true)).unwrap();
+        t.irq_exit(&mut out, &ev::irq_exit(240, 0, 36, 1)).unwrap();
+        t.set_stop(400);
+        t.finish_irqs(&mut out).unwrap();
+        let bytes = out.finish().unwrap();
+        let (events, _) = crate::kernel::translate::testing::events_and_names(&bytes);
+        let spans: Vec<(u64, &str, u64)> = events
+            .iter()
+            .filter_map(|(ts, _, _, name, kind)| match kind {
+                EventKind::DurationComplete { end_ts } => Some((*ts, name.as_str(), *end_ts)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (110, "virtio1-req.0", 150),
+                (100, "softirq RCU", 150),
+                (200, "virtio1-req.0", 220),
+                (220, "softirq TIMER", 230),
+            ]
+        );
     }
 }

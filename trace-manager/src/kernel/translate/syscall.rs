@@ -9,7 +9,7 @@ use trace_common::fxt::{Arg, ArgValue, EventKind, Record, StringRef, ThreadRef};
 use trace_common::kernel::{SysEnterEvent, SysExitEvent, SyscallEvent};
 
 use super::{EventRecord, KernelTranslator, Map};
-use crate::kernel::syscalls::{SyscallInfo, SyscallTable, creates_task};
+use crate::kernel::syscalls::{SyscallInfo, SyscallTable, creates_task, ends_task};
 use crate::output::{FxtStream, OutputError};
 
 /// How a system call ended, as far as the events tell.
@@ -19,7 +19,8 @@ pub(super) enum CallEnd {
     Returned { ts: u64, ret: i64 },
     /// Its thread exited inside it at `ts` (`exit`, `exit_group`).
     Exited { ts: u64 },
-    /// Its return was lost; the thread's next call began at `ts`.
+    /// Its return was lost; at `ts` the thread began its next call, or was
+    /// switched out dead.
     Lost { ts: u64 },
     /// The recording ended inside it, at `ts`.
     Running { ts: u64 },
@@ -258,6 +259,27 @@ impl KernelTranslator {
                 self.write_syscall_without_entry(out, tid, call, ts, ret, "began_before_recording")
             }
         }
+    }
+
+    /// Thread `tid` was switched out dead at `ts`: a call it is still in
+    /// ends there. Its exit was lost (it is ended at the exit otherwise):
+    /// `exit` or `exit_group` ended with it; any other call returned
+    /// unrecorded before (a thread dies on its way back to user space).
+    pub(super) fn call_died<W: Write>(
+        &mut self,
+        out: &mut FxtStream<W>,
+        tid: u32,
+        ts: u64,
+    ) -> Result<(), OutputError> {
+        let Some(call) = self.syscall.calls.get_mut(&tid).and_then(|c| c.call.take()) else {
+            return Ok(());
+        };
+        let end = if ends_task(call.nr) {
+            CallEnd::Exited { ts }
+        } else {
+            CallEnd::Lost { ts }
+        };
+        self.write_syscall(out, tid, call, end)
     }
 
     /// Writes the system calls still running as durations that end where
@@ -539,6 +561,52 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_call_still_open_when_its_thread_is_switched_out_dead_ends_there() {
+        let mut out = FxtStream::new(Vec::new()).unwrap();
+        let mut t = KernelTranslator::with_syscalls(SyscallTable::without_formats());
+        // Ids /proc does not know, so nothing is looked up there.
+        let (pid, a, b) = (4_000_000_u32, 4_000_001_u32, 4_000_002_u32);
+        let dead = 0x10;
+        // A call whose return was lost, then the thread's exit too.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(1000, a, pid, libc::SYS_getppid, [0; 6]),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(1200, 0, (a, pid, 120, dead, "w"), (0, 120, "")),
+        )
+        .unwrap();
+        // exit_group, its thread's exit lost: it ends with the thread.
+        t.sys_enter(
+            &mut out,
+            &ev::sys_enter(1300, b, pid, libc::SYS_exit_group, [0; 6]),
+        )
+        .unwrap();
+        t.switch(
+            &mut out,
+            &ev::switch(1400, 1, (b, pid, 120, dead, "w"), (0, 120, "")),
+        )
+        .unwrap();
+        t.set_stop(5000);
+        t.finish_open(&mut out).unwrap();
+        let calls = syscall_events(&out.finish().unwrap());
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].1, "getppid");
+        assert_eq!(calls[0].2, EventKind::DurationComplete { end_ts: 1200 });
+        assert!(calls[0].3.iter().any(|(n, _)| n == "return_lost"));
+        assert_eq!(calls[1].1, "exit_group");
+        assert_eq!(calls[1].2, EventKind::DurationComplete { end_ts: 1400 });
+        assert!(
+            !calls[1]
+                .3
+                .iter()
+                .any(|(n, _)| n == "return_lost" || n == "unfinished")
+        );
     }
 
     #[test]

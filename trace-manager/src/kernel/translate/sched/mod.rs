@@ -316,6 +316,9 @@ impl KernelTranslator {
         e: &SchedSwitchEvent,
     ) -> Result<(), OutputError> {
         self.write_switch(out, e)?;
+        if e.prev_pid != 0 && thread_state(e.prev_state) == ThreadState::Dead {
+            self.call_died(out, e.prev_pid, e.header.ts)?;
+        }
         if e.prev_pid != 0 && thread_state(e.prev_state) == ThreadState::Blocked {
             self.call_blocked(e.prev_pid, e.header.ts);
         }
