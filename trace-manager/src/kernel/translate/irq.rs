@@ -311,17 +311,12 @@ mod tests {
         t.irq_exit(&mut out, &ev::irq_exit(240, 0, 36, 1)).unwrap();
         t.set_stop(400);
         t.finish_irqs(&mut out).unwrap();
-        let bytes = out.finish().unwrap();
-        let (events, _) = crate::kernel::translate::testing::events_and_names(&bytes);
-        let spans: Vec<(u64, &str, u64)> = events
-            .iter()
-            .filter_map(|(ts, _, _, name, kind)| match kind {
-                EventKind::DurationComplete { end_ts } => Some((*ts, name.as_str(), *end_ts)),
-                _ => None,
-            })
-            .collect();
+        let spans = crate::kernel::translate::testing::spans(&out.finish().unwrap());
         assert_eq!(
-            spans,
+            spans
+                .iter()
+                .map(|(a, n, b)| (*a, n.as_str(), *b))
+                .collect::<Vec<_>>(),
             [
                 (110, "virtio1-req.0", 150),
                 (100, "softirq RCU", 150),

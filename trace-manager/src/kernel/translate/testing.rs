@@ -54,6 +54,19 @@ pub(super) fn events_and_names(bytes: &[u8]) -> (Vec<Ev>, HashMap<u64, String>) 
     (ev, names)
 }
 
+/// The complete durations of a stream, in the order written: (start,
+/// name, end).
+pub(super) fn spans(bytes: &[u8]) -> Vec<(u64, String, u64)> {
+    events_and_names(bytes)
+        .0
+        .into_iter()
+        .filter_map(|(ts, _, _, name, kind)| match kind {
+            EventKind::DurationComplete { end_ts } => Some((ts, name, end_ts)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Kernel events as the programs write them, from a few numbers.
 pub(super) mod ev {
     use trace_common::kernel::*;

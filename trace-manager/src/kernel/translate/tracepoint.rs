@@ -418,7 +418,7 @@ mod tests {
     use crate::kernel::syscalls::SyscallTable;
     use crate::kernel::tracepoints::select;
     use crate::kernel::tracepoints::testing::{FakeTracefs, event_at};
-    use crate::kernel::translate::testing::{ev, events_and_names};
+    use crate::kernel::translate::testing::{ev, spans};
 
     #[test]
     fn a_pair_on_an_interrupt_track_never_crosses_a_handler() {
@@ -448,18 +448,14 @@ mod tests {
         t.irq_exit(&mut out, &ev::irq_exit(500, 0, 5, 1)).unwrap();
         t.set_stop(1000);
         t.finish_open(&mut out).unwrap();
-        let (events, _) = events_and_names(&out.finish().unwrap());
-        let spans: Vec<(u64, &str, u64)> = events
-            .iter()
-            .filter_map(|(ts, _, _, name, kind)| match kind {
-                EventKind::DurationComplete { end_ts } => Some((*ts, name.as_str(), *end_ts)),
-                _ => None,
-            })
-            .collect();
+        let spans = spans(&out.finish().unwrap());
         // Each pair ends inside the handler it began in, or before the one
         // its exit came in began: no two slices partly overlap.
         assert_eq!(
-            spans,
+            spans
+                .iter()
+                .map(|(a, n, b)| (*a, n.as_str(), *b))
+                .collect::<Vec<_>>(),
             [
                 (100, "softirq TIMER", 200),
                 (300, "softirq", 400),
