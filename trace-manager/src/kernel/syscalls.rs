@@ -89,7 +89,7 @@ pub fn creates_task(nr: i64) -> bool {
 
 /// Whether system call `nr` ends its task (`exit`, `exit_group`): it never
 /// returns.
-pub fn ends_task(nr: i64) -> bool {
+pub(crate) fn ends_task(nr: i64) -> bool {
     usize::try_from(nr)
         .ok()
         .and_then(syscalls::Sysno::new)
